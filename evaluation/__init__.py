@@ -1,0 +1,1 @@
+"""Document-level retrieval metrics, run shapes, and aggregation."""

@@ -1,0 +1,52 @@
+"""Per-query metrics at each cut-off, and their macro average."""
+
+from __future__ import annotations
+
+from statistics import fmean
+from typing import Literal, Mapping, Sequence
+
+from evaluation import metrics as m
+from evaluation.runs import DocRanking
+
+
+def evaluate_queries(
+    ranking: DocRanking,
+    gold: Mapping[str, Sequence[str]],
+    ks: Sequence[int],
+    precision_denominator: Literal["k", "retrieved"] = "k",
+    recall_denominator: Literal["gold", "capped"] = "gold",
+) -> list[dict]:
+    """One row ``{query_id, metric, k, value}`` per query, metric and k.
+
+    Every query in ``gold`` is scored (a query the run missed scores 0); queries with
+    no gold documents are skipped, since recall is undefined for them.
+    """
+    rows = []
+    for qid, gold_docs in gold.items():
+        relevant = set(gold_docs)
+        if not relevant:
+            continue
+        ranked = [d for d, _ in ranking.get(qid, [])]
+        for k in ks:
+            values = {
+                "precision": m.precision(ranked, relevant, k, precision_denominator),
+                "recall": m.recall(ranked, relevant, k, recall_denominator),
+                "f1": m.f1(ranked, relevant, k, precision_denominator, recall_denominator),
+                "perfect_recall": m.perfect_recall(ranked, relevant, k),
+                "ndcg": m.ndcg(ranked, relevant, k),
+                "mrr": m.mrr(ranked, relevant, k),
+            }
+            rows.extend({"query_id": qid, "metric": name, "k": k, "value": values[name]} for name in m.METRICS)
+    return rows
+
+
+def macro_average(rows: Sequence[dict]) -> list[dict]:
+    """``{metric, k, value, queries}``: the mean over queries of each (metric, k)."""
+    groups: dict[tuple[str, int], list[float]] = {}
+    for row in rows:
+        groups.setdefault((row["metric"], row["k"]), []).append(row["value"])
+    order = {name: i for i, name in enumerate(m.METRICS)}
+    return [
+        {"metric": metric, "k": k, "value": fmean(values), "queries": len(values)}
+        for (metric, k), values in sorted(groups.items(), key=lambda g: (order[g[0][0]], g[0][1]))
+    ]

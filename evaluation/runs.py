@@ -1,0 +1,52 @@
+"""Run shapes: object-level runs to de-duplicated document rankings, qrels, TREC files."""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+from urllib.parse import quote
+
+DocRanking = dict[str, list[tuple[str, float]]]
+
+
+def dedup_documents(rows: Iterable[tuple[str, str, int, float]]) -> DocRanking:
+    """From ``(query_id, doc_id, rank, score)`` object hits, each query's documents in rank
+    order, each kept at its first (best) occurrence with that object's score."""
+    by_query: dict[str, list[tuple[int, str, float]]] = {}
+    for qid, doc, rank, score in rows:
+        by_query.setdefault(qid, []).append((rank, doc, score))
+    ranking: DocRanking = {}
+    for qid, hits in by_query.items():
+        seen: set[str] = set()
+        docs = []
+        for _, doc, score in sorted(hits, key=lambda h: h[0]):
+            if doc not in seen:
+                seen.add(doc)
+                docs.append((doc, score))
+        ranking[qid] = docs
+    return ranking
+
+
+def to_ranx_run(ranking: DocRanking) -> dict[str, dict[str, float]]:
+    """``{qid: {doc: score}}`` with strictly decreasing scores by rank (``1 / rank``), so that
+    ranx and trec_eval reproduce our order whatever the ties in the original scores."""
+    return {q: {d: 1.0 / i for i, (d, _) in enumerate(docs, 1)} for q, docs in ranking.items()}
+
+
+def to_qrels(gold: Mapping[str, Iterable[str]]) -> dict[str, dict[str, int]]:
+    """``{qid: {doc: 1}}`` from each query's gold document ids."""
+    return {q: {d: 1 for d in docs} for q, docs in gold.items()}
+
+
+def trec_id(doc_id: str) -> str:
+    """A document id safe for whitespace-separated TREC files (spaces percent-encoded)."""
+    return quote(doc_id, safe="")
+
+
+def to_trec(ranking: DocRanking, tag: str) -> str:
+    """TREC run text: ``qid Q0 docid rank score tag`` per line; ids percent-encoded."""
+    lines = [
+        f"{trec_id(q)} Q0 {trec_id(d)} {i} {s:.6f} {trec_id(tag)}"
+        for q, docs in ranking.items()
+        for i, (d, s) in enumerate(docs, 1)
+    ]
+    return "\n".join(lines) + ("\n" if lines else "")

@@ -1,0 +1,1 @@
+"""Prefect flows: each wires stages together and nothing else."""

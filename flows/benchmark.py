@@ -1,0 +1,50 @@
+"""The benchmark flow: download -> prepare -> subsample -> index -> retrieve -> evaluate -> MLflow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from prefect import flow, task
+
+from rbench.config import load_config
+from tasks.datasets import get_adapter
+from tasks.download import DOWNLOAD, DownloadConfig
+from tasks.evaluate import EVALUATE
+from tasks.index import INDEX, IndexConfig
+from tasks.orchestration import call_stage, stage_task
+from tasks.prepare import PREPARE
+from tasks.retrieve import RETRIEVE, RetrieveConfig
+from tasks.subsample import SUBSAMPLE
+from tasks.track import log_experiment
+
+download, prepare, subsample, index, retrieve, evaluate = map(
+    stage_task, (DOWNLOAD, PREPARE, SUBSAMPLE, INDEX, RETRIEVE, EVALUATE)
+)
+log_to_mlflow = task(log_experiment, name="mlflow")
+
+
+@flow(name="rbench-benchmark", log_prints=True)
+def benchmark(config_path: str, mirror: str | None = None, store: str | None = None) -> dict:
+    """Run every configured retriever on every configured dataset; return metrics and stage report."""
+    cfg = load_config(config_path, mirror=mirror, store=store)
+    root, report, results = str(cfg.store), [], []
+    for ds in cfg.datasets:
+        adapter = get_adapter(ds.adapter)
+        files = DownloadConfig(files=adapter.files(adapter.Params.model_validate(ds.params)))
+        raw = call_stage(download, root, [], files, ds.name, report, mirror=cfg.mirror)
+        prepared = call_stage(prepare, root, [raw], ds, ds.name, report)
+        queries = call_stage(subsample, root, [prepared], cfg.subsample, ds.name, report)
+        for r in cfg.retrievers:
+            label = f"{ds.name}/{r.label}"
+            built = call_stage(index, root, [prepared], IndexConfig.of(r), label, report)
+            run = call_stage(retrieve, root, [prepared, queries, built], RetrieveConfig.of(r, cfg.depth), label, report)
+            scored = call_stage(evaluate, root, [queries, run], cfg.metrics, label, report)
+            results.append({"dataset": ds.name, "retriever": r, "evaluation": scored})
+    run_id = log_to_mlflow(cfg, results, report, Path(config_path).read_text(encoding="utf-8"))
+    metrics = [
+        {"dataset": r["dataset"], "retriever": r["retriever"].label, **row}
+        for r in results
+        for row in pq.read_table(r["evaluation"].file("aggregate.parquet")).to_pylist()
+    ]
+    return {"mlflow_run_id": run_id, "tracking_uri": cfg.tracking_uri(), "metrics": metrics, "stages": report}

@@ -1,0 +1,155 @@
+"""The ``rbench`` command: run an experiment, list what is available, show a finished run."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+from rbench.errors import RbenchError
+
+
+def _setup_environment() -> None:
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
+    logging.getLogger("rbench").setLevel(logging.INFO)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from rbench.config import load_config
+    from rbench.report import metrics_table
+
+    mirror = args.mirror or os.environ.get("RBENCH_MIRROR") or None
+    cfg = load_config(args.config, mirror=mirror, store=args.store)
+    print(f"rbench: experiment {cfg.name!r}: {len(cfg.datasets)} dataset(s) x {len(cfg.retrievers)} "
+          f"retriever(s); store {cfg.store}; mirror {cfg.mirror or '(none: download)'}", flush=True)
+    from flows.benchmark import benchmark
+
+    started = time.perf_counter()
+    result = benchmark(
+        config_path=str(Path(args.config).resolve()),
+        mirror=str(cfg.mirror) if cfg.mirror else None,
+        store=str(cfg.store),
+    )
+    elapsed = time.perf_counter() - started
+    ran = [s for s in result["stages"] if s["status"] == "ran"]
+    print()
+    print(metrics_table(result["metrics"]))
+    print()
+    print(f"stages: {len(ran)} ran, {len(result['stages']) - len(ran)} cached; "
+          f"wall time {elapsed:.1f}s")
+    print(f"MLflow run {result['mlflow_run_id']} at {result['tracking_uri']}")
+    print(f"show it again with: rbench show {result['mlflow_run_id']} --tracking-uri {result['tracking_uri']}")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from retrievers.models import ALIASES, MODELS, packaged_path
+    from retrievers.registry import RETRIEVERS
+    from tasks.datasets import ADAPTERS
+
+    what = args.what
+    if what in ("datasets", "all"):
+        print("datasets (adapters):")
+        for name, cls in sorted(ADAPTERS.items()):
+            print(f"  {name:<12} {cls.description}")
+    if what in ("retrievers", "all"):
+        print("retrievers:")
+        for name, cls in sorted(RETRIEVERS.items()):
+            params = ", ".join(f"{k}={v.default!r}" for k, v in cls.Params.model_fields.items())
+            print(f"  {name:<12} {cls.description}\n  {'':<12} params: {params}")
+    if what in ("models", "all"):
+        print("embedding models:")
+        for model_id, spec in MODELS.items():
+            aliases = [a for a, t in ALIASES.items() if t == model_id]
+            where = "packaged, offline" if packaged_path(spec) else (
+                "from the hub" if spec.hub else f"needs pip install {spec.package}")
+            print(f"  {model_id:<42} {spec.dim:>4}-d  {where}; aliases {aliases}\n  {'':<42} {spec.description}")
+        print("  (any sentence-transformers hub id or local model folder also works)")
+    return 0
+
+
+def _parent_run(client, experiment: str, run: str):
+    if run != "latest":
+        return client.get_run(run)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        raise RbenchError(f"MLflow experiment {experiment!r} does not exist at this tracking URI")
+    runs = client.search_runs(
+        [exp.experiment_id], filter_string="attributes.status = 'FINISHED'", order_by=["attributes.start_time DESC"]
+    )
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    if not parents:
+        raise RbenchError(f"no finished run in MLflow experiment {experiment!r}")
+    return parents[0]
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    from rbench.config import DEFAULT_STORE
+    from rbench.report import metrics_table
+
+    uri = args.tracking_uri or f"sqlite:///{(Path(args.store) if args.store else DEFAULT_STORE).resolve() / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    try:
+        parent = _parent_run(client, args.experiment, args.run)
+    except MlflowException as e:
+        raise RbenchError(f"cannot read run {args.run!r} from {uri}: {e.message}") from None
+    children = client.search_runs(
+        [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
+    )
+    rows = []
+    for child in children:
+        for key, value in child.data.metrics.items():
+            metric, _, k = key.rpartition("_at_")
+            rows.append({"dataset": child.data.tags.get("rbench.dataset", "?"),
+                         "retriever": child.data.tags.get("rbench.retriever", child.info.run_name),
+                         "metric": metric, "k": int(k), "value": value})
+    if not rows:
+        raise RbenchError(f"run {parent.info.run_id} has no child runs with metrics: is it an rbench parent run?")
+    print(f"run {parent.info.run_id} ({parent.info.run_name}), {uri}")
+    print(metrics_table(rows))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``rbench`` command."""
+    parser = argparse.ArgumentParser(prog="rbench", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run an experiment YAML file")
+    run.add_argument("config", help="experiment YAML file, e.g. configs/default.yaml")
+    run.add_argument("--mirror", help="local mirror folder of dataset files (default: $RBENCH_MIRROR)")
+    run.add_argument("--store", help="artifact store folder (overrides the config)")
+    run.set_defaults(func=cmd_run)
+    lst = sub.add_parser("list", help="list datasets, retrievers and models")
+    lst.add_argument("what", nargs="?", default="all", choices=["all", "datasets", "retrievers", "models"])
+    lst.set_defaults(func=cmd_list)
+    show = sub.add_parser("show", help="print the metrics of a finished run")
+    show.add_argument("run", help="MLflow parent run id, or 'latest'")
+    show.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite in --store)")
+    show.add_argument("--store", help=f"store folder whose MLflow database to read (default: ./.rbench)")
+    show.add_argument("--experiment", default="rbench", help="experiment name for 'latest'")
+    show.set_defaults(func=cmd_show)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``rbench`` command."""
+    args = build_parser().parse_args(argv)
+    _setup_environment()
+    try:
+        return args.func(args)
+    except RbenchError as e:
+        print(f"rbench: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""The experiment file: YAML validated into typed objects before any work starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from rbench.errors import ConfigError
+
+DEFAULT_STORE = Path(".rbench")
+
+
+class Strict(BaseModel):
+    """Base for config objects: unknown keys are errors, objects are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SubsampleConfig(Strict):
+    """TF-IDF k-means query subsampling: keep the query nearest each of ``size`` centroids."""
+
+    size: PositiveInt = 500
+    seed: int = 0
+
+
+class MetricsConfig(Strict):
+    """Cut-offs and the definitional choices that differ between papers (see README)."""
+
+    k: list[PositiveInt] = Field(default_factory=lambda: [1, 3, 5, 10], min_length=1)
+    precision_denominator: Literal["k", "retrieved"] = "k"
+    recall_denominator: Literal["gold", "capped"] = "gold"
+
+    @field_validator("k")
+    @classmethod
+    def _sorted_unique(cls, v: list[int]) -> list[int]:
+        return sorted(set(v))
+
+
+class DatasetConfig(Strict):
+    """One dataset: a registered adapter and its parameters."""
+
+    name: str = Field(min_length=1)
+    adapter: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check_adapter(self) -> "DatasetConfig":
+        from tasks.datasets import get_adapter
+
+        adapter = get_adapter(self.adapter or self.name)
+        params = _validate_params(adapter.Params, self.params)
+        object.__setattr__(self, "adapter", adapter.name)
+        object.__setattr__(self, "params", params)
+        return self
+
+
+class RetrieverConfig(Strict):
+    """One retriever: a registered name, an optional label and its parameters."""
+
+    name: str
+    label: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check_retriever(self) -> "RetrieverConfig":
+        from retrievers.registry import get_retriever_class
+
+        cls = get_retriever_class(self.name)
+        params = _validate_params(cls.Params, self.params)
+        object.__setattr__(self, "params", params)
+        if self.label is None:
+            object.__setattr__(self, "label", self.name)
+        return self
+
+
+def _validate_params(model: type[BaseModel], params: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return model.model_validate(params).model_dump(mode="json")
+    except ValidationError as e:
+        problems = []
+        for err in e.errors():
+            where = ".".join(str(p) for p in err["loc"])
+            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            got = err.get("input")
+            shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+            problems.append(f"params.{where}: {msg}{shown}")
+        raise ValueError("; ".join(problems)) from None
+
+
+class MlflowConfig(Strict):
+    """Where results are tracked; the default is a sqlite file inside the store."""
+
+    tracking_uri: str | None = None
+    experiment: str = "rbench"
+
+
+class ExperimentConfig(Strict):
+    """A whole experiment: datasets x retrievers, evaluated at the configured cut-offs."""
+
+    name: str = "experiment"
+    store: Path = DEFAULT_STORE
+    mirror: Path | None = None
+    depth: PositiveInt = 100
+    subsample: SubsampleConfig = SubsampleConfig()
+    metrics: MetricsConfig = MetricsConfig()
+    mlflow: MlflowConfig = MlflowConfig()
+    datasets: list[DatasetConfig] = Field(min_length=1)
+    retrievers: list[RetrieverConfig] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> "ExperimentConfig":
+        for kind, names in (
+            ("dataset name", [d.name for d in self.datasets]),
+            ("retriever label", [r.label for r in self.retrievers]),
+        ):
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            if dupes:
+                raise ValueError(f"duplicate {kind} {dupes}: give each a unique one")
+        if self.depth < max(self.metrics.k):
+            raise ValueError(
+                f"depth {self.depth} is smaller than the largest k {max(self.metrics.k)}: "
+                "raise depth so each query retrieves at least k objects"
+            )
+        return self
+
+    def tracking_uri(self) -> str:
+        """The MLflow tracking URI: the configured one, or sqlite inside the store."""
+        return self.mlflow.tracking_uri or f"sqlite:///{self.store.resolve() / 'mlflow.db'}"
+
+
+def format_validation_error(err: ValidationError, source: str) -> str:
+    """Render pydantic errors as 'key.path: problem (got value)' lines."""
+    lines = [f"invalid experiment config {source}:"]
+    for e in err.errors():
+        where = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key; remove it or check its spelling"
+        got = e.get("input")
+        shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+        lines.append(f"  {where}: {msg}{shown}")
+    return "\n".join(lines)
+
+
+def load_config(
+    path: Path | str, *, mirror: Path | str | None = None, store: Path | str | None = None
+) -> ExperimentConfig:
+    """Read and validate an experiment YAML file.
+
+    Relative paths inside the file (store, mirror, dataset files) resolve against the
+    file's folder; ``mirror`` and ``store`` arguments override the file's values.
+    """
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"experiment config {path} does not exist: pass the path of a YAML file")
+    except yaml.YAMLError as e:
+        raise ConfigError(f"experiment config {path} is not valid YAML: {e}")
+    if not isinstance(raw, dict):
+        raise ConfigError(
+            f"experiment config {path} must be a YAML mapping with keys such as "
+            f"'datasets' and 'retrievers', got {type(raw).__name__}"
+        )
+    return parse_config(raw, base=path.resolve().parent, source=str(path), mirror=mirror, store=store)
+
+
+def parse_config(
+    raw: dict,
+    *,
+    base: Path | None = None,
+    source: str = "<dict>",
+    mirror: Path | str | None = None,
+    store: Path | str | None = None,
+) -> ExperimentConfig:
+    """Validate a config mapping; see :func:`load_config`."""
+    raw = dict(raw)
+    base = base or Path.cwd()
+    for key, override in (("mirror", mirror), ("store", store)):
+        if override is not None:
+            raw[key] = str(Path(override).resolve())
+        elif raw.get(key) is not None:
+            raw[key] = str((base / Path(raw[key]).expanduser()).resolve())
+    raw.setdefault("store", str(DEFAULT_STORE.resolve()))
+    raw["datasets"] = [_resolve_paths(d, base) for d in raw.get("datasets") or []]
+    try:
+        return ExperimentConfig.model_validate(raw)
+    except ValidationError as e:
+        raise ConfigError(format_validation_error(e, source)) from None
+
+
+def _resolve_paths(dataset: Any, base: Path) -> Any:
+    if not isinstance(dataset, dict) or not isinstance(dataset.get("params"), dict):
+        return dataset
+    params = dict(dataset["params"])
+    for key in ("corpus", "queries"):
+        if isinstance(params.get(key), str):
+            params[key] = str((base / Path(params[key]).expanduser()).resolve())
+    return {**dataset, "params": params}

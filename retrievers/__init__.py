@@ -1,0 +1,1 @@
+"""Retrievers: one per module behind the interface in ``retrievers.base``."""

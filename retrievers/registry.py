@@ -1,0 +1,23 @@
+"""Retrievers registered by name."""
+
+from __future__ import annotations
+
+from rbench.errors import ConfigError
+from retrievers.base import Retriever
+from retrievers.bm25 import BM25
+from retrievers.dense import Dense
+
+RETRIEVERS: dict[str, type[Retriever]] = {cls.name: cls for cls in (BM25, Dense)}
+
+
+def get_retriever_class(name: str) -> type[Retriever]:
+    """The retriever class registered as ``name``; a ConfigError lists the known names otherwise."""
+    try:
+        return RETRIEVERS[name]
+    except KeyError:
+        raise ConfigError(f"unknown retriever {name!r}; known retrievers: {sorted(RETRIEVERS)}") from None
+
+
+def make_retriever(name: str, params: dict | None = None) -> Retriever:
+    """Instantiate a registered retriever with validated params."""
+    return get_retriever_class(name)(params)

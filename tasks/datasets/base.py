@@ -1,0 +1,81 @@
+"""The dataset adapter interface and the row shapes adapters yield."""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar, Iterator
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class FileSpec(BaseModel):
+    """A raw input file: its name inside the download folder (and mirror), sha256 and source.
+
+    ``url`` is where to fetch it from the network; ``local`` is a user file to copy.
+    ``local`` is excluded from the cache key, so moving an unchanged file reruns nothing.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    sha256: str
+    url: str | None = None
+    local: Path | None = Field(default=None, exclude=True)
+
+
+class CorpusObject(BaseModel):
+    """One retrievable object before it gets its id (see DESIGN.md, corpus contract)."""
+
+    text: str
+    doc_id: str
+    page_title: str
+    source: str
+    modality: str
+    position: int
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Query(BaseModel):
+    """One question with the documents that answer it."""
+
+    query_id: str
+    text: str
+    gold_doc_ids: list[str]
+
+
+def object_id(doc_id: str, position: int, text: str) -> str:
+    """Stable id of an object, derived from its document, its position in it and its text."""
+    payload = f"{doc_id}\x1f{position}\x1f{text}".encode("utf-8")
+    return hashlib.sha1(payload).hexdigest()[:20]
+
+
+def doc_id(page_title: str, source: str) -> str:
+    """The unit of evaluation: page title plus the item within the page."""
+    return f"{page_title} :: {source}"
+
+
+class Adapter(ABC):
+    """Turns a dataset's raw files into corpus objects and queries.
+
+    Subclasses set ``name``, ``description`` and a pydantic ``Params`` model, list
+    their raw ``files`` and stream ``objects`` and ``queries`` from the download folder.
+    Bump the prepare stage's version whenever an adapter's output changes.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Params: ClassVar[type[BaseModel]]
+
+    @abstractmethod
+    def files(self, params: BaseModel) -> list[FileSpec]:
+        """The raw files this dataset needs."""
+
+    @abstractmethod
+    def objects(self, raw: Path, params: BaseModel) -> Iterator[CorpusObject]:
+        """Stream the corpus objects from the download folder ``raw``."""
+
+    @abstractmethod
+    def queries(self, raw: Path, params: BaseModel) -> Iterator[Query]:
+        """Stream the queries from the download folder ``raw``."""

@@ -1,0 +1,73 @@
+"""Text chunking: fixed-size whitespace-token windows, or chonky semantic paragraphs."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
+
+from rbench.errors import MissingExtraError
+
+
+class ChunkerConfig(BaseModel):
+    """How long text passages are split before indexing.
+
+    ``tokens``: windows of ``size`` whitespace tokens overlapping by ``overlap``;
+    ``chonky``: semantic paragraphs from a chonky model (``model``: hub id or local
+    folder), each then capped at ``size`` tokens; ``none``: keep passages whole.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["tokens", "chonky", "none"] = "tokens"
+    size: PositiveInt = 256
+    overlap: int = 32
+    model: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> "ChunkerConfig":
+        if not 0 <= self.overlap < self.size:
+            raise ValueError(
+                f"chunker overlap {self.overlap} must be >= 0 and smaller than size {self.size}"
+            )
+        if self.kind == "chonky" and not self.model:
+            raise ValueError(
+                "chunker kind 'chonky' needs 'model': a chonky hub id such as "
+                "'mirth/chonky_distilbert_uncased_1' or a local model folder"
+            )
+        return self
+
+
+def token_windows(text: str, size: int, overlap: int) -> list[str]:
+    """Split on whitespace into windows of ``size`` tokens, consecutive windows sharing ``overlap``."""
+    tokens = text.split()
+    if len(tokens) <= size:
+        return [" ".join(tokens)] if tokens else []
+    step = size - overlap
+    chunks = []
+    for start in range(0, len(tokens), step):
+        chunks.append(" ".join(tokens[start : start + size]))
+        if start + size >= len(tokens):
+            break
+    return chunks
+
+
+@lru_cache(maxsize=2)
+def _chonky_splitter(model: str):
+    try:
+        from chonky import ParagraphSplitter
+    except ImportError:
+        raise MissingExtraError("chonky", "chonky", "semantic chunking") from None
+    return ParagraphSplitter(model_id=model, device="cpu")
+
+
+def chunk_text(text: str, config: ChunkerConfig) -> list[str]:
+    """Chunk one passage according to ``config``; never returns empty chunks."""
+    if config.kind == "none":
+        return [text] if text.strip() else []
+    if config.kind == "chonky":
+        pieces = [p for p in _chonky_splitter(config.model)(text) if p.strip()]
+    else:
+        pieces = [text]
+    return [c for p in pieces for c in token_windows(p, config.size, config.overlap)]

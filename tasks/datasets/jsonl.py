@@ -1,0 +1,126 @@
+"""A user's own corpus and queries as JSONL files with any fields."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterator, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from rbench.errors import DataError
+from tasks.cache import file_digest
+from tasks.datasets.base import Adapter, CorpusObject, FileSpec, Query
+from tasks.datasets.chunking import ChunkerConfig, chunk_text
+from tasks.datasets.serialize import serialize_text
+
+CORPUS, QUERIES = "corpus.jsonl", "queries.jsonl"
+
+
+class JsonlParams(BaseModel):
+    """Field mapping for a JSONL corpus (one object per line) and a JSONL queries file.
+
+    The document id (the unit of evaluation) is the values of ``doc_id_fields``
+    joined by `` :: `` — ``[page_title, source]`` reads the ARM release as is.
+    ``title_field`` fills ``page_title`` (default: the first doc id field);
+    ``prefix_title`` writes text as ``title [SEP] passage``, per chunk.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    corpus: Path
+    queries: Path
+    text_field: str = "text"
+    doc_id_fields: list[str] = Field(default_factory=lambda: ["doc_id"], min_length=1)
+    title_field: str | None = None
+    prefix_title: bool = False
+    metadata_fields: list[str] = Field(default_factory=list)
+    modality: Literal["text", "row", "table", "cell"] = "text"
+    chunker: ChunkerConfig = ChunkerConfig()
+    query_id_field: str | None = "query_id"
+    query_text_field: str = "text"
+    gold_field: str = "gold_doc_ids"
+
+    @field_validator("corpus", "queries")
+    @classmethod
+    def _exists(cls, path: Path) -> Path:
+        if not path.is_file():
+            raise ValueError(f"file {path} does not exist; give the path of a JSONL file")
+        return path
+
+
+def _lines(path: Path) -> Iterator[tuple[int, dict]]:
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{path}:{line_no} is not valid JSON ({e}); fix or remove the line")
+            if not isinstance(record, dict):
+                raise DataError(f"{path}:{line_no} must be a JSON object, got {type(record).__name__}")
+            yield line_no, record
+
+
+def _field(record: dict, name: str, path: Path, line_no: int, param: str):
+    if name not in record:
+        raise DataError(
+            f"{path}:{line_no} has no field {name!r} (set by '{param}'); "
+            f"its fields are {sorted(record)}: set '{param}' to one of them"
+        )
+    return record[name]
+
+
+class Jsonl(Adapter):
+    """Generic JSONL corpus + queries, as the ARM reproduction's ``index(...)`` took them."""
+
+    name = "jsonl"
+    description = "your own corpus.jsonl + queries.jsonl with configurable field names"
+    Params = JsonlParams
+
+    def files(self, params: JsonlParams) -> list[FileSpec]:
+        return [
+            FileSpec(name=CORPUS, sha256=file_digest(params.corpus), local=params.corpus),
+            FileSpec(name=QUERIES, sha256=file_digest(params.queries), local=params.queries),
+        ]
+
+    def objects(self, raw: Path, params: JsonlParams) -> Iterator[CorpusObject]:
+        path = raw / CORPUS
+        positions: dict[str, int] = {}
+        for line_no, record in _lines(path):
+            parts = [str(_field(record, f, path, line_no, "doc_id_fields")) for f in params.doc_id_fields]
+            doc = " :: ".join(parts)
+            text = str(_field(record, params.text_field, path, line_no, "text_field"))
+            title = (
+                str(_field(record, params.title_field, path, line_no, "title_field"))
+                if params.title_field else parts[0]
+            )
+            metadata = {f: _field(record, f, path, line_no, "metadata_fields") for f in params.metadata_fields}
+            pieces = chunk_text(text, params.chunker) if params.modality == "text" else [text]
+            for piece in pieces:
+                position = positions.get(doc, 0)
+                positions[doc] = position + 1
+                body = serialize_text(title, piece) if params.prefix_title else piece
+                yield CorpusObject(
+                    text=body, doc_id=doc, page_title=title,
+                    source=parts[-1] if len(parts) > 1 else "", modality=params.modality,
+                    position=position, metadata=metadata,
+                )
+
+    def queries(self, raw: Path, params: JsonlParams) -> Iterator[Query]:
+        path = raw / QUERIES
+        for line_no, record in _lines(path):
+            gold = _field(record, params.gold_field, path, line_no, "gold_field")
+            gold = [gold] if isinstance(gold, str) else gold
+            if not isinstance(gold, list) or not all(isinstance(g, str) for g in gold):
+                raise DataError(
+                    f"{path}:{line_no} field {params.gold_field!r} must be a list of document ids "
+                    f"(strings), got {gold!r}"
+                )
+            qid = (
+                str(_field(record, params.query_id_field, path, line_no, "query_id_field"))
+                if params.query_id_field else str(line_no)
+            )
+            text = str(_field(record, params.query_text_field, path, line_no, "query_text_field"))
+            yield Query(query_id=qid, text=text, gold_doc_ids=gold)

@@ -1,0 +1,35 @@
+"""Evaluate stage: document-level metrics per query and macro-averaged, plus a TREC run file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from evaluation.evaluate import evaluate_queries, macro_average
+from evaluation.runs import dedup_documents, to_trec
+from rbench.config import MetricsConfig
+from tasks.cache import Artifact, Stage, write_atomic
+
+
+def build_evaluate(folder: Path, inputs: list[Artifact], config: MetricsConfig) -> dict:
+    """Write ``per_query.parquet``, ``aggregate.parquet`` and ``run.trec`` (document level)."""
+    queries_artifact, run_artifact = inputs
+    queries = pq.read_table(queries_artifact.file("queries.parquet"), columns=["query_id", "gold_doc_ids"])
+    gold = dict(zip(queries.column(0).to_pylist(), queries.column(1).to_pylist()))
+    run = pq.read_table(run_artifact.file("run.parquet"), columns=["query_id", "doc_id", "rank", "score"])
+    ranking = dedup_documents(zip(*(run.column(i).to_pylist() for i in range(4))))
+    rows = evaluate_queries(ranking, gold, config.k, config.precision_denominator, config.recall_denominator)
+    aggregate = macro_average(rows)
+    pq.write_table(pa.Table.from_pylist(rows), folder / "per_query.parquet")
+    pq.write_table(pa.Table.from_pylist(aggregate), folder / "aggregate.parquet")
+    write_atomic(folder / "run.trec", to_trec(ranking, "rbench"))
+    short = sum(1 for q in gold if len(ranking.get(q, [])) < max(config.k))
+    return {
+        **{f"recall@{a['k']}": round(a["value"], 4) for a in aggregate if a["metric"] == "recall"},
+        "queries": len(gold), "queries_with_fewer_docs_than_max_k": short,
+    }
+
+
+EVALUATE = Stage("evaluate", 1, build_evaluate)

@@ -1,0 +1,69 @@
+"""Retrieve stage: search the subsampled queries and write the object-level run."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import BaseModel
+
+from rbench.config import RetrieverConfig
+from retrievers.registry import get_retriever_class
+from tasks.cache import Artifact, Stage
+
+log = logging.getLogger("rbench")
+
+RUN_SCHEMA = pa.schema(
+    [("query_id", pa.string()), ("object_id", pa.string()), ("doc_id", pa.string()),
+     ("rank", pa.int32()), ("score", pa.float64())]
+)
+QUERY_BATCH = 1000
+
+
+class RetrieveConfig(BaseModel):
+    """The retriever with all its params and how many objects to retrieve per query."""
+
+    retriever: str
+    params: dict[str, Any]
+    depth: int
+
+    @classmethod
+    def of(cls, retriever: RetrieverConfig, depth: int) -> "RetrieveConfig":
+        """The retrieve config of a configured retriever."""
+        return cls(retriever=retriever.name, params=retriever.params, depth=depth)
+
+
+def build_retrieve(folder: Path, inputs: list[Artifact], config: RetrieveConfig) -> dict:
+    """Search every query to ``depth`` objects and write ``run.parquet`` (with doc ids)."""
+    prepared, queries_artifact, index = inputs
+    retriever = get_retriever_class(config.retriever)(config.params)
+    retriever.load(index.path)
+    queries = pq.read_table(queries_artifact.file("queries.parquet"), columns=["query_id", "text"])
+    qids, texts = queries.column(0).to_pylist(), queries.column(1).to_pylist()
+    corpus = pq.read_table(prepared.file("corpus.parquet"), columns=["object_id", "doc_id"])
+    doc_of = dict(zip(corpus.column(0).to_pylist(), corpus.column(1).to_pylist()))
+    columns: dict[str, list] = {name: [] for name in RUN_SCHEMA.names}
+    started = time.perf_counter()
+    for start in range(0, len(qids), QUERY_BATCH):
+        batch = dict(zip(qids[start : start + QUERY_BATCH], texts[start : start + QUERY_BATCH]))
+        for qid, hits in retriever.search(batch, config.depth).items():
+            for rank, (oid, score) in enumerate(hits, 1):
+                columns["query_id"].append(qid)
+                columns["object_id"].append(oid)
+                columns["doc_id"].append(doc_of[oid])
+                columns["rank"].append(rank)
+                columns["score"].append(score)
+        log.info("%s: searched %d/%d queries", config.retriever, min(start + QUERY_BATCH, len(qids)), len(qids))
+    seconds = time.perf_counter() - started
+    pq.write_table(pa.table(columns, schema=RUN_SCHEMA), folder / "run.parquet")
+    return {
+        "queries": len(qids), "rows": len(columns["rank"]), "search_seconds": round(seconds, 2),
+        "queries_per_second": round(len(qids) / seconds, 1) if seconds else None,
+    }
+
+
+RETRIEVE = Stage("retrieve", 1, build_retrieve)

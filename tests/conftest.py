@@ -1,0 +1,64 @@
+"""Shared fixtures: a tiny mixed table+text corpus written by the tests themselves."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+CORPUS = [
+    {"page_title": "Andy Karl", "source": "awards", "object": "Andy Karl [SEP] [H] Year : 2017 , [H] Award : Laurence Olivier Award , [H] Work : Groundhog Day", "lang": "en"},
+    {"page_title": "Andy Karl", "source": "awards", "object": "Andy Karl [SEP] [H] Year : 2014 , [H] Award : Tony Award , [H] Work : Rocky", "lang": "en"},
+    {"page_title": "Pooja Ramachandran", "source": "films", "object": "Pooja Ramachandran [SEP] [H] Year : 2012 , [H] Film : Pizza , [H] Role : Smitha", "lang": "en"},
+    {"page_title": "Volcano", "source": "intro", "object": "Volcano [SEP] A volcano is a rupture in the crust of a planet through which lava and ash escape.", "lang": "en"},
+    {"page_title": "Penguin", "source": "intro", "object": "Penguin [SEP] Penguins are flightless aquatic birds living almost exclusively in the Southern Hemisphere.", "lang": "en"},
+    {"page_title": "Chess", "source": "intro", "object": "Chess [SEP] Chess is a board game for two players played on a checkered board with sixty-four squares.", "lang": "en"},
+]
+QUERIES = [
+    {"query_id": "q1", "query": "Which award did Andy Karl win for Groundhog Day?", "document_ids": ["Andy Karl :: awards"]},
+    {"query_id": "q2", "query": "What role did Pooja Ramachandran play in Pizza?", "document_ids": ["Pooja Ramachandran :: films"]},
+    {"query_id": "q3", "query": "What escapes from a volcano rupture?", "document_ids": ["Volcano :: intro"]},
+    {"query_id": "q4", "query": "Where do flightless penguins live?", "document_ids": ["Penguin :: intro"]},
+    {"query_id": "q5", "query": "How many squares on a chess board?", "document_ids": ["Chess :: intro", "Volcano :: intro"]},
+]
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    """Write rows as JSON lines."""
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def tiny_files(tmp_path: Path) -> tuple[Path, Path]:
+    """An ARM-style corpus.jsonl and queries.jsonl."""
+    return write_jsonl(tmp_path / "corpus.jsonl", CORPUS), write_jsonl(tmp_path / "queries.jsonl", QUERIES)
+
+
+def tiny_dataset(corpus: Path, queries: Path, name: str = "tiny") -> dict:
+    """A dataset config entry reading the tiny files with the ARM field names."""
+    return {
+        "name": name,
+        "adapter": "jsonl",
+        "params": {
+            "corpus": str(corpus), "queries": str(queries), "text_field": "object",
+            "doc_id_fields": ["page_title", "source"], "title_field": "page_title",
+            "metadata_fields": ["lang"], "query_text_field": "query", "gold_field": "document_ids",
+        },
+    }
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """The shared benchmark files; tests using them skip where they are absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared benchmark data not found at {SHARED_DATA}")
+    return SHARED_DATA

@@ -1,0 +1,99 @@
+"""The whole flow on a tiny dataset: which stages run, which are cached, and why."""
+
+from __future__ import annotations
+
+import yaml
+import pytest
+from prefect.testing.utilities import prefect_test_harness
+
+from flows.benchmark import benchmark
+from tests.conftest import tiny_dataset
+
+
+@pytest.fixture(scope="module", autouse=True)
+def prefect_server():
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+def _config(tmp_path, corpus, queries, model="static-64d"):
+    cfg = {
+        "name": "tiny", "store": str(tmp_path / "store"), "depth": 10,
+        "subsample": {"size": 4, "seed": 0}, "metrics": {"k": [1, 3]},
+        "mlflow": {"experiment": "tiny"},
+        "datasets": [tiny_dataset(corpus, queries)],
+        "retrievers": [{"name": "bm25"}, {"name": "dense", "params": {"model": model}}],
+    }
+    path = tmp_path / f"exp-{model.replace('/', '_')}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return str(path)
+
+
+def _status(result) -> dict[tuple[str, str], str]:
+    return {(s["stage"], s["label"]): s["status"] for s in result["stages"]}
+
+
+def test_caching_end_to_end(tmp_path, tiny_files):
+    corpus, queries = tiny_files
+    config = _config(tmp_path, corpus, queries)
+
+    first = benchmark(config)
+    assert set(_status(first).values()) == {"ran"} and len(first["stages"]) == 3 + 2 * 3
+    recall = {(m["retriever"], m["k"]): m["value"] for m in first["metrics"] if m["metric"] == "recall"}
+    assert recall[("bm25", 3)] > 0.5
+
+    again = benchmark(config)
+    assert set(_status(again).values()) == {"cached"}
+    assert again["metrics"] == first["metrics"]
+
+    # only the embedding model changes: dense index/retrieve/evaluate rerun, nothing else
+    other_model = _config(tmp_path, corpus, queries, model="sentence-transformers/all-MiniLM-L6-v2")
+    changed = benchmark(other_model)
+    ran = {key for key, status in _status(changed).items() if status == "ran"}
+    assert ran == {("index", "tiny/dense"), ("retrieve", "tiny/dense"), ("evaluate", "tiny/dense")}
+
+    # a deleted file in an artifact: that stage rebuilds; downstream keys are unchanged and stay cached
+    bm25_index = next(s for s in again["stages"] if s["stage"] == "index" and s["label"] == "tiny/bm25")
+    index_dir = tmp_path / "store" / "index" / bm25_index["key"]
+    for f in index_dir.rglob("*"):
+        if f.is_file() and f.name != "_manifest.json":
+            f.unlink()
+            break
+    rebuilt = benchmark(config)
+    assert {k for k, s in _status(rebuilt).items() if s == "ran"} == {("index", "tiny/bm25")}
+
+    # a corrupted byte in the evaluation output is detected and rebuilt
+    evaluation = next(s for s in again["stages"] if s["stage"] == "evaluate" and s["label"] == "tiny/dense")
+    trec = tmp_path / "store" / "evaluate" / evaluation["key"] / "run.trec"
+    data = bytearray(trec.read_bytes())
+    data[0] ^= 1
+    trec.write_bytes(bytes(data))
+    repaired = benchmark(config)
+    assert {k for k, s in _status(repaired).items() if s == "ran"} == {("evaluate", "tiny/dense")}
+    assert repaired["metrics"] == first["metrics"]
+
+    # one changed byte in a raw input file reruns everything downstream of it
+    corpus.write_text(corpus.read_text().replace("lava", "Lava", 1))
+    touched = benchmark(config)
+    assert set(_status(touched).values()) == {"ran"}
+
+
+def test_mlflow_has_the_printed_numbers(tmp_path, tiny_files):
+    from mlflow.tracking import MlflowClient
+
+    corpus, queries = tiny_files
+    result = benchmark(_config(tmp_path, corpus, queries))
+    client = MlflowClient(tracking_uri=result["tracking_uri"])
+    parent = client.get_run(result["mlflow_run_id"])
+    children = client.search_runs(
+        [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
+    )
+    assert {c.info.run_name for c in children} == {"tiny/bm25", "tiny/dense"}
+    for child in children:
+        label = child.data.tags["rbench.retriever"]
+        for m in result["metrics"]:
+            if m["retriever"] == label:
+                assert child.data.metrics[f"{m['metric']}_at_{m['k']}"] == pytest.approx(m["value"])
+        artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
+        assert {"per_query.parquet", "aggregate.parquet", "run.trec"} <= artifacts
+        assert child.data.params["retriever.name"] == label

@@ -1,0 +1,86 @@
+"""Download from a mirror with checksum verification; deterministic query subsampling."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from rbench.config import SubsampleConfig
+from rbench.errors import ChecksumError, DataError
+from tasks.cache import Artifact, Store
+from tasks.datasets.base import FileSpec
+from tasks.datasets.fetaqa import DEV
+from tasks.download import DOWNLOAD, DownloadConfig
+from tasks.subsample import SUBSAMPLE, select_queries
+
+
+def _spec(name: str, content: bytes, url: str | None = None) -> FileSpec:
+    return FileSpec(name=name, sha256=hashlib.sha256(content).hexdigest(), url=url)
+
+
+def test_mirror_copy_is_verified(tmp_path):
+    mirror = tmp_path / "mirror"
+    (mirror / "ds").mkdir(parents=True)
+    (mirror / "ds" / "a.txt").write_bytes(b"hello")
+    art = DOWNLOAD.run(Store(tmp_path / "s"), [], DownloadConfig(files=[_spec("ds/a.txt", b"hello")]), mirror=mirror)
+    assert art.file("ds/a.txt").read_bytes() == b"hello"
+
+
+def test_checksum_mismatch_names_file_and_both_digests(tmp_path):
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / "a.txt").write_bytes(b"hellO")
+    spec = _spec("a.txt", b"hello")
+    with pytest.raises(ChecksumError) as e:
+        DOWNLOAD.run(Store(tmp_path / "s"), [], DownloadConfig(files=[spec]), mirror=mirror)
+    msg = str(e.value)
+    assert "a.txt" in msg and spec.sha256 in msg and hashlib.sha256(b"hellO").hexdigest() in msg
+    assert not (tmp_path / "s" / "download").exists() or not any((tmp_path / "s" / "download").iterdir())
+
+
+def test_missing_file_without_url_or_network(tmp_path):
+    with pytest.raises(DataError, match="not in the mirror"):
+        DOWNLOAD.run(Store(tmp_path / "s"), [], DownloadConfig(files=[_spec("x.txt", b"")]), mirror=tmp_path)
+    unreachable = _spec("x.txt", b"", url="http://127.0.0.1:9/x.txt")
+    with pytest.raises(DataError, match="download from http://127.0.0.1:9/x.txt failed"):
+        DOWNLOAD.run(Store(tmp_path / "s"), [], DownloadConfig(files=[unreachable]), mirror=None)
+
+
+def test_mirror_path_is_not_part_of_the_key(tmp_path):
+    config = DownloadConfig(files=[_spec("a.txt", b"x")])
+    assert DOWNLOAD.key([], config) == DOWNLOAD.key([], DownloadConfig(files=[_spec("a.txt", b"x")]))
+    local = FileSpec(name="a.txt", sha256=config.files[0].sha256, local=tmp_path / "elsewhere.txt")
+    assert DOWNLOAD.key([], DownloadConfig(files=[local])) == DOWNLOAD.key([], config)
+
+
+def test_fetaqa_from_shared_mirror(shared_data, tmp_path):
+    art = DOWNLOAD.run(Store(tmp_path), [], DownloadConfig(files=[DEV]), mirror=shared_data)
+    assert art.info["bytes"] == (shared_data / DEV.name).stat().st_size
+
+
+TEXTS = [
+    "who won the tony award in 2014", "which tony award did he win in 2014", "tony award winner 2014",
+    "how tall is the eiffel tower", "eiffel tower height in meters", "what is the height of eiffel tower",
+    "penguins live where", "where do penguins live", "habitat of penguins",
+]
+
+
+def test_select_queries_picks_one_per_topic_deterministically():
+    chosen = select_queries(TEXTS, 3, seed=0)
+    assert chosen == select_queries(TEXTS, 3, seed=0)
+    assert len(chosen) == 3
+    assert sorted(i // 3 for i in chosen) == [0, 1, 2]  # one representative from each topic
+    assert select_queries(TEXTS, 50, seed=0) == list(range(9))
+
+
+def test_subsample_stage_caps_and_keeps_columns(tmp_path):
+    folder = tmp_path / "prep"
+    folder.mkdir()
+    table = pa.table({"query_id": [str(i) for i in range(9)], "text": TEXTS, "gold_doc_ids": [["d"]] * 9})
+    pq.write_table(table, folder / "queries.parquet")
+    art = SUBSAMPLE.run(Store(tmp_path / "s"), [Artifact("prepare", "p", folder)], SubsampleConfig(size=3))
+    out = pq.read_table(art.file("queries.parquet"))
+    assert out.num_rows == 3 and out.column_names == ["query_id", "text", "gold_doc_ids"]
