@@ -184,7 +184,7 @@ class Stage:
             self.name, key, lambda folder: self.build(folder, list(inputs), config, **options)
         )
         verb = "built" if built else "reused"
-        log.info("%s %s %s: %s", self.name, verb, key[:12], summarize(artifact.info))
+        log.debug("%s %s %s: %s", self.name, verb, key[:12], summarize(artifact.info))
         return artifact
 
 

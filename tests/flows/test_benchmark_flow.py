@@ -97,3 +97,16 @@ def test_mlflow_has_the_printed_numbers(tmp_path, tiny_files):
         artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
         assert {"per_query.parquet", "aggregate.parquet", "run.trec"} <= artifacts
         assert child.data.params["retriever.name"] == label
+
+
+def test_cli_show_prints_the_logged_table(tmp_path, tiny_files, capsys):
+    from rbench.cli import main
+
+    corpus, queries = tiny_files
+    result = benchmark(_config(tmp_path, corpus, queries))
+    capsys.readouterr()
+    assert main(["show", "latest", "--tracking-uri", result["tracking_uri"], "--experiment", "tiny"]) == 0
+    out = capsys.readouterr().out
+    assert result["mlflow_run_id"] in out
+    recall3 = next(m["value"] for m in result["metrics"] if m["retriever"] == "bm25" and m["metric"] == "recall" and m["k"] == 3)
+    assert f"{recall3:.4f}" in out and "tiny / dense" in out

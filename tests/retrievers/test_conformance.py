@@ -9,7 +9,8 @@ import pytest
 from retrievers.registry import RETRIEVERS, make_retriever
 from tests.conftest import CORPUS
 
-FAST_PARAMS = {"dense": {"model": "static-64d"}}
+FAST_PARAMS = {"dense": {"model": "static-64d"}, "dense-hnsw": {"model": "static-64d", "index": "hnsw"}}
+CASES = sorted(RETRIEVERS) + ["dense-hnsw"]
 
 
 @pytest.fixture(scope="module")
@@ -22,13 +23,14 @@ def corpus_file(tmp_path_factory):
     return path
 
 
-@pytest.mark.parametrize("name", sorted(RETRIEVERS))
-def test_retriever_conformance(name, corpus_file, tmp_path):
-    built = make_retriever(name, FAST_PARAMS.get(name))
+@pytest.mark.parametrize("case", CASES)
+def test_retriever_conformance(case, corpus_file, tmp_path):
+    name = case.split("-")[0]
+    built = make_retriever(name, FAST_PARAMS.get(case))
     info = built.index(corpus_file, tmp_path)
     assert info["indexed"] == len(CORPUS)
 
-    loaded = make_retriever(name, FAST_PARAMS.get(name))  # a fresh instance: load from disk only
+    loaded = make_retriever(name, FAST_PARAMS.get(case))  # a fresh instance: load from disk only
     loaded.load(tmp_path)
     queries = {"volcano": "volcano lava ash rupture", "chess": "chess board game squares players"}
     run = loaded.search(queries, k=3)

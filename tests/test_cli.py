@@ -1,0 +1,25 @@
+"""The rbench command: list, and the named error for bad input."""
+
+from __future__ import annotations
+
+from rbench.cli import main
+
+
+def test_list_shows_datasets_retrievers_models(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("fetaqa", "jsonl", "bm25", "dense", "sentence-transformers/all-MiniLM-L6-v2", "static-64d"):
+        assert name in out
+
+
+def test_bad_config_exits_2_with_the_reason(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("datasets: [{name: fetaqa}]\nretrievers: [{name: splade}]\n")
+    assert main(["run", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown retriever 'splade'" in err and "bm25" in err
+
+
+def test_show_unknown_run_is_a_named_error(tmp_path, capsys):
+    assert main(["show", "0123456789abcdef", "--store", str(tmp_path)]) == 2
+    assert "cannot read run '0123456789abcdef'" in capsys.readouterr().err
