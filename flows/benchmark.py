@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow.parquet as pq
 from prefect import flow, task
 
 from rbench.config import load_config
-from tasks.datasets import get_adapter
 from tasks.download import DOWNLOAD, DownloadConfig
-from tasks.evaluate import EVALUATE
+from tasks.evaluate import EVALUATE, read_aggregate
 from tasks.index import INDEX, IndexConfig
 from tasks.orchestration import call_stage, stage_task
 from tasks.prepare import PREPARE
@@ -30,9 +28,7 @@ def benchmark(config_path: str, mirror: str | None = None, store: str | None = N
     cfg = load_config(config_path, mirror=mirror, store=store)
     root, report, results = str(cfg.store), [], []
     for ds in cfg.datasets:
-        adapter = get_adapter(ds.adapter)
-        files = DownloadConfig(files=adapter.files(adapter.Params.model_validate(ds.params)))
-        raw = call_stage(download, root, [], files, ds.name, report, mirror=cfg.mirror)
+        raw = call_stage(download, root, [], DownloadConfig.of(ds), ds.name, report, mirror=cfg.mirror)
         prepared = call_stage(prepare, root, [raw], ds, ds.name, report)
         queries = call_stage(subsample, root, [prepared], cfg.subsample, ds.name, report)
         for r in cfg.retrievers:
@@ -45,6 +41,6 @@ def benchmark(config_path: str, mirror: str | None = None, store: str | None = N
     metrics = [
         {"dataset": r["dataset"], "retriever": r["retriever"].label, **row}
         for r in results
-        for row in pq.read_table(r["evaluation"].file("aggregate.parquet")).to_pylist()
+        for row in read_aggregate(r["evaluation"])
     ]
     return {"mlflow_run_id": run_id, "tracking_uri": cfg.tracking_uri(), "metrics": metrics, "stages": report}

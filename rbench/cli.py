@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="print the metrics of a finished run")
     show.add_argument("run", help="MLflow parent run id, or 'latest'")
     show.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite in --store)")
-    show.add_argument("--store", help=f"store folder whose MLflow database to read (default: ./.rbench)")
+    show.add_argument("--store", help="store folder whose MLflow database to read (default: ./.rbench)")
     show.add_argument("--experiment", default="rbench", help="experiment name for 'latest'")
     show.set_defaults(func=cmd_show)
     return parser

@@ -189,4 +189,5 @@ class Stage:
 
 
 def summarize(info: Mapping[str, Any]) -> str:
+    """One line of ``key=value`` pairs from a stage summary (nested values left out)."""
     return ", ".join(f"{k}={v}" for k, v in info.items() if not isinstance(v, (dict, list)))

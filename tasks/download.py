@@ -9,8 +9,10 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from rbench.config import DatasetConfig
 from rbench.errors import ChecksumError, DataError
 from tasks.cache import Artifact, Stage, file_digest
+from tasks.datasets import get_adapter
 from tasks.datasets.base import FileSpec
 
 log = logging.getLogger("rbench")
@@ -20,6 +22,12 @@ class DownloadConfig(BaseModel):
     """The files of one dataset; only names, digests and URLs enter the cache key."""
 
     files: list[FileSpec]
+
+    @classmethod
+    def of(cls, dataset: DatasetConfig) -> "DownloadConfig":
+        """The raw files a configured dataset needs."""
+        adapter = get_adapter(dataset.adapter)
+        return cls(files=adapter.files(adapter.Params.model_validate(dataset.params)))
 
 
 def _fetch(spec: FileSpec, target: Path, mirror: Path | None) -> str:

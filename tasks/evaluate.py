@@ -33,3 +33,8 @@ def build_evaluate(folder: Path, inputs: list[Artifact], config: MetricsConfig) 
 
 
 EVALUATE = Stage("evaluate", 1, build_evaluate)
+
+
+def read_aggregate(evaluation: Artifact) -> list[dict]:
+    """The macro-averaged metrics of an evaluate artifact: ``{metric, k, value, queries}`` rows."""
+    return pq.read_table(evaluation.file("aggregate.parquet")).to_pylist()

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Sequence
-
-import pyarrow.parquet as pq
 
 from rbench.config import ExperimentConfig
 from tasks.cache import Artifact
+from tasks.evaluate import read_aggregate
 
 
 def metric_name(metric: str, k: int) -> str:
@@ -76,8 +74,9 @@ def log_experiment(
                     **_flatten("retriever", retriever.model_dump(mode="json")),
                     "depth": cfg.depth,
                 })
-                aggregate = pq.read_table(evaluation.file("aggregate.parquet")).to_pylist()
-                mlflow.log_metrics({metric_name(a["metric"], a["k"]): a["value"] for a in aggregate})
+                mlflow.log_metrics(
+                    {metric_name(a["metric"], a["k"]): a["value"] for a in read_aggregate(evaluation)}
+                )
                 for name in ("per_query.parquet", "aggregate.parquet", "run.trec"):
-                    mlflow.log_artifact(str(Path(evaluation.file(name))))
+                    mlflow.log_artifact(str(evaluation.file(name)))
     return parent_id

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from rbench.errors import DataError
 
 
 class FileSpec(BaseModel):
@@ -43,6 +46,22 @@ class Query(BaseModel):
     query_id: str
     text: str
     gold_doc_ids: list[str]
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+    """Stream ``(line_number, object)`` from a JSON-lines file; blank lines are skipped and a
+    malformed line is a DataError naming the file and line."""
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{path}:{line_no} is not valid JSON ({e}); fix or remove the line") from None
+            if not isinstance(record, dict):
+                raise DataError(f"{path}:{line_no} must be a JSON object, got {type(record).__name__}")
+            yield line_no, record
 
 
 def object_id(doc_id: str, position: int, text: str) -> str:

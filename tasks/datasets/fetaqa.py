@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterator
 
 from pydantic import BaseModel, ConfigDict
 
 from rbench.errors import DataError
-from tasks.datasets.base import Adapter, CorpusObject, FileSpec, Query, doc_id
+from tasks.datasets.base import Adapter, CorpusObject, FileSpec, Query, doc_id, read_jsonl
 from tasks.datasets.serialize import Granularity, table_objects
 
 COMMIT = "bbc441be807212d736c8c35a18146b530dde11d0"
@@ -30,26 +29,17 @@ class FetaqaParams(BaseModel):
 
 
 def _records(path: Path) -> Iterator[dict]:
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{path}:{line_no} is not valid JSON ({e}); fix or remove the line")
-            missing = [k for k in REQUIRED if k not in record]
-            if missing:
-                raise DataError(
-                    f"{path}:{line_no} lacks FeTaQA field(s) {missing}; "
-                    f"expected {list(REQUIRED)}, found {sorted(record)}"
-                )
-            table = record["table_array"]
-            if not isinstance(table, list) or not table or not isinstance(table[0], list):
-                raise DataError(
-                    f"{path}:{line_no} table_array must be a list of rows with the header first"
-                )
-            yield record
+    for line_no, record in read_jsonl(path):
+        missing = [k for k in REQUIRED if k not in record]
+        if missing:
+            raise DataError(
+                f"{path}:{line_no} lacks FeTaQA field(s) {missing}; "
+                f"expected {list(REQUIRED)}, found {sorted(record)}"
+            )
+        table = record["table_array"]
+        if not isinstance(table, list) or not table or not isinstance(table[0], list):
+            raise DataError(f"{path}:{line_no} table_array must be a list of rows with the header first")
+        yield record
 
 
 def _doc(record: dict) -> str:

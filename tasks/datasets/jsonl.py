@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterator, Literal
 
@@ -10,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rbench.errors import DataError
 from tasks.cache import file_digest
-from tasks.datasets.base import Adapter, CorpusObject, FileSpec, Query
+from tasks.datasets.base import Adapter, CorpusObject, FileSpec, Query, read_jsonl
 from tasks.datasets.chunking import ChunkerConfig, chunk_text
 from tasks.datasets.serialize import serialize_text
 
@@ -49,20 +48,6 @@ class JsonlParams(BaseModel):
         return path
 
 
-def _lines(path: Path) -> Iterator[tuple[int, dict]]:
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{path}:{line_no} is not valid JSON ({e}); fix or remove the line")
-            if not isinstance(record, dict):
-                raise DataError(f"{path}:{line_no} must be a JSON object, got {type(record).__name__}")
-            yield line_no, record
-
-
 def _field(record: dict, name: str, path: Path, line_no: int, param: str):
     if name not in record:
         raise DataError(
@@ -88,7 +73,7 @@ class Jsonl(Adapter):
     def objects(self, raw: Path, params: JsonlParams) -> Iterator[CorpusObject]:
         path = raw / CORPUS
         positions: dict[str, int] = {}
-        for line_no, record in _lines(path):
+        for line_no, record in read_jsonl(path):
             parts = [str(_field(record, f, path, line_no, "doc_id_fields")) for f in params.doc_id_fields]
             doc = " :: ".join(parts)
             text = str(_field(record, params.text_field, path, line_no, "text_field"))
@@ -110,7 +95,7 @@ class Jsonl(Adapter):
 
     def queries(self, raw: Path, params: JsonlParams) -> Iterator[Query]:
         path = raw / QUERIES
-        for line_no, record in _lines(path):
+        for line_no, record in read_jsonl(path):
             gold = _field(record, params.gold_field, path, line_no, "gold_field")
             gold = [gold] if isinstance(gold, str) else gold
             if not isinstance(gold, list) or not all(isinstance(g, str) for g in gold):

@@ -10,10 +10,8 @@ import pytest
 from rbench.config import DatasetConfig
 from rbench.errors import DataError
 from tasks.cache import Artifact, Store
-from tasks.datasets import get_adapter
 from tasks.datasets.chunking import ChunkerConfig, chunk_text, token_windows
-from tasks.datasets.fetaqa import DEV, Fetaqa
-from tasks.datasets.jsonl import JsonlParams
+from tasks.datasets.fetaqa import DEV
 from tasks.datasets.serialize import serialize_row, table_objects
 from tasks.download import DOWNLOAD, DownloadConfig
 from tasks.prepare import PREPARE
@@ -93,8 +91,7 @@ def test_fetaqa_malformed_inputs_are_named(tmp_path):
 
 def _download_tiny(tmp_path, dataset):
     cfg = DatasetConfig.model_validate(dataset)
-    files = get_adapter("jsonl").files(JsonlParams.model_validate(cfg.params))
-    return cfg, DOWNLOAD.run(Store(tmp_path / "store"), [], DownloadConfig(files=files))
+    return cfg, DOWNLOAD.run(Store(tmp_path / "store"), [], DownloadConfig.of(cfg))
 
 
 def test_jsonl_adapter_reads_arm_fields(tmp_path, tiny_files):
