@@ -48,11 +48,16 @@ class MetricsConfig(Strict):
 
 
 class DatasetConfig(Strict):
-    """One dataset: a registered adapter and its parameters."""
+    """One dataset: a registered adapter and its parameters.
+
+    ``max_missing_gold``: the largest share of queries allowed to have no gold document
+    in the corpus before preparation refuses the dataset.
+    """
 
     name: str = Field(min_length=1)
     adapter: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
+    max_missing_gold: float = Field(0.5, ge=0, le=1)
 
     @model_validator(mode="after")
     def _check_adapter(self) -> "DatasetConfig":

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import shutil
+import tempfile
 import urllib.request
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from rbench.config import DatasetConfig
-from rbench.errors import ChecksumError, DataError
+from rbench.errors import ChecksumError, DataError, MissingExtraError
 from tasks.cache import Artifact, Stage, file_digest
 from tasks.datasets import get_adapter
 from tasks.datasets.base import FileSpec
@@ -30,44 +31,80 @@ class DownloadConfig(BaseModel):
         return cls(files=adapter.files(adapter.Params.model_validate(dataset.params)))
 
 
+def _copy(source: Path, target: Path) -> None:
+    if source.is_dir():
+        shutil.copytree(source, target)
+    else:
+        shutil.copyfile(source, target)
+
+
+def _from_hub(spec: FileSpec, target: Path) -> None:
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise MissingExtraError("huggingface_hub", "hub", f"downloading {spec.name}") from None
+    path = spec.hf_path or spec.name
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        snapshot_download(
+            spec.hf_repo, repo_type="dataset", revision=spec.revision,
+            allow_patterns=spec.patterns or [path], local_dir=tmp,
+        )
+        if not spec.patterns:
+            (Path(tmp) / path).rename(target)
+            return
+        target.mkdir()
+        for child in Path(tmp).iterdir():
+            if child.name != ".cache":
+                child.rename(target / child.name)
+
+
 def _fetch(spec: FileSpec, target: Path, mirror: Path | None) -> str:
     if spec.local is not None:
-        shutil.copyfile(spec.local, target)
+        _copy(spec.local, target)
         return str(spec.local)
-    if mirror is not None and (mirror / spec.name).is_file():
-        shutil.copyfile(mirror / spec.name, target)
+    if mirror is not None and (mirror / spec.name).exists():
+        _copy(mirror / spec.name, target)
         return str(mirror / spec.name)
-    if spec.url is None:
-        raise DataError(
-            f"{spec.name} is not in the mirror {mirror} and has no download URL: "
-            "put the file in the mirror folder"
-        )
     where = f"not in the mirror {mirror}; " if mirror else ""
+    if spec.hf_repo is None and spec.url is None:
+        raise DataError(f"{spec.name}: {where}it has no download source: put it in the mirror folder")
+    source = f"hf://datasets/{spec.hf_repo}@{spec.revision}" if spec.hf_repo else spec.url
     try:
-        with urllib.request.urlopen(spec.url, timeout=60) as response, open(target, "wb") as out:
-            shutil.copyfileobj(response, out)
-    except OSError as e:
+        if spec.hf_repo:
+            _from_hub(spec, target)
+        else:
+            with urllib.request.urlopen(spec.url, timeout=60) as response, open(target, "wb") as out:
+                shutil.copyfileobj(response, out)
+    except (OSError, ValueError) as e:
         raise DataError(
-            f"{spec.name}: {where}download from {spec.url} failed ({e}). Without network, pass "
+            f"{spec.name}: {where}download from {source} failed ({e}). Without network, pass "
             "--mirror DIR (or set RBENCH_MIRROR) to a folder that holds it"
         ) from None
-    return spec.url
+    return source
 
 
 def build_download(folder: Path, inputs: list[Artifact], config: DownloadConfig, mirror: Path | None = None) -> dict:
-    """Copy or fetch every file into ``folder`` and check its digest."""
+    """Copy or fetch every file into ``folder`` and check pinned digests."""
+    unpinned, total = 0, 0
     for spec in config.files:
         target = folder / spec.name
         target.parent.mkdir(parents=True, exist_ok=True)
         origin = _fetch(spec, target, Path(mirror) if mirror else None)
-        actual = file_digest(target)
-        if actual != spec.sha256:
-            raise ChecksumError(
-                f"checksum mismatch for {spec.name} from {origin}: expected sha256 {spec.sha256}, "
-                f"got {actual}. The file is corrupt or a different version; fetch it again"
-            )
-        log.info("download %s from %s (%d bytes)", spec.name, origin, target.stat().st_size)
-    return {"files": len(config.files), "bytes": sum((folder / s.name).stat().st_size for s in config.files)}
+        if spec.sha256 is None:
+            unpinned += 1
+        else:
+            actual = file_digest(target)
+            if actual != spec.sha256:
+                raise ChecksumError(
+                    f"checksum mismatch for {spec.name} from {origin}: expected sha256 {spec.sha256}, "
+                    f"got {actual}. The file is corrupt or a different version; fetch it again"
+                )
+        size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file()) if target.is_dir() else target.stat().st_size
+        total += size
+        log.debug("download %s from %s (%d bytes)", spec.name, origin, size)
+    if unpinned:
+        log.warning("%d file(s) have no pinned sha256 and were not verified", unpinned)
+    return {"files": len(config.files), "bytes": total, "unverified": unpinned}
 
 
 DOWNLOAD = Stage("download", 1, build_download)

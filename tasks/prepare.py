@@ -12,9 +12,10 @@ import pyarrow.parquet as pq
 
 from rbench.config import DatasetConfig
 from rbench.errors import DataError
-from tasks.cache import Artifact, Stage
+from tasks.cache import Artifact, Stage, write_atomic
 from tasks.datasets import get_adapter
 from tasks.datasets.base import object_id
+from tasks.validate import validate
 
 log = logging.getLogger("rbench")
 
@@ -53,61 +54,42 @@ def write_batches(path: Path, schema: pa.Schema, rows: Iterable[dict], batch: in
 
 
 def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -> dict:
-    """Write ``corpus.parquet`` and ``queries.parquet``; refuse empty or unusable data."""
+    """Write ``corpus.parquet``, ``queries.parquet`` and ``validation.json``; refuse unusable data."""
     (raw,) = inputs
     adapter = get_adapter(config.adapter)
     params = adapter.Params.model_validate(config.params)
-    stats = {"docs": set(), "ids": set(), "duplicates": 0, "empty": 0}
+    empty = 0
 
     def corpus_rows() -> Iterator[dict]:
+        nonlocal empty
         for obj in adapter.objects(raw.path, params):
             if not obj.text.strip():
-                stats["empty"] += 1
+                empty += 1
                 continue
-            oid = object_id(obj.doc_id, obj.position, obj.text)
-            if oid in stats["ids"]:
-                stats["duplicates"] += 1
-                continue
-            stats["ids"].add(oid)
-            stats["docs"].add(obj.doc_id)
             yield {
-                "object_id": oid, "text": obj.text, "doc_id": obj.doc_id,
-                "page_title": obj.page_title, "source": obj.source, "modality": obj.modality,
-                "metadata": json.dumps(obj.metadata, ensure_ascii=False, sort_keys=True),
+                "object_id": object_id(obj.doc_id, obj.position, obj.text), "text": obj.text,
+                "doc_id": obj.doc_id, "page_title": obj.page_title, "source": obj.source,
+                "modality": obj.modality, "metadata": json.dumps(obj.metadata, ensure_ascii=False, sort_keys=True),
             }
 
-    n_objects = write_batches(folder / "corpus.parquet", CORPUS_SCHEMA, corpus_rows())
-    if n_objects == 0:
-        raise DataError(f"dataset {config.name!r} produced an empty corpus: check its files and field names")
-    missing_gold = 0
-    query_ids: set[str] = set()
-
     def query_rows() -> Iterator[dict]:
-        nonlocal missing_gold
+        seen: set[str] = set()
         for q in adapter.queries(raw.path, params):
-            if q.query_id in query_ids:
+            if q.query_id in seen:
                 raise DataError(f"dataset {config.name!r}: query id {q.query_id!r} appears twice")
-            query_ids.add(q.query_id)
-            if not any(g in stats["docs"] for g in q.gold_doc_ids):
-                missing_gold += 1
+            seen.add(q.query_id)
             yield q.model_dump()
 
-    n_queries = write_batches(folder / "queries.parquet", QUERY_SCHEMA, query_rows())
-    if n_queries == 0:
-        raise DataError(f"dataset {config.name!r} has no queries: check its queries file")
-    if missing_gold == n_queries:
-        raise DataError(
-            f"dataset {config.name!r}: none of the {n_queries} queries has a gold document in the "
-            "corpus, so every metric would be 0. Check that the gold ids match the corpus doc ids "
-            "(for jsonl: doc_id_fields and gold_field)"
-        )
-    if missing_gold:
-        log.warning("%s: %d of %d queries have no gold document in the corpus", config.name, missing_gold, n_queries)
-    return {
-        "objects": n_objects, "documents": len(stats["docs"]), "queries": n_queries,
-        "queries_without_gold_in_corpus": missing_gold, "empty_skipped": stats["empty"],
-        "duplicates_skipped": stats["duplicates"],
-    }
+    write_batches(folder / "corpus.parquet", CORPUS_SCHEMA, corpus_rows())
+    write_batches(folder / "queries.parquet", QUERY_SCHEMA, query_rows())
+    report = validate(folder / "corpus.parquet", folder / "queries.parquet", config.name,
+                      config.max_missing_gold, empty)
+    write_atomic(folder / "validation.json", json.dumps(report, indent=2, ensure_ascii=False))
+    if report["queries_without_gold_in_corpus"] or report["queries_with_some_gold_missing"]:
+        log.warning("%s: %d queries have no gold document in the corpus, %d miss some (e.g. %s)", config.name,
+                    report["queries_without_gold_in_corpus"], report["queries_with_some_gold_missing"],
+                    report["missing_gold_examples"][:2])
+    return {k: v for k, v in report.items() if not isinstance(v, list)}
 
 
-PREPARE = Stage("prepare", 1, build_prepare)
+PREPARE = Stage("prepare", 2, build_prepare)

@@ -6,7 +6,7 @@ import hashlib
 import json
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, ClassVar, Iterator
+from typing import Any, Callable, ClassVar, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -14,17 +14,25 @@ from rbench.errors import DataError
 
 
 class FileSpec(BaseModel):
-    """A raw input file: its name inside the download folder (and mirror), sha256 and source.
+    """A raw input file (or folder): its path inside the download folder and the mirror,
+    its sha256 when pinned, and where to get it.
 
-    ``url`` is where to fetch it from the network; ``local`` is a user file to copy.
-    ``local`` is excluded from the cache key, so moving an unchanged file reruns nothing.
+    Sources, first match wins: ``local`` (a user file), the mirror folder, the Hugging
+    Face dataset repo ``hf_repo`` at ``revision`` (``patterns`` select a folder's files,
+    else the file ``hf_path``, default ``name``), then ``url``. ``local`` is excluded
+    from the cache key, so moving an unchanged file reruns nothing. Without ``sha256``
+    the content is not verified; pin ``revision`` to a commit for reproducible keys.
     """
 
     model_config = ConfigDict(frozen=True)
 
     name: str
-    sha256: str
+    sha256: str | None = None
     url: str | None = None
+    hf_repo: str | None = None
+    hf_path: str | None = None
+    revision: str = "main"
+    patterns: list[str] | None = None
     local: Path | None = Field(default=None, exclude=True)
 
 
@@ -62,6 +70,12 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
             if not isinstance(record, dict):
                 raise DataError(f"{path}:{line_no} must be a JSON object, got {type(record).__name__}")
             yield line_no, record
+
+
+def pinned_files(manifest: str, url_of: Callable[[str], str | None]) -> list[FileSpec]:
+    """FileSpecs from a ``manifests/<manifest>.json`` map of file name to sha256."""
+    digests = json.loads((Path(__file__).parent / "manifests" / f"{manifest}.json").read_text())
+    return [FileSpec(name=name, sha256=sha, url=url_of(name)) for name, sha in sorted(digests.items())]
 
 
 def object_id(doc_id: str, position: int, text: str) -> str:

@@ -20,7 +20,7 @@ class JsonlParams(BaseModel):
     """Field mapping for a JSONL corpus (one object per line) and a JSONL queries file.
 
     The document id (the unit of evaluation) is the values of ``doc_id_fields``
-    joined by `` :: `` — ``[page_title, source]`` reads the ARM release as is.
+    joined by ``doc_id_separator`` — ``[page_title, source]`` with ``_`` reads the ARM release.
     ``title_field`` fills ``page_title`` (default: the first doc id field);
     ``prefix_title`` writes text as ``title [SEP] passage``, per chunk.
     """
@@ -31,6 +31,7 @@ class JsonlParams(BaseModel):
     queries: Path
     text_field: str = "text"
     doc_id_fields: list[str] = Field(default_factory=lambda: ["doc_id"], min_length=1)
+    doc_id_separator: str = " :: "
     title_field: str | None = None
     prefix_title: bool = False
     metadata_fields: list[str] = Field(default_factory=list)
@@ -75,7 +76,7 @@ class Jsonl(Adapter):
         positions: dict[str, int] = {}
         for line_no, record in read_jsonl(path):
             parts = [str(_field(record, f, path, line_no, "doc_id_fields")) for f in params.doc_id_fields]
-            doc = " :: ".join(parts)
+            doc = params.doc_id_separator.join(parts)
             text = str(_field(record, params.text_field, path, line_no, "text_field"))
             title = (
                 str(_field(record, params.title_field, path, line_no, "title_field"))

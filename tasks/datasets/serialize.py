@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterator, Literal, Sequence
 
 SEP = "[SEP]"
-Granularity = Literal["row", "table", "cell"]
+Granularity = Literal["row", "table", "cell", "schema"]
 
 
 def _cells(header: Sequence[str], row: Sequence[str]) -> list[str]:
@@ -28,7 +28,8 @@ def table_objects(
     """Yield ``(modality, position, text, metadata)`` for a table at the given granularity.
 
     ``row``: one object per data row; ``cell``: one per non-empty cell (with its column);
-    ``table``: one object, the rows joined by `` [ROW] ``.
+    ``table``: one object, the rows joined by `` [ROW] ``; ``schema``: one object naming
+    the columns only (``title [SEP] [H] col1 , [H] col2``), for databases with huge tables.
     """
     if granularity == "row":
         for i, row in enumerate(rows):
@@ -42,5 +43,7 @@ def table_objects(
     elif granularity == "table":
         body = " [ROW] ".join(" , ".join(_cells(header, row)) for row in rows)
         yield "table", 0, f"{title} {SEP} {body}", {"rows": len(rows)}
+    elif granularity == "schema":
+        yield "schema", 0, f"{title} {SEP} " + " , ".join(f"[H] {h}" for h in header), {"columns": len(header)}
     else:
-        raise ValueError(f"unknown table granularity {granularity!r}: use 'row', 'table' or 'cell'")
+        raise ValueError(f"unknown table granularity {granularity!r}: use 'row', 'table', 'cell' or 'schema'")

@@ -129,7 +129,7 @@ def test_jsonl_missing_field_and_useless_gold_are_errors(tmp_path, tiny_files):
     ds = tiny_dataset(corpus_path, write_jsonl(tmp_path / "q2.jsonl", [
         {"query_id": "x", "query": "?", "document_ids": ["Nowhere :: none"]}]))
     cfg, raw = _download_tiny(tmp_path, ds)
-    with pytest.raises(DataError, match="none of the 1 queries has a gold document in the corpus"):
+    with pytest.raises(DataError, match=r"1 of 1 queries \(100%\) have no gold document in the corpus"):
         PREPARE.run(Store(tmp_path / "store"), [raw], cfg)
 
 
@@ -147,3 +147,4 @@ def test_fetaqa_real_dev_file(shared_data, tmp_path):
     assert prepared.info["queries"] == 1001
     assert prepared.info["documents"] == 992
     assert prepared.info["queries_without_gold_in_corpus"] == 0
+    assert json.loads(prepared.file("validation.json").read_text())["duplicate_object_ids"] == 0

@@ -1,0 +1,73 @@
+"""The ARM reproduction's processed release (Hugging Face ``ApostolosK/arm_reproduction_data_processed``).
+
+Per benchmark: ``assets/all_data/serialized_data/<name>.jsonl`` (``object``, ``page_title``,
+``source``) and ``assets/all_data/benchmarks/<name>.json`` (entries with ``query`` and
+``document_ids``). Document ids are ``page_title + "_" + source``, as the release builds them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterator, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from rbench.errors import DataError
+from tasks.datasets.base import Adapter, CorpusObject, FileSpec, Query, read_jsonl
+
+REPO = "ApostolosK/arm_reproduction_data_processed"
+Benchmark = Literal[
+    "bird", "fetaqa", "feverous", "mt_raig", "multi_hop_rag", "ottqa", "spider", "tabfact", "table_bench"
+]
+
+
+class ArmParams(BaseModel):
+    """``benchmark``: one of the nine; ``revision``: a commit of the release (pin it for stable keys)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    benchmark: Benchmark
+    revision: str = "main"
+
+
+def _paths(benchmark: str) -> tuple[str, str]:
+    return (f"assets/all_data/serialized_data/{benchmark}.jsonl", f"assets/all_data/benchmarks/{benchmark}.json")
+
+
+class Arm(Adapter):
+    """All nine ARM benchmarks from one release; the objects come pre-serialized."""
+
+    name = "arm"
+    description = f"ARM reproduction release ({REPO}): bird, fetaqa, feverous, mt_raig, multi_hop_rag, ottqa, spider, tabfact, table_bench"
+    Params = ArmParams
+
+    def files(self, params: ArmParams) -> list[FileSpec]:
+        return [FileSpec(name=p, hf_repo=REPO, revision=params.revision) for p in _paths(params.benchmark)]
+
+    def objects(self, raw: Path, params: ArmParams) -> Iterator[CorpusObject]:
+        path = raw / _paths(params.benchmark)[0]
+        positions: dict[str, int] = {}
+        for line_no, record in read_jsonl(path):
+            missing = [k for k in ("object", "page_title", "source") if k not in record]
+            if missing:
+                raise DataError(f"{path}:{line_no} lacks ARM field(s) {missing}; found {sorted(record)}")
+            title, source = str(record["page_title"]), str(record["source"])
+            doc = f"{title}_{source}"
+            positions[doc] = positions.get(doc, -1) + 1
+            modality = "table" if source.lower().startswith("table") else "text"
+            yield CorpusObject(text=str(record["object"]), doc_id=doc, page_title=title, source=source,
+                               modality=modality, position=positions[doc])
+
+    def queries(self, raw: Path, params: ArmParams) -> Iterator[Query]:
+        path = raw / _paths(params.benchmark)[1]
+        try:
+            entries = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise DataError(f"{path} is not a readable ARM benchmark file ({e})") from None
+        if not isinstance(entries, list):
+            raise DataError(f"{path} must hold a JSON list of {{query, document_ids}} entries")
+        for i, entry in enumerate(entries):
+            if not isinstance(entry, dict) or "query" not in entry or "document_ids" not in entry:
+                raise DataError(f"{path} entry {i} needs 'query' and 'document_ids'")
+            yield Query(query_id=str(i), text=str(entry["query"]), gold_doc_ids=[str(d) for d in entry["document_ids"]])

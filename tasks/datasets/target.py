@@ -1,0 +1,79 @@
+"""TARGET's Hugging Face datasets (``target-benchmark/<name>-corpus`` and ``-queries``).
+
+Corpus columns ``database_id``, ``table_id``, ``table`` (rows, the header first) and
+``context``; query columns ``query_id``, ``query``, ``database_id``, ``table_id`` (one id
+or a list) and ``answer``. A document is one table: ``database_id :: table_id``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator, Literal
+
+import pyarrow.parquet as pq
+from pydantic import BaseModel, ConfigDict
+
+from rbench.errors import DataError
+from tasks.datasets.base import Adapter, CorpusObject, FileSpec, Query, doc_id
+from tasks.datasets.serialize import Granularity, table_objects
+
+ORG = "target-benchmark"
+CORPUS_COLUMNS = ("database_id", "table_id", "table")
+QUERY_COLUMNS = ("query_id", "query", "database_id", "table_id")
+
+
+class TargetParams(BaseModel):
+    """``benchmark``: which TARGET dataset; ``granularity``: per row (default) or per schema
+    (one object listing a table's columns, as BIRD needs)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    benchmark: Literal["ottqa", "fetaqa", "tabfact", "spider", "bird"]
+    granularity: Granularity = "row"
+    revision: str = "main"
+
+
+def _rows(folder: Path, columns: tuple[str, ...]) -> Iterator[dict]:
+    files = sorted(folder.rglob("*.parquet"))
+    if not files:
+        raise DataError(f"no Parquet files under {folder}; expected the TARGET dataset's data/*.parquet")
+    for path in files:
+        parquet = pq.ParquetFile(path)
+        missing = [c for c in columns if c not in parquet.schema_arrow.names]
+        if missing:
+            raise DataError(f"{path} lacks TARGET column(s) {missing}; has {parquet.schema_arrow.names}")
+        for batch in parquet.iter_batches(batch_size=1000):
+            yield from batch.to_pylist()
+
+
+class Target(Adapter):
+    """TARGET corpora and queries for OTT-QA, FeTaQA, TabFact, Spider and BIRD."""
+
+    name = "target"
+    description = f"TARGET ({ORG}/<name>-corpus, -queries): ottqa, fetaqa, tabfact, spider, bird"
+    Params = TargetParams
+
+    def files(self, params: TargetParams) -> list[FileSpec]:
+        return [
+            FileSpec(name=f"target/{params.benchmark}-{part}", hf_repo=f"{ORG}/{params.benchmark}-{part}",
+                     revision=params.revision, patterns=["*.parquet", "**/*.parquet"])
+            for part in ("corpus", "queries")
+        ]
+
+    def objects(self, raw: Path, params: TargetParams) -> Iterator[CorpusObject]:
+        for row in _rows(raw / "target" / f"{params.benchmark}-corpus", CORPUS_COLUMNS):
+            table = row["table"]
+            if not table or not isinstance(table, list):
+                raise DataError(f"TARGET table {row['table_id']!r} has no rows")
+            header, *rows = [[str(c) for c in r] for r in table]
+            database, table_id = str(row["database_id"]), str(row["table_id"])
+            for modality, position, text, meta in table_objects(table_id, header, rows, params.granularity):
+                yield CorpusObject(text=text, doc_id=doc_id(database, table_id), page_title=database,
+                                   source=table_id, modality=modality, position=position, metadata=meta)
+
+    def queries(self, raw: Path, params: TargetParams) -> Iterator[Query]:
+        for row in _rows(raw / "target" / f"{params.benchmark}-queries", QUERY_COLUMNS):
+            tables = row["table_id"] if isinstance(row["table_id"], list) else [row["table_id"]]
+            database = str(row["database_id"])
+            yield Query(query_id=str(row["query_id"]), text=str(row["query"]),
+                        gold_doc_ids=[doc_id(database, str(t)) for t in tables])

@@ -1,0 +1,79 @@
+"""Checks on a prepared corpus and query set: what makes a benchmark meaningless is refused.
+
+Computed with polars' streaming engine over the Parquet files, so the checks do not
+hold the corpus in Python memory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from rbench.errors import DataError
+
+EXAMPLES = 5
+
+
+def validate(corpus: Path, queries: Path, dataset: str, max_missing_gold: float, empty_skipped: int) -> dict:
+    """Report duplicate object ids, empty texts and queries whose gold documents are absent.
+
+    Raises DataError when the corpus or the query set is empty, object ids repeat, or more
+    than ``max_missing_gold`` of the queries have no gold document in the corpus.
+    """
+    objects = pl.scan_parquet(corpus)
+    counts = objects.select(
+        pl.len().alias("objects"), pl.col("doc_id").n_unique().alias("documents")
+    ).collect(engine="streaming").row(0, named=True)
+    duplicates = (
+        objects.group_by("object_id").len().filter(pl.col("len") > 1).sort("len", descending=True)
+        .collect(engine="streaming")
+    )
+    docs = objects.select("doc_id").unique()
+    gold = pl.scan_parquet(queries).select("query_id", "gold_doc_ids").explode("gold_doc_ids")
+    found = (
+        gold.join(docs.with_columns(pl.lit(True).alias("present")), left_on="gold_doc_ids", right_on="doc_id", how="left")
+        .group_by("query_id")
+        .agg(pl.len().alias("gold"), pl.col("present").fill_null(False).sum().alias("found"),
+             pl.col("gold_doc_ids").filter(pl.col("present").is_null()).alias("absent"))
+        .sort("query_id")
+        .collect(engine="streaming")
+    )
+    n_queries = pl.scan_parquet(queries).select(pl.len()).collect().item()
+    none = found.filter(pl.col("found") == 0)
+    partial = found.filter((pl.col("found") > 0) & (pl.col("found") < pl.col("gold")))
+    report = {
+        **counts,
+        "queries": n_queries,
+        "empty_texts_skipped": empty_skipped,
+        "duplicate_object_ids": duplicates.height,
+        "duplicate_examples": duplicates.head(EXAMPLES)["object_id"].to_list(),
+        "queries_without_gold_in_corpus": none.height,
+        "queries_with_some_gold_missing": partial.height,
+        "missing_gold_examples": [
+            {"query_id": r["query_id"], "absent": r["absent"][:3]}
+            for r in pl.concat([none, partial]).head(EXAMPLES).iter_rows(named=True)
+        ],
+    }
+    _refuse(report, dataset, max_missing_gold)
+    return report
+
+
+def _refuse(report: dict, dataset: str, max_missing_gold: float) -> None:
+    if report["objects"] == 0:
+        raise DataError(f"dataset {dataset!r} produced an empty corpus: check its files and field names")
+    if report["queries"] == 0:
+        raise DataError(f"dataset {dataset!r} has no queries: check its queries file")
+    if report["duplicate_object_ids"]:
+        raise DataError(
+            f"dataset {dataset!r}: {report['duplicate_object_ids']} object ids repeat "
+            f"(e.g. {report['duplicate_examples']}); an adapter emitted the same object twice"
+        )
+    share = report["queries_without_gold_in_corpus"] / report["queries"]
+    if share > max_missing_gold or report["queries_without_gold_in_corpus"] == report["queries"]:
+        raise DataError(
+            f"dataset {dataset!r}: {report['queries_without_gold_in_corpus']} of {report['queries']} queries "
+            f"({share:.0%}) have no gold document in the corpus (allowed: {max_missing_gold:.0%}), e.g. "
+            f"{report['missing_gold_examples'][:2]}. Check that gold ids match the corpus doc ids "
+            "(for jsonl: doc_id_fields, doc_id_separator and gold_field), or raise max_missing_gold"
+        )

@@ -1,0 +1,180 @@
+"""OTT-QA, TabFact, ARM release, TARGET and BEIR adapters on fixtures in each source's exact
+format, OTT-QA and TabFact also on the real files; and the validation report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from rbench.config import DatasetConfig
+from rbench.errors import DataError
+from tasks.cache import Artifact, Store
+from tasks.datasets.serialize import table_objects
+from tasks.prepare import PREPARE
+from tests.conftest import write_jsonl
+
+
+def _prepare(tmp_path: Path, raw: Path, dataset: dict) -> Artifact:
+    return PREPARE.run(Store(tmp_path / "store"), [Artifact("download", "raw", raw)], DatasetConfig.model_validate(dataset))
+
+
+def _table(path: Path) -> list[dict]:
+    return pq.read_table(path).to_pylist()
+
+
+def _ottqa_fixture(raw: Path) -> None:
+    (raw / "ottqa" / "tables").mkdir(parents=True)
+    (raw / "ottqa" / "passages").mkdir(parents=True)
+    (raw / "ottqa" / "released_data").mkdir(parents=True)
+    table = {"url": "https://en.wikipedia.org/wiki/Nonso_Anozie", "title": "Nonso Anozie",
+             "header": [["Year", []], ["Title", []]],
+             "data": [[["2007", []], ["Prime Suspect 7", ["/wiki/Prime_Suspect"]]]],
+             "section_title": "Television", "section_text": "", "uid": "Nonso_Anozie_1", "intro": "..."}
+    (raw / "ottqa" / "tables" / "Nonso_Anozie_1.json").write_text(json.dumps(table))
+    (raw / "ottqa" / "passages" / "Nonso_Anozie_1.json").write_text(json.dumps(
+        {"/wiki/Prime_Suspect": "Prime Suspect is a police drama created by Lynda La Plante ."}))
+    (raw / "ottqa" / "released_data" / "dev.traced.json").write_text(json.dumps([
+        {"question_id": "q1", "question": "Who created the series?", "table_id": "Nonso_Anozie_1",
+         "answer-text": "Lynda La Plante", "answer-node": [["Prime Suspect", [0, 1], "/wiki/Prime_Suspect", "passage"]]},
+        {"question_id": "q2", "question": "What year?", "table_id": "Nonso_Anozie_1", "answer-text": "2007",
+         "answer-node": [["2007", [0, 0], None, "table"]]},
+    ]))
+
+
+def test_ottqa_fixture_mixes_rows_and_passages(tmp_path):
+    raw = tmp_path / "raw"
+    _ottqa_fixture(raw)
+    prepared = _prepare(tmp_path, raw, {"name": "ottqa"})
+    corpus = _table(prepared.file("corpus.parquet"))
+    assert [c["modality"] for c in corpus] == ["row", "text"]
+    assert corpus[0]["text"] == "Nonso Anozie - Television [SEP] [H] Year : 2007 , [H] Title : Prime Suspect 7"
+    assert corpus[1]["text"].startswith("Prime Suspect [SEP] Prime Suspect is a police drama")
+    queries = {q["query_id"]: q["gold_doc_ids"] for q in _table(prepared.file("queries.parquet"))}
+    assert queries == {"q1": ["Nonso Anozie :: Nonso_Anozie_1", "Prime Suspect :: passage"],
+                       "q2": ["Nonso Anozie :: Nonso_Anozie_1"]}
+
+
+def test_tabfact_fixture(tmp_path):
+    raw = tmp_path / "raw"
+    (raw / "tabfact_sample" / "all_csv").mkdir(parents=True)
+    (raw / "tabfact_sample" / "all_csv" / "1-1-1.html.csv").write_text("rank#team\n1#lions\n2#tigers\n")
+    (raw / "tabfact_sample" / "all_csv" / "2-2-2.html.csv").write_text("year#winner\n1999#ann\n")
+    (raw / "tabfact_sample" / "val_examples_sample.json").write_text(json.dumps({
+        "1-1-1.html.csv": [["the lions rank first", "the tigers rank first"], [1, 0], "none"],
+        "2-2-2.html.csv": [["ann won in 1999"], [1], "list of winners"],
+    }))
+    (raw / "tabfact_sample" / "table_to_page_sample.json").write_text(json.dumps(
+        {"1-1-1.html.csv": ["league table", "https://en.wikipedia.org/wiki/League"]}))
+    prepared = _prepare(tmp_path, raw, {"name": "tabfact", "params": {"statements": "entailed"}})
+    corpus = _table(prepared.file("corpus.parquet"))
+    assert corpus[0]["text"] == "league table [SEP] [H] rank : 1 , [H] team : lions"
+    assert corpus[2]["text"] == "list of winners [SEP] [H] year : 1999 , [H] winner : ann"
+    queries = _table(prepared.file("queries.parquet"))
+    assert [(q["query_id"], q["gold_doc_ids"]) for q in queries] == [
+        ("1-1-1.html.csv#0", ["league table :: 1-1-1.html.csv"]), ("2-2-2.html.csv#0", ["list of winners :: 2-2-2.html.csv"])]
+
+
+def test_arm_release_fixture_uses_its_doc_id_join(tmp_path):
+    raw = tmp_path / "raw"
+    (raw / "assets/all_data/serialized_data").mkdir(parents=True)
+    (raw / "assets/all_data/benchmarks").mkdir(parents=True)
+    write_jsonl(raw / "assets/all_data/serialized_data/feverous.jsonl", [
+        {"object": "Lions [SEP] [H] rank : 1", "page_title": "Lions", "source": "table_0"},
+        {"object": "Lions [SEP] [H] rank : 2", "page_title": "Lions", "source": "table_0"},
+        {"object": "Lions are big cats.", "page_title": "Lions", "source": "sentence_3"},
+    ])
+    (raw / "assets/all_data/benchmarks/feverous.json").write_text(json.dumps(
+        [{"query": "Are lions cats?", "document_ids": ["Lions_sentence_3", "Lions_table_0"]}]))
+    prepared = _prepare(tmp_path, raw, {"name": "fev", "adapter": "arm", "params": {"benchmark": "feverous"}})
+    corpus = _table(prepared.file("corpus.parquet"))
+    assert [c["doc_id"] for c in corpus] == ["Lions_table_0", "Lions_table_0", "Lions_sentence_3"]
+    assert [c["modality"] for c in corpus] == ["table", "table", "text"]
+    assert len({c["object_id"] for c in corpus}) == 3
+    assert _table(prepared.file("queries.parquet"))[0]["gold_doc_ids"] == ["Lions_sentence_3", "Lions_table_0"]
+
+
+def test_target_fixture_rows_and_schema(tmp_path):
+    raw = tmp_path / "raw"
+    corpus_dir, queries_dir = raw / "target/spider-corpus/data", raw / "target/spider-queries/data"
+    corpus_dir.mkdir(parents=True)
+    queries_dir.mkdir(parents=True)
+    pq.write_table(pa.table({
+        "database_id": ["concert", "concert"], "table_id": ["singer", "stadium"],
+        "table": [[["name", "age"], ["Joe", "52"], ["Ann", "31"]], [["stadium_id", "capacity"], ["1", "4000"]]],
+        "context": [{"note": ""}, {"note": ""}],
+    }), corpus_dir / "train-00000-of-00001.parquet")
+    pq.write_table(pa.table({
+        "query_id": [0, 1], "query": ["How old is Joe?", "Which singers sang at stadiums?"],
+        "database_id": ["concert", "concert"], "table_id": [["singer"], ["singer", "stadium"]],
+        "answer": ["52", "?"],
+    }), queries_dir / "train-00000-of-00001.parquet")
+    rows = _prepare(tmp_path / "r", raw, {"name": "spider", "adapter": "target", "params": {"benchmark": "spider"}})
+    assert [c["text"] for c in _table(rows.file("corpus.parquet"))] == [
+        "singer [SEP] [H] name : Joe , [H] age : 52", "singer [SEP] [H] name : Ann , [H] age : 31",
+        "stadium [SEP] [H] stadium_id : 1 , [H] capacity : 4000"]
+    schema = _prepare(tmp_path / "s", raw, {"name": "spider", "adapter": "target",
+                                            "params": {"benchmark": "spider", "granularity": "schema"}})
+    assert [c["text"] for c in _table(schema.file("corpus.parquet"))] == [
+        "singer [SEP] [H] name , [H] age", "stadium [SEP] [H] stadium_id , [H] capacity"]
+    queries = _table(schema.file("queries.parquet"))
+    assert queries[1]["gold_doc_ids"] == ["concert :: singer", "concert :: stadium"]
+
+
+def test_beir_fixture(tmp_path):
+    folder = tmp_path / "scifact"
+    (folder / "qrels").mkdir(parents=True)
+    write_jsonl(folder / "corpus.jsonl", [{"_id": "d1", "title": "Cats", "text": "Cats purr."},
+                                          {"_id": "d2", "title": "", "text": "Dogs bark."}])
+    write_jsonl(folder / "queries.jsonl", [{"_id": "1", "text": "do cats purr"}, {"_id": "2", "text": "unjudged"}])
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n1\td1\t1\n1\td2\t0\n")
+    from tasks.download import DOWNLOAD, DownloadConfig
+
+    cfg = DatasetConfig.model_validate({"name": "scifact", "adapter": "beir", "params": {"path": str(folder)}})
+    raw = DOWNLOAD.run(Store(tmp_path / "store"), [], DownloadConfig.of(cfg))
+    prepared = PREPARE.run(Store(tmp_path / "store"), [raw], cfg)
+    assert [c["text"] for c in _table(prepared.file("corpus.parquet"))] == ["Cats [SEP] Cats purr.", "Dogs bark."]
+    assert _table(prepared.file("queries.parquet")) == [{"query_id": "1", "text": "do cats purr", "gold_doc_ids": ["d1"]}]
+    with pytest.raises(ValueError, match="lacks"):
+        DatasetConfig.model_validate({"name": "x", "adapter": "beir", "params": {"path": str(tmp_path)}})
+
+
+def test_validation_reports_partial_gold_and_honours_the_threshold(tmp_path):
+    raw = tmp_path / "raw"
+    _ottqa_fixture(raw)
+    traced = raw / "ottqa/released_data/dev.traced.json"
+    questions = json.loads(traced.read_text())
+    questions[0]["answer-node"].append(["X", [0, 0], "/wiki/Missing_Page", "passage"])
+    traced.write_text(json.dumps(questions))
+    prepared = _prepare(tmp_path, raw, {"name": "ottqa"})
+    report = json.loads(prepared.file("validation.json").read_text())
+    assert report["queries_with_some_gold_missing"] == 1 and report["queries_without_gold_in_corpus"] == 0
+    assert report["missing_gold_examples"] == [{"query_id": "q1", "absent": ["Missing Page :: passage"]}]
+
+
+def test_schema_granularity_serialization():
+    (obj,) = table_objects("singer", ["name", "age"], [["Joe", "52"]], "schema")
+    assert obj == ("schema", 0, "singer [SEP] [H] name , [H] age", {"columns": 2})
+
+
+def test_ottqa_real_dev(shared_data, tmp_path):
+    prepared = _prepare(tmp_path, shared_data, {"name": "ottqa"})
+    info = prepared.info
+    assert info["queries"] == 2214 and info["objects"] == 30532 and info["documents"] == 18630
+    assert info["queries_without_gold_in_corpus"] == 0 and info["queries_with_some_gold_missing"] == 0
+
+
+def test_tabfact_real_sample(shared_data, tmp_path):
+    prepared = _prepare(tmp_path, shared_data, {"name": "tabfact"})
+    assert prepared.info["documents"] == 40 and prepared.info["queries"] == 273 and prepared.info["objects"] == 570
+
+
+def test_unreadable_ottqa_table_is_named(tmp_path):
+    raw = tmp_path / "raw"
+    _ottqa_fixture(raw)
+    (raw / "ottqa/tables/Nonso_Anozie_1.json").write_text("{broken")
+    with pytest.raises(DataError, match="Nonso_Anozie_1.json is not a readable OTT-QA JSON file"):
+        _prepare(tmp_path, raw, {"name": "ottqa"})
