@@ -55,9 +55,12 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     what = args.what
     if what in ("datasets", "all"):
-        print("datasets (adapters):")
-        for name, cls in sorted(ADAPTERS.items()):
+        mirror = args.mirror or os.environ.get("RBENCH_MIRROR")
+        print(f"datasets (mirror: {mirror or 'none; pass --mirror or set RBENCH_MIRROR'}):")
+        for name, cls in ADAPTERS.items():
             print(f"  {name:<12} {cls.description}")
+            for variant, status in dataset_availability(cls, Path(mirror) if mirror else None):
+                print(f"  {'':<12}   {variant:<36} {status}")
     if what in ("retrievers", "all"):
         print("retrievers:")
         for name, cls in sorted(RETRIEVERS.items()):
@@ -72,6 +75,31 @@ def cmd_list(args: argparse.Namespace) -> int:
             print(f"  {model_id:<42} {spec.dim:>4}-d  {where}; aliases {aliases}\n  {'':<42} {spec.description}")
         print("  (any sentence-transformers hub id or local model folder also works)")
     return 0
+
+
+def dataset_availability(adapter_cls, mirror: Path | None) -> list[tuple[str, str]]:
+    """``(variant, status)`` per dataset variant: offline from the mirror (with its size), or not."""
+    from typing import get_args
+
+    fields = adapter_cls.Params.model_fields
+    if "benchmark" in fields:
+        variants = [{"benchmark": b} for b in get_args(fields["benchmark"].annotation)]
+    elif all(not f.is_required() for f in fields.values()):
+        variants = [{}]
+    else:
+        return [("(your own files)", "local paths given in the config")]
+    rows = []
+    for params in variants:
+        specs = adapter_cls().files(adapter_cls.Params.model_validate(params))
+        label = ", ".join(f"{k}={v}" for k, v in params.items()) or "default"
+        present = [mirror / s.name for s in specs if mirror is not None and (mirror / s.name).exists()]
+        if mirror is not None and len(present) == len(specs):
+            size = sum(f.stat().st_size for p in present for f in ([p] if p.is_file() else p.rglob("*")) if f.is_file())
+            rows.append((label, f"offline from the mirror, {size / 1e6:.1f} MB in {len(specs)} file(s)"))
+        else:
+            source = (specs[0].hf_repo or "GitHub") if specs else "?"
+            rows.append((label, f"not in the mirror ({len(present)}/{len(specs)} files): downloads from {source}"))
+    return rows
 
 
 def _parent_run(client, experiment: str, run: str):
@@ -130,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
     lst = sub.add_parser("list", help="list datasets, retrievers and models")
     lst.add_argument("what", nargs="?", default="all", choices=["all", "datasets", "retrievers", "models"])
+    lst.add_argument("--mirror", help="mirror folder to check for offline availability (default: $RBENCH_MIRROR)")
     lst.set_defaults(func=cmd_list)
     show = sub.add_parser("show", help="print the metrics of a finished run")
     show.add_argument("run", help="MLflow parent run id, or 'latest'")

@@ -120,8 +120,38 @@ class ExperimentConfig(Strict):
     subsample: SubsampleConfig = SubsampleConfig()
     metrics: MetricsConfig = MetricsConfig()
     mlflow: MlflowConfig = MlflowConfig()
+    sweep: dict[str, list[Any]] = Field(default_factory=dict)
     datasets: list[DatasetConfig] = Field(min_length=1)
     retrievers: list[RetrieverConfig] = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_sweep(cls, raw: Any) -> Any:
+        """``sweep: {granularity: [table, row, cell]}`` turns each dataset whose adapter has
+        that parameter into one dataset per value, named ``name[granularity=row]``."""
+        if not isinstance(raw, dict) or not raw.get("sweep") or not isinstance(raw.get("datasets"), list):
+            return raw
+        from tasks.datasets import get_adapter
+
+        datasets = raw["datasets"]
+        for key, values in raw["sweep"].items():
+            if not isinstance(values, list) or not values:
+                raise ValueError(f"sweep.{key} must be a non-empty list of values")
+            expanded, swept = [], False
+            for ds in datasets:
+                fields = get_adapter(ds.get("adapter") or ds.get("name")).Params.model_fields if isinstance(ds, dict) else {}
+                if key not in fields:
+                    expanded.append(ds)
+                    continue
+                swept = True
+                for value in values:
+                    expanded.append({**ds, "name": f"{ds['name']}[{key}={value}]",
+                                     "adapter": ds.get("adapter") or ds["name"],
+                                     "params": {**ds.get("params", {}), key: value}})
+            if not swept:
+                raise ValueError(f"sweep.{key}: no dataset has a parameter {key!r} to sweep")
+            datasets = expanded
+        return {**raw, "datasets": datasets}
 
     @model_validator(mode="after")
     def _check(self) -> "ExperimentConfig":

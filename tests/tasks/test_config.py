@@ -96,3 +96,14 @@ def test_relative_paths_resolve_against_the_config_file(tmp_path, tiny_files):
     cfg = load_config(tmp_path / "exp.yaml")
     assert cfg.store == tmp_path / "st"
     assert cfg.datasets[0].params["corpus"] == str(corpus)
+
+
+def test_sweep_expands_datasets_with_that_parameter(tmp_path, tiny_files):
+    corpus, queries = tiny_files
+    cfg = parse_config({**BASE, "sweep": {"granularity": ["table", "row"]},
+                        "datasets": [{"name": "fetaqa"}, tiny_dataset(corpus, queries)]})
+    assert [d.name for d in cfg.datasets] == ["fetaqa[granularity=table]", "fetaqa[granularity=row]", "tiny"]
+    assert cfg.datasets[0].adapter == "fetaqa" and cfg.datasets[0].params["granularity"] == "table"
+    assert "no dataset has a parameter 'granularity'" in _error(
+        {**BASE, "sweep": {"granularity": ["row"]}, "datasets": [tiny_dataset(corpus, queries)]})
+    assert "granularity" in _error({**BASE, "sweep": {"granularity": ["rows"]}})

@@ -1,0 +1,86 @@
+"""Streaming benchmark of the prepare stage: peak memory and throughput vs corpus size.
+
+Generates ARM-release-format corpora (``object``, ``page_title``, ``source``; 50 rows per
+table) of the requested sizes, prepares each in a fresh subprocess and prints its peak
+RSS and MB/s. Memory that does not grow with the corpus shows as equal peaks.
+
+    python tests/benchmarks/prepare_scale.py --sizes-mb 250 1024 --workdir /tmp/rbench-scale
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+WORDS = ("alpha beta gamma delta epsilon zeta theta kappa lambda sigma omega table row value "
+         "season team player goals score year city country river population").split()
+
+
+def generate(folder: Path, size_mb: int, seed: int = 0) -> Path:
+    """Write an ARM-format ``feverous.jsonl`` of about ``size_mb`` MB and its benchmark file."""
+    rng = random.Random(seed)
+    data = folder / "assets/all_data/serialized_data/feverous.jsonl"
+    data.parent.mkdir(parents=True, exist_ok=True)
+    target, written, line_no = size_mb * 1_000_000, 0, 0
+    with open(data, "w", encoding="utf-8") as f:
+        while written < target:
+            page, row = f"Page {line_no // 50}", line_no % 50
+            cells = " , ".join(f"[H] {rng.choice(WORDS)} : {rng.randint(0, 10**6)}" for _ in range(12))
+            line = json.dumps({"object": f"{page} [SEP] {cells}", "page_title": page, "source": "table_0"}) + "\n"
+            f.write(line)
+            written += len(line)
+            line_no += 1
+    queries = [{"query": f"query {i}", "document_ids": [f"Page {i}_table_0"]} for i in range(1000)]
+    bench = folder / "assets/all_data/benchmarks/feverous.json"
+    bench.parent.mkdir(parents=True, exist_ok=True)
+    bench.write_text(json.dumps(queries))
+    return data
+
+
+def prepare_once(raw: Path, store: Path) -> None:
+    """Run the prepare stage on ``raw`` (child process) and print a JSON line of measurements."""
+    from rbench.config import DatasetConfig
+    from tasks.cache import Artifact, Store
+    from tasks.prepare import PREPARE
+
+    cfg = DatasetConfig.model_validate({"name": "bench", "adapter": "arm", "params": {"benchmark": "feverous"}})
+    started = time.perf_counter()
+    artifact = PREPARE.run(Store(store), [Artifact("download", "scale", raw)], cfg)
+    seconds = time.perf_counter() - started
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"seconds": seconds, "peak_rss_mb": peak_mb, "objects": artifact.info["objects"]}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes-mb", type=int, nargs="+", default=[250, 1024])
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/rbench-scale"))
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        prepare_once(args.child, args.workdir / "store")
+        return
+    print(f"machine: {platform.platform()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(f"{'size MB':>8} {'objects':>10} {'seconds':>8} {'MB/s':>7} {'peak RSS MB':>12}")
+    for size in args.sizes_mb:
+        raw = args.workdir / f"raw-{size}"
+        data = raw / "assets/all_data/serialized_data/feverous.jsonl"
+        if not data.exists():
+            generate(raw, size)
+        actual_mb = data.stat().st_size / 1e6
+        out = subprocess.run([sys.executable, __file__, "--child", str(raw), "--workdir", str(args.workdir / f"w-{size}")],
+                             check=True, capture_output=True, text=True).stdout
+        m = json.loads(out.strip().splitlines()[-1])
+        print(f"{actual_mb:>8.0f} {m['objects']:>10} {m['seconds']:>8.1f} {actual_mb / m['seconds']:>7.1f} {m['peak_rss_mb']:>12.0f}")
+
+
+if __name__ == "__main__":
+    main()
