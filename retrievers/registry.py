@@ -5,9 +5,10 @@ from __future__ import annotations
 from rbench.errors import ConfigError
 from retrievers.base import Retriever
 from retrievers.bm25 import BM25
+from retrievers.bm25_sparse import BM25s
 from retrievers.dense import Dense
 
-RETRIEVERS: dict[str, type[Retriever]] = {cls.name: cls for cls in (BM25, Dense)}
+RETRIEVERS: dict[str, type[Retriever]] = {cls.name: cls for cls in (BM25, BM25s, Dense)}
 
 
 def get_retriever_class(name: str) -> type[Retriever]:

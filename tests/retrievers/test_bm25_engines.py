@@ -1,0 +1,58 @@
+"""Pyserini (Lucene) and bm25s agree on BM25 rankings within a stated tolerance."""
+
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from retrievers.registry import make_retriever
+
+VOCAB = [f"{stem}{suffix}" for stem in ("river", "player", "season", "goal", "city", "album", "film", "award",
+                                        "census", "bridge", "station", "league", "vote", "party", "song")
+         for suffix in ("", "s", "ing")] + [f"w{i}" for i in range(300)]
+
+
+def _corpus(tmp_path, n_docs=400, seed=7):
+    rng = random.Random(seed)
+    texts = [" ".join(rng.choice(VOCAB) for _ in range(rng.randint(5, 40))) for _ in range(n_docs)]
+    path = tmp_path / "corpus.parquet"
+    pq.write_table(pa.table({"object_id": [f"d{i}" for i in range(n_docs)], "text": texts}), path)
+    queries = {f"q{i}": " ".join(rng.choice(VOCAB) for _ in range(rng.randint(2, 6))) for i in range(60)}
+    return path, queries
+
+
+def test_pyserini_and_bm25s_rankings_agree(tmp_path):
+    corpus, queries = _corpus(tmp_path)
+    runs = {}
+    for name in ("bm25", "bm25s"):
+        retriever = make_retriever(name, {"k1": 0.9, "b": 0.4})
+        (tmp_path / name).mkdir()
+        retriever.index(corpus, tmp_path / name)
+        retriever.load(tmp_path / name)
+        runs[name] = retriever.search(queries, k=10)
+    top1 = sum(runs["bm25"][q][0][0] == runs["bm25s"][q][0][0] for q in queries) / len(queries)
+    overlap = sum(
+        len({d for d, _ in runs["bm25"][q]} & {d for d, _ in runs["bm25s"][q]}) / 10 for q in queries
+    ) / len(queries)
+    assert top1 >= 0.9, top1
+    assert overlap >= 0.9, overlap
+    lucene = dict(runs["bm25"]["q0"])
+    for doc, score in runs["bm25s"]["q0"][:3]:
+        assert score == pytest.approx(lucene[doc], rel=0.02)
+
+
+def test_query_term_weighting_counts_repeated_terms(tmp_path):
+    corpus, _ = _corpus(tmp_path)
+    scores = {}
+    for weighting in ("unique", "tf"):
+        retriever = make_retriever("bm25s", {"query_weighting": weighting})
+        folder = tmp_path / weighting
+        folder.mkdir()
+        retriever.index(corpus, folder)
+        retriever.load(folder)
+        scores[weighting] = dict(retriever.search({"q": "river river river city"}, k=400)["q"])
+    doc = next(d for d in scores["tf"] if d in scores["unique"])
+    assert scores["tf"][doc] > scores["unique"][doc]
