@@ -33,8 +33,9 @@ def benchmark(config_path: str, mirror: str | None = None, store: str | None = N
         queries = call_stage(subsample, root, [prepared], cfg.subsample, ds.name, report)
         for r in cfg.retrievers:
             label = f"{ds.name}/{r.label}"
-            built = call_stage(index, root, [prepared], IndexConfig.of(r), label, report)
-            run = call_stage(retrieve, root, [prepared, queries, built], RetrieveConfig.of(r, cfg.depth), label, report)
+            built = [call_stage(index, root, [prepared], leaf, f"{ds.name}/{leaf.retriever}", report)
+                     for leaf in IndexConfig.all_of(r)]
+            run = call_stage(retrieve, root, [prepared, queries, *built], RetrieveConfig.of(r, cfg.depth), label, report)
             scored = call_stage(evaluate, root, [queries, run], cfg.metrics, label, report)
             results.append({"dataset": ds.name, "retriever": r, "evaluation": scored})
     run_id = log_to_mlflow(cfg, results, report, Path(config_path).read_text(encoding="utf-8"))

@@ -4,13 +4,36 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, ClassVar, Iterator, Mapping
+from typing import Any, ClassVar, Iterator, Mapping, Sequence
 
 import pyarrow.parquet as pq
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Hits = list[tuple[str, float]]
 Run = dict[str, Hits]
+
+
+class RetrieverSpec(BaseModel):
+    """A retriever inside another one's params: a registered name and its params."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _known(self) -> "RetrieverSpec":
+        from retrievers.registry import get_retriever_class
+
+        normalized = get_retriever_class(self.name).Params.model_validate(self.params).model_dump(mode="json")
+        object.__setattr__(self, "params", normalized)
+        return self
+
+    def build(self) -> "Retriever":
+        """Instantiate the retriever."""
+        from retrievers.registry import make_retriever
+
+        return make_retriever(self.name, self.params)
 
 
 def corpus_batches(corpus: Path, batch_size: int = 4096) -> Iterator[tuple[list[str], list[str]]]:
@@ -25,7 +48,8 @@ class Retriever(ABC):
     Subclasses set ``name``, ``description``, a pydantic ``Params`` model and
     ``index_fields`` (the params that shape the index: only those enter the index's
     cache key). ``index`` writes everything ``load`` needs into a folder; ``search``
-    returns, per query id, ``(object_id, score)`` pairs best first.
+    returns, per query id, ``(object_id, score)`` pairs best first. Retrievers built
+    on others (rerankers, fusion) subclass :class:`Composite` instead.
     """
 
     name: ClassVar[str]
@@ -55,3 +79,42 @@ class Retriever(ABC):
     @abstractmethod
     def search(self, queries: Mapping[str, str], k: int) -> Run:
         """Top-``k`` objects per query, best first."""
+
+    def leaves(self) -> list["Retriever"]:
+        """The retrievers whose indexes this one searches (itself, for an indexing retriever)."""
+        return [self]
+
+    def open(self, folders: Sequence[Path], corpus: Path) -> None:
+        """Load the indexes of :meth:`leaves` (in that order); ``corpus`` is the prepared corpus."""
+        (folder,) = folders
+        self.load(folder)
+
+    def stats(self) -> dict[str, Any]:
+        """Counters gathered while searching (reported with the run); none by default."""
+        return {}
+
+
+class Composite(Retriever):
+    """A retriever that searches through other retrievers and owns no index itself."""
+
+    index_fields = ()
+
+    def index(self, corpus: Path, folder: Path) -> dict:
+        raise TypeError(f"{self.name} has no index of its own: index its components ({self.leaves()})")
+
+    def load(self, folder: Path) -> None:
+        raise TypeError(f"{self.name} has no index of its own: use open() with its components' folders")
+
+    @abstractmethod
+    def components(self) -> list[Retriever]:
+        """The retrievers this one combines, in the order their index folders are passed."""
+
+    def leaves(self) -> list[Retriever]:
+        return [leaf for c in self.components() for leaf in c.leaves()]
+
+    def open(self, folders: Sequence[Path], corpus: Path) -> None:
+        start = 0
+        for component in self.components():
+            count = len(component.leaves())
+            component.open(folders[start : start + count], corpus)
+            start += count

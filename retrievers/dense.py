@@ -29,7 +29,9 @@ def import_faiss():
 
 
 class DenseParams(BaseModel):
-    """``model``: registry id, alias, hub id or folder; ``index``: exact ``flat`` or ``hnsw``."""
+    """``model``: registry id, alias, hub id or folder; ``index``: exact ``flat`` or ``hnsw``;
+    ``min_score``: a cosine-similarity threshold in [0, 1] (RAGO's vector retriever), so a
+    query may return fewer than k hits."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -40,6 +42,7 @@ class DenseParams(BaseModel):
     ef_search: PositiveInt = 128
     batch_size: PositiveInt = 64
     device: str | None = Field(None, description="torch device; default: CUDA when available")
+    min_score: float | None = Field(None, ge=0, le=1, description="keep hits with cosine similarity >= this")
 
     @field_validator("model")
     @classmethod
@@ -112,7 +115,8 @@ class Dense(Retriever):
         if not qids:
             return {}
         scores, rows = self._index.search(self.encode([queries[q] for q in qids]), min(k, len(self._ids)))
+        floor = -np.inf if self.params.min_score is None else self.params.min_score
         return {
-            q: [(self._ids[r], float(s)) for r, s in zip(row, score) if r >= 0]
+            q: [(self._ids[r], float(s)) for r, s in zip(row, score) if r >= 0 and s >= floor]
             for q, row, score in zip(qids, rows, scores)
         }

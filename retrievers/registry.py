@@ -7,8 +7,10 @@ from retrievers.base import Retriever
 from retrievers.bm25 import BM25
 from retrievers.bm25_sparse import BM25s
 from retrievers.dense import Dense
+from retrievers.fusion import Fusion
+from retrievers.rerank import Rerank
 
-RETRIEVERS: dict[str, type[Retriever]] = {cls.name: cls for cls in (BM25, BM25s, Dense)}
+RETRIEVERS: dict[str, type[Retriever]] = {cls.name: cls for cls in (BM25, BM25s, Dense, Rerank, Fusion)}
 
 
 def get_retriever_class(name: str) -> type[Retriever]:

@@ -19,10 +19,11 @@ class IndexConfig(BaseModel):
     params: dict[str, Any]
 
     @classmethod
-    def of(cls, retriever: RetrieverConfig) -> "IndexConfig":
-        """The index config of a configured retriever."""
+    def all_of(cls, retriever: RetrieverConfig) -> list["IndexConfig"]:
+        """The indexes a configured retriever searches: its own, or its components' (in order).
+        A component's index has the same key as that retriever's own, so it is shared."""
         instance = get_retriever_class(retriever.name)(retriever.params)
-        return cls(retriever=retriever.name, params=instance.index_params())
+        return [cls(retriever=leaf.name, params=leaf.index_params()) for leaf in instance.leaves()]
 
 
 def build_index(folder: Path, inputs: list[Artifact], config: IndexConfig) -> dict:

@@ -38,10 +38,13 @@ class RetrieveConfig(BaseModel):
 
 
 def build_retrieve(folder: Path, inputs: list[Artifact], config: RetrieveConfig) -> dict:
-    """Search every query to ``depth`` objects and write ``run.parquet`` (with doc ids)."""
-    prepared, queries_artifact, index = inputs
+    """Search every query to ``depth`` objects and write ``run.parquet`` (with doc ids).
+
+    ``inputs``: the prepared dataset, the query subsample, then one index per leaf retriever.
+    """
+    prepared, queries_artifact, *indexes = inputs
     retriever = get_retriever_class(config.retriever)(config.params)
-    retriever.load(index.path)
+    retriever.open([index.path for index in indexes], prepared.file("corpus.parquet"))
     queries = pq.read_table(queries_artifact.file("queries.parquet"), columns=["query_id", "text"])
     qids, texts = queries.column(0).to_pylist(), queries.column(1).to_pylist()
     corpus = pq.read_table(prepared.file("corpus.parquet"), columns=["object_id", "doc_id"])
@@ -60,10 +63,15 @@ def build_retrieve(folder: Path, inputs: list[Artifact], config: RetrieveConfig)
         log.info("%s: searched %d/%d queries", config.retriever, min(start + QUERY_BATCH, len(qids)), len(qids))
     seconds = time.perf_counter() - started
     pq.write_table(pa.table(columns, schema=RUN_SCHEMA), folder / "run.parquet")
+    per_query: dict[str, int] = {}
+    for qid in columns["query_id"]:
+        per_query[qid] = per_query.get(qid, 0) + 1
     return {
         "queries": len(qids), "rows": len(columns["rank"]), "search_seconds": round(seconds, 2),
         "queries_per_second": round(len(qids) / seconds, 1) if seconds else None,
+        "queries_with_fewer_than_depth": sum(1 for q in qids if per_query.get(q, 0) < config.depth),
+        **retriever.stats(),
     }
 
 
-RETRIEVE = Stage("retrieve", 1, build_retrieve)
+RETRIEVE = Stage("retrieve", 2, build_retrieve)

@@ -1,0 +1,122 @@
+"""Hybrid fusion of two or more retrievers: Reciprocal Rank Fusion or a weighted sum of
+normalised scores, optionally collapsing objects to their document first (as the MS MARCO
+hybrid pipeline does, so that many segments of one document do not dominate)."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Literal, Mapping, Sequence
+
+import pyarrow.parquet as pq
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+
+from retrievers.base import Composite, Hits, Retriever, RetrieverSpec, Run
+
+
+def rrf(runs: Sequence[Hits], k: float = 60, weights: Sequence[float] | None = None) -> Hits:
+    """Reciprocal Rank Fusion: ``sum_r w_r / (k + rank_r(d))`` (ranks from 1), best first."""
+    weights = weights or [1.0] * len(runs)
+    scores: dict[str, float] = {}
+    for w, hits in zip(weights, runs):
+        for rank, (item, _) in enumerate(hits, 1):
+            scores[item] = scores.get(item, 0.0) + w / (k + rank)
+    return sorted(scores.items(), key=lambda x: (-x[1], x[0]))
+
+
+def normalize(hits: Hits, method: Literal["minmax", "zscore"]) -> dict[str, float]:
+    """Scores of one run rescaled to [0, 1] (min-max) or to zero mean, unit deviation (z-score)."""
+    values = [s for _, s in hits]
+    if not values:
+        return {}
+    if method == "minmax":
+        low, high = min(values), max(values)
+        return {i: (s - low) / (high - low) if high > low else 1.0 for i, s in hits}
+    mean, std = statistics.fmean(values), statistics.pstdev(values)
+    return {i: (s - mean) / std if std > 0 else 0.0 for i, s in hits}
+
+
+def weighted_sum(runs: Sequence[Hits], weights: Sequence[float], method: Literal["minmax", "zscore"]) -> Hits:
+    """``sum_r w_r * norm_r(d)``; a run that missed ``d`` contributes its lowest normalised score."""
+    normalized = [normalize(h, method) for h in runs]
+    floors = [min(n.values(), default=0.0) for n in normalized]
+    items = {i for n in normalized for i in n}
+    scores = {i: sum(w * n.get(i, f) for w, n, f in zip(weights, normalized, floors)) for i in items}
+    return sorted(scores.items(), key=lambda x: (-x[1], x[0]))
+
+
+class FusionParams(BaseModel):
+    """Two or more retrievers fused by ``rrf`` (constant ``rrf_k``) or ``weighted`` sum of
+    ``normalization``-rescaled scores; each component retrieves ``candidates`` objects."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    retrievers: list[RetrieverSpec]
+    method: Literal["rrf", "weighted"] = "rrf"
+    rrf_k: float = Field(60, ge=0)
+    normalization: Literal["minmax", "zscore"] = "minmax"
+    weights: list[float] | None = None
+    collapse_documents: bool = False
+    candidates: PositiveInt = 100
+
+    @model_validator(mode="after")
+    def _check(self) -> "FusionParams":
+        if len(self.retrievers) < 2:
+            raise ValueError(
+                f"fusion needs two or more retrievers, got {len(self.retrievers)}: "
+                "list them under params.retrievers"
+            )
+        if self.weights is not None and len(self.weights) != len(self.retrievers):
+            raise ValueError(f"weights has {len(self.weights)} values for {len(self.retrievers)} retrievers")
+        return self
+
+
+class Fusion(Composite):
+    """Hybrid retrieval: several retrievers' runs fused into one."""
+
+    name = "fusion"
+    description = "hybrid fusion of 2+ retrievers: RRF or weighted normalised scores; optional doc collapse"
+    Params = FusionParams
+
+    def __init__(self, params=None):
+        super().__init__(params)
+        self._components = [spec.build() for spec in self.params.retrievers]
+
+    def components(self) -> list[Retriever]:
+        return self._components
+
+    def open(self, folders: Sequence[Path], corpus: Path) -> None:
+        super().open(folders, corpus)
+        if self.params.collapse_documents:
+            table = pq.read_table(corpus, columns=["object_id", "doc_id"])
+            self._doc_of = dict(zip(table.column(0).to_pylist(), table.column(1).to_pylist()))
+
+    def _collapse(self, hits: Hits) -> tuple[Hits, dict[str, str]]:
+        seen, docs, representative = set(), [], {}
+        for oid, score in hits:
+            doc = self._doc_of[oid]
+            if doc not in seen:
+                seen.add(doc)
+                docs.append((doc, score))
+                representative[doc] = oid
+        return docs, representative
+
+    def search(self, queries: Mapping[str, str], k: int) -> Run:
+        depth = max(k, self.params.candidates)
+        component_runs = [c.search(queries, depth) for c in self._components]
+        weights = self.params.weights or [1.0] * len(self._components)
+        run: Run = {}
+        for q in queries:
+            runs = [r.get(q, []) for r in component_runs]
+            best: dict[str, str] = {}
+            if self.params.collapse_documents:
+                collapsed = [self._collapse(h) for h in runs]
+                runs = [h for h, _ in collapsed]
+                for _, rep in reversed(collapsed):
+                    best.update(rep)
+            if self.params.method == "rrf":
+                fused = rrf(runs, self.params.rrf_k, weights)
+            else:
+                fused = weighted_sum(runs, weights, self.params.normalization)
+            run[q] = [(best.get(i, i), s) for i, s in fused[:k]]
+        return run
