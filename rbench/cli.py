@@ -102,48 +102,37 @@ def dataset_availability(adapter_cls, mirror: Path | None) -> list[tuple[str, st
     return rows
 
 
-def _parent_run(client, experiment: str, run: str):
-    if run != "latest":
-        return client.get_run(run)
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None:
-        raise RbenchError(f"MLflow experiment {experiment!r} does not exist at this tracking URI")
-    runs = client.search_runs(
-        [exp.experiment_id], filter_string="attributes.status = 'FINISHED'", order_by=["attributes.start_time DESC"]
-    )
-    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    if not parents:
-        raise RbenchError(f"no finished run in MLflow experiment {experiment!r}")
-    return parents[0]
+def _tracking_uri(args: argparse.Namespace) -> str:
+    from rbench.config import DEFAULT_STORE
+
+    store = Path(args.store) if args.store else DEFAULT_STORE
+    return args.tracking_uri or f"sqlite:///{store.resolve() / 'mlflow.db'}"
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-
-    from rbench.config import DEFAULT_STORE
     from rbench.report import metrics_table
+    from tasks.track import load_results
 
-    uri = args.tracking_uri or f"sqlite:///{(Path(args.store) if args.store else DEFAULT_STORE).resolve() / 'mlflow.db'}"
-    client = MlflowClient(tracking_uri=uri)
-    try:
-        parent = _parent_run(client, args.experiment, args.run)
-    except MlflowException as e:
-        raise RbenchError(f"cannot read run {args.run!r} from {uri}: {e.message}") from None
-    children = client.search_runs(
-        [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
-    )
-    rows = []
-    for child in children:
-        for key, value in child.data.metrics.items():
-            metric, _, k = key.rpartition("_at_")
-            rows.append({"dataset": child.data.tags.get("rbench.dataset", "?"),
-                         "retriever": child.data.tags.get("rbench.retriever", child.info.run_name),
-                         "metric": metric, "k": int(k), "value": value})
-    if not rows:
-        raise RbenchError(f"run {parent.info.run_id} has no child runs with metrics: is it an rbench parent run?")
+    uri = _tracking_uri(args)
+    (parent,), rows, _ = load_results(uri, [args.run], args.experiment)
     print(f"run {parent.info.run_id} ({parent.info.run_name}), {uri}")
     print(metrics_table(rows))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from evaluation.report import significance, write_report
+    from tasks.track import load_results
+
+    uri = _tracking_uri(args)
+    parents, rows, scores = load_results(uri, args.runs, args.experiment, per_query=True)
+    tests = significance(scores, args.metric, args.k, args.test, args.trials)
+    title = "rbench report: " + ", ".join(f"{p.info.run_name} ({p.info.run_id[:8]})" for p in parents)
+    md, page = write_report(title, rows, tests, Path(args.out))
+    print(f"wrote {md} and {page}")
+    for t in tests:
+        print(f"  {t['dataset']}: {t['a']} vs {t['b']} on {t['metric']}: {t['mean_a']:.4f} vs {t['mean_b']:.4f}, "
+              f"p = {t['p_value']:.4f} ({t['queries']} queries, {t['test']})")
     return 0
 
 
@@ -162,10 +151,19 @@ def build_parser() -> argparse.ArgumentParser:
     lst.set_defaults(func=cmd_list)
     show = sub.add_parser("show", help="print the metrics of a finished run")
     show.add_argument("run", help="MLflow parent run id, or 'latest'")
-    show.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite in --store)")
-    show.add_argument("--store", help="store folder whose MLflow database to read (default: ./.rbench)")
-    show.add_argument("--experiment", default="rbench", help="experiment name for 'latest'")
+    report = sub.add_parser("report", help="Markdown + HTML report of runs, with paired significance tests")
+    report.add_argument("runs", nargs="+", help="MLflow parent run ids, or 'latest'")
+    report.add_argument("--out", default="report", help="output folder (default: ./report)")
+    report.add_argument("--metric", default="recall", choices=["precision", "recall", "f1", "perfect_recall", "ndcg", "mrr"])
+    report.add_argument("--k", type=int, default=5, help="cut-off of the tested metric (default 5)")
+    report.add_argument("--test", default="randomization", choices=["randomization", "bootstrap"])
+    report.add_argument("--trials", type=int, default=10_000)
+    for p in (show, report):
+        p.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite in --store)")
+        p.add_argument("--store", help="store folder whose MLflow database to read (default: ./.rbench)")
+        p.add_argument("--experiment", default="rbench", help="experiment name for 'latest'")
     show.set_defaults(func=cmd_show)
+    report.set_defaults(func=cmd_report)
     return parser
 
 

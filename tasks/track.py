@@ -80,3 +80,67 @@ def log_experiment(
                 for name in ("per_query.parquet", "aggregate.parquet", "run.trec"):
                     mlflow.log_artifact(str(evaluation.file(name)))
     return parent_id
+
+
+def find_parent_run(client, experiment: str, run: str):
+    """The parent run ``run`` (an id), or the newest finished parent run when ``run`` is 'latest'."""
+    from rbench.errors import RbenchError
+
+    if run != "latest":
+        return client.get_run(run)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        raise RbenchError(f"MLflow experiment {experiment!r} does not exist at this tracking URI")
+    runs = client.search_runs(
+        [exp.experiment_id], filter_string="attributes.status = 'FINISHED'", order_by=["attributes.start_time DESC"]
+    )
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    if not parents:
+        raise RbenchError(f"no finished run in MLflow experiment {experiment!r}")
+    return parents[0]
+
+
+def load_results(tracking_uri: str, runs: Sequence[str], experiment: str = "rbench", per_query: bool = False):
+    """Metrics rows (and per-query scores) of parent runs' child runs, read back from MLflow.
+
+    Returns ``(parents, metrics, scores)``: the parent Run objects, rows of ``dataset``,
+    ``retriever``, ``metric``, ``k``, ``value``, and ``scores[(dataset, retriever)][(metric,
+    k, query_id)]`` when ``per_query`` (retriever labels get the run name as prefix when
+    several runs are read).
+    """
+    import tempfile
+
+    import pyarrow.parquet as pq
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    from rbench.errors import RbenchError
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    parents, metrics, scores = [], [], {}
+    for run in runs:
+        try:
+            parent = find_parent_run(client, experiment, run)
+        except MlflowException as e:
+            raise RbenchError(f"cannot read run {run!r} from {tracking_uri}: {e.message}") from None
+        parents.append(parent)
+        children = client.search_runs(
+            [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
+        )
+        if not children:
+            raise RbenchError(f"run {parent.info.run_id} has no child runs: is it an rbench parent run?")
+        for child in children:
+            dataset = child.data.tags.get("rbench.dataset", "?")
+            label = child.data.tags.get("rbench.retriever", child.info.run_name)
+            if len(runs) > 1:
+                label = f"{parent.info.run_name}:{label}"
+            for key, value in child.data.metrics.items():
+                metric, _, k = key.rpartition("_at_")
+                metrics.append({"dataset": dataset, "retriever": label, "metric": metric, "k": int(k), "value": value})
+            if per_query:
+                with tempfile.TemporaryDirectory() as tmp:
+                    path = client.download_artifacts(child.info.run_id, "per_query.parquet", tmp)
+                    scores[(dataset, label)] = {
+                        (r["metric"], r["k"], r["query_id"]): r["value"] for r in pq.read_table(path).to_pylist()
+                    }
+    return parents, metrics, scores

@@ -1,0 +1,91 @@
+"""Markdown and HTML reports for one or several finished runs: metrics, curves, significance."""
+
+from __future__ import annotations
+
+import html
+import itertools
+from pathlib import Path
+from typing import Literal, Sequence
+
+from evaluation.metrics import METRICS
+from evaluation.plots import recall_curves
+from evaluation.significance import bootstrap_test, randomization_test
+
+TESTS = {"randomization": randomization_test, "bootstrap": bootstrap_test}
+
+
+def significance(
+    per_query: dict[tuple[str, str], dict[tuple[str, int, str], float]],
+    metric: str,
+    k: int,
+    test: Literal["randomization", "bootstrap"] = "randomization",
+    trials: int = 10_000,
+) -> list[dict]:
+    """Paired test of every pair of retrievers on each dataset, over the queries both scored.
+
+    ``per_query[(dataset, retriever)][(metric, k, query_id)]`` holds the per-query values.
+    """
+    rows = []
+    datasets = sorted({d for d, _ in per_query})
+    for dataset in datasets:
+        retrievers = sorted(r for d, r in per_query if d == dataset)
+        for a, b in itertools.combinations(retrievers, 2):
+            sa, sb = per_query[(dataset, a)], per_query[(dataset, b)]
+            qids = sorted(q for (m, kk, q) in sa if m == metric and kk == k and (m, kk, q) in sb)
+            if not qids:
+                continue
+            va = [sa[(metric, k, q)] for q in qids]
+            vb = [sb[(metric, k, q)] for q in qids]
+            rows.append({
+                "dataset": dataset, "a": a, "b": b, "metric": f"{metric}@{k}", "mean_a": sum(va) / len(va),
+                "mean_b": sum(vb) / len(vb), "queries": len(qids), "test": test,
+                "p_value": TESTS[test](va, vb, trials=trials),
+            })
+    return rows
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], fmt: Literal["md", "html"]) -> str:
+    if fmt == "md":
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def write_report(
+    title: str, metrics: Sequence[dict], tests: Sequence[dict], out: Path, alpha: float = 0.05
+) -> tuple[Path, Path]:
+    """Write ``report.md``, ``report.html`` and one recall@k curve PNG per dataset into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    ks = sorted({m["k"] for m in metrics})
+    keyed = {(m["dataset"], m["retriever"], m["metric"], m["k"]): m["value"] for m in metrics}
+    order = {name: i for i, name in enumerate(METRICS)}
+    combos = sorted({(m["dataset"], m["retriever"], m["metric"]) for m in metrics},
+                    key=lambda c: (c[0], c[1], order.get(c[2], len(order))))
+    metric_rows = [[d, r, name] + [f"{keyed[(d, r, name, k)]:.4f}" if (d, r, name, k) in keyed else "" for k in ks]
+                   for d, r, name in combos]
+    metric_header = ["dataset", "retriever", "metric"] + [f"@{k}" for k in ks]
+    test_header = ["dataset", "A", "B", "metric", "mean A", "mean B", "queries", "test", "p-value", "verdict"]
+    test_rows = [[t["dataset"], t["a"], t["b"], t["metric"], f"{t['mean_a']:.4f}", f"{t['mean_b']:.4f}",
+                  str(t["queries"]), t["test"], f"{t['p_value']:.4f}",
+                  (f"{t['a'] if t['mean_a'] > t['mean_b'] else t['b']} better" if t["p_value"] < alpha
+                   else f"no significant difference at {alpha}")] for t in tests]
+    plots = [recall_curves(metrics, d, out / f"recall_at_k_{i}.png") for i, d in enumerate(sorted({m["dataset"] for m in metrics}))]
+    parts = {}
+    for fmt in ("md", "html"):
+        figures = "\n".join(f"![recall@k]({p.name})" if fmt == "md" else f'<img src="{p.name}" alt="recall@k">' for p in plots)
+        h = (lambda t: f"## {t}") if fmt == "md" else (lambda t: f"<h2>{html.escape(t)}</h2>")
+        parts[fmt] = "\n\n".join([
+            f"# {title}" if fmt == "md" else f"<h1>{html.escape(title)}</h1>",
+            h("Metrics"), _table(metric_header, metric_rows, fmt),
+            h("Recall@k curves"), figures,
+            h("Paired significance"), _table(test_header, test_rows, fmt) if test_rows else "(fewer than two retrievers)",
+        ])
+    md = out / "report.md"
+    md.write_text(parts["md"] + "\n", encoding="utf-8")
+    page = out / "report.html"
+    page.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+                    f"<style>body{{font-family:sans-serif}}td,th{{padding:2px 8px;border-bottom:1px solid #ddd}}"
+                    f"</style></head><body>{parts['html']}</body></html>\n", encoding="utf-8")
+    return md, page
