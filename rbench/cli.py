@@ -28,10 +28,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, mirror=mirror, store=args.store)
     print(f"rbench: experiment {cfg.name!r}: {len(cfg.datasets)} dataset(s) x {len(cfg.retrievers)} "
           f"retriever(s); store {cfg.store}; mirror {cfg.mirror or '(none: download)'}", flush=True)
-    from flows.benchmark import benchmark
+    if args.command == "embeddings":
+        from flows.embedding_benchmark import embedding_benchmark as flow_fn
+    else:
+        from flows.benchmark import benchmark as flow_fn
 
     started = time.perf_counter()
-    result = benchmark(
+    result = flow_fn(
         config_path=str(Path(args.config).resolve()),
         mirror=str(cfg.mirror) if cfg.mirror else None,
         store=str(cfg.store),
@@ -45,6 +48,9 @@ def cmd_run(args: argparse.Namespace) -> int:
           f"wall time {elapsed:.1f}s")
     print(f"MLflow run {result['mlflow_run_id']} at {result['tracking_uri']}")
     print(f"show it again with: rbench show {result['mlflow_run_id']} --tracking-uri {result['tracking_uri']}")
+    if "models" in result:
+        print(f"embedding-model comparison (also logged to MLflow): {result['report_folder']}")
+        print((Path(result["report_folder"]) / "models.md").read_text())
     return 0
 
 
@@ -141,10 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rbench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run an experiment YAML file")
-    run.add_argument("config", help="experiment YAML file, e.g. configs/default.yaml")
-    run.add_argument("--mirror", help="local mirror folder of dataset files (default: $RBENCH_MIRROR)")
-    run.add_argument("--store", help="artifact store folder (overrides the config)")
-    run.set_defaults(func=cmd_run)
+    embeddings = sub.add_parser("embeddings", help="run an experiment and compare its dense models (table, plots)")
+    for p in (run, embeddings):
+        p.add_argument("config", help="experiment YAML file, e.g. configs/default.yaml")
+        p.add_argument("--mirror", help="local mirror folder of dataset files (default: $RBENCH_MIRROR)")
+        p.add_argument("--store", help="artifact store folder (overrides the config)")
+        p.set_defaults(func=cmd_run)
     lst = sub.add_parser("list", help="list datasets, retrievers and models")
     lst.add_argument("what", nargs="?", default="all", choices=["all", "datasets", "retrievers", "models"])
     lst.add_argument("--mirror", help="mirror folder to check for offline availability (default: $RBENCH_MIRROR)")

@@ -109,6 +109,7 @@ class Dense(Retriever):
             index = faiss.index_cpu_to_all_gpus(index)
         self._index = index
         self._ids = pq.read_table(folder / "ids.parquet").column("object_id").to_pylist()
+        self._encoder()
 
     def search(self, queries: Mapping[str, str], k: int) -> Run:
         qids = list(queries)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Sequence
 
 from rbench.config import ExperimentConfig
@@ -34,12 +35,14 @@ def _experiment_id(mlflow, cfg: ExperimentConfig) -> str:
 
 
 def log_experiment(
-    cfg: ExperimentConfig, results: Sequence[dict], report: Sequence[dict], config_text: str
+    cfg: ExperimentConfig, results: Sequence[dict], report: Sequence[dict], config_text: str,
+    extra_artifacts: Path | None = None,
 ) -> str:
     """Log params, metrics and artifacts; return the parent run id.
 
     ``results`` items hold ``dataset``, ``retriever`` (a RetrieverConfig) and
-    ``evaluation`` (the evaluate stage's Artifact).
+    ``evaluation`` (the evaluate stage's Artifact); ``extra_artifacts`` is a folder logged
+    to the parent run (reports, plots).
     """
     import mlflow
 
@@ -55,6 +58,8 @@ def log_experiment(
         )
         mlflow.log_text(config_text, "experiment.yaml")
         mlflow.log_dict({"stages": list(report)}, "stages.json")
+        if extra_artifacts is not None:
+            mlflow.log_artifacts(str(extra_artifacts), extra_artifacts.name)
         mlflow.log_metrics({
             "stages_ran": sum(1 for r in report if r["status"] == "ran"),
             "stages_cached": sum(1 for r in report if r["status"] == "cached"),

@@ -110,3 +110,26 @@ def test_cli_show_prints_the_logged_table(tmp_path, tiny_files, capsys):
     assert result["mlflow_run_id"] in out
     recall3 = next(m["value"] for m in result["metrics"] if m["retriever"] == "bm25" and m["metric"] == "recall" and m["k"] == 3)
     assert f"{recall3:.4f}" in out and "tiny / dense" in out
+
+
+def test_embedding_benchmark_compares_models(tmp_path, tiny_files):
+    from flows.embedding_benchmark import embedding_benchmark
+
+    corpus, queries = tiny_files
+    path = tmp_path / "emb.yaml"
+    path.write_text(yaml.safe_dump({
+        "store": str(tmp_path / "store"), "depth": 10, "subsample": {"size": 5}, "metrics": {"k": [1, 5]},
+        "datasets": [tiny_dataset(corpus, queries)],
+        "retrievers": [{"name": "dense", "label": "static", "params": {"model": "static-64d"}},
+                       {"name": "dense", "label": "minilm", "params": {"model": "minilm"}}],
+    }))
+    result = embedding_benchmark(str(path))
+    rows = {r["retriever"]: r for r in result["models"]}
+    assert set(rows) == {"static", "minilm"}
+    assert rows["minilm"]["dim"] == 384 and rows["static"]["dim"] == 64
+    assert all(r["passages_per_second"] > 0 and r["queries_per_second"] > 0 for r in rows.values())
+    recall = {m["retriever"]: m["value"] for m in result["metrics"] if m["metric"] == "recall" and m["k"] == 5}
+    assert rows["minilm"]["recall@5"] == recall["minilm"]
+    folder = tmp_path / "store" / "reports"
+    assert {p.name for p in next(folder.iterdir()).iterdir()} == {
+        "models.csv", "models.md", "recall_vs_qps.png", "recall_per_dataset.png"}

@@ -1,0 +1,28 @@
+"""The embedding-model benchmark: every dense retriever of an experiment on every dataset,
+compared on recall@k, queries/s, encoder passages/s and index build time."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from prefect import flow
+
+from evaluation.embeddings import model_rows, write_comparison
+from flows.benchmark import log_to_mlflow, run_stages, summarize_results
+from rbench.config import load_config
+from rbench.errors import ConfigError
+
+
+@flow(name="rbench-embedding-benchmark", log_prints=True)
+def embedding_benchmark(config_path: str, mirror: str | None = None, store: str | None = None, k: int = 5) -> dict:
+    """Run the experiment (each model's index cached on its own) and write the model comparison."""
+    cfg = load_config(config_path, mirror=mirror, store=store)
+    if not any(r.name == "dense" for r in cfg.retrievers):
+        raise ConfigError(f"{config_path}: the embedding benchmark needs retrievers named 'dense', one per model")
+    results, report = run_stages(cfg)
+    rows = model_rows(results, k)
+    out = cfg.store / "reports" / f"embeddings-{time.strftime('%Y%m%d-%H%M%S')}"
+    write_comparison(rows, out, k)
+    run_id = log_to_mlflow(cfg, results, report, Path(config_path).read_text(encoding="utf-8"), out)
+    return {**summarize_results(cfg, results, report, run_id), "models": rows, "report_folder": str(out)}

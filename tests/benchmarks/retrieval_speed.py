@@ -1,0 +1,118 @@
+"""Overhead of rbench's retrievers against the libraries they wrap, measured in one run.
+
+Prepares FeTaQA dev from a mirror (cached in --workdir), then times, on the same data:
+BM25 search through rbench vs Pyserini's own ``batch_search`` on the same index; bm25s vs
+Pyserini; dense encoding through rbench vs plain ``SentenceTransformer.encode`` (same model
+and batch size); dense search through rbench vs plain encode + ``faiss.Index.search``.
+Each timing is the best of --repeats. Prints each ratio (rbench / reference; 1.10 = 10% overhead).
+
+    python tests/benchmarks/retrieval_speed.py --mirror ../shared/data
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+
+def best_of(repeats: int, fn) -> float:
+    """Fastest wall time of ``repeats`` calls of ``fn``."""
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def prepare(mirror: Path, workdir: Path, queries: int):
+    """The FeTaQA corpus Parquet file and ``{qid: text}`` of a subsample, via rbench's stages."""
+    from rbench.config import DatasetConfig, SubsampleConfig
+    from tasks.cache import Store
+    from tasks.download import DOWNLOAD, DownloadConfig
+    from tasks.prepare import PREPARE
+    from tasks.subsample import SUBSAMPLE
+
+    store, ds = Store(workdir / "store"), DatasetConfig(name="fetaqa")
+    raw = DOWNLOAD.run(store, [], DownloadConfig.of(ds), mirror=mirror)
+    prepared = PREPARE.run(store, [raw], ds)
+    subset = SUBSAMPLE.run(store, [prepared], SubsampleConfig(size=queries))
+    table = pq.read_table(subset.file("queries.parquet"))
+    return prepared.file("corpus.parquet"), dict(zip(table.column("query_id").to_pylist(), table.column("text").to_pylist()))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mirror", type=Path, default=Path(os.environ.get("RBENCH_MIRROR", "../shared/data")))
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/rbench-speed"))
+    parser.add_argument("--queries", type=int, default=500)
+    parser.add_argument("--k", type=int, default=100)
+    parser.add_argument("--encode-passages", type=int, default=2000)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+
+    from retrievers.registry import make_retriever
+
+    corpus, queries = prepare(args.mirror, args.workdir, args.queries)
+    qids, texts = list(queries), list(queries.values())
+    threads = os.cpu_count() or 1
+    print(f"machine: {platform.platform()}, {threads} cores, Python {platform.python_version()}")
+    print(f"data: FeTaQA dev corpus {pq.ParquetFile(corpus).metadata.num_rows} objects, {len(qids)} queries, "
+          f"k={args.k}, best of {args.repeats}")
+    rows = []
+
+    bm25 = make_retriever("bm25")
+    folder = args.workdir / "bm25"
+    if not (folder / "lucene").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        bm25.index(corpus, folder)
+    bm25.load(folder)
+    lucene = bm25._searcher
+    ours = best_of(args.repeats, lambda: bm25.search(queries, args.k))
+    ref = best_of(args.repeats, lambda: lucene.batch_search(texts, qids, k=args.k, threads=threads))
+    rows.append(("BM25 search: rbench vs Pyserini batch_search", ours, ref))
+
+    sparse = make_retriever("bm25s")
+    folder = args.workdir / "bm25s"
+    if not (folder / "ids.json").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        sparse.index(corpus, folder)
+    sparse.load(folder)
+    rows.append(("BM25 search: bm25s vs Pyserini batch_search",
+                 best_of(args.repeats, lambda: sparse.search(queries, args.k)), ref))
+
+    import faiss
+
+    dense = make_retriever("dense", {"batch_size": args.batch_size})
+    passages = pq.read_table(corpus, columns=["text"]).column(0).to_pylist()[: args.encode_passages]
+    plain = dense._encoder()
+    ours = best_of(args.repeats, lambda: dense.encode(passages))
+    ref = best_of(args.repeats, lambda: plain.encode(passages, batch_size=args.batch_size, normalize_embeddings=True,
+                                                     convert_to_numpy=True, show_progress_bar=False))
+    rows.append((f"dense encode {len(passages)} passages: rbench vs SentenceTransformer.encode", ours, ref))
+
+    folder = args.workdir / "dense"
+    if not (folder / "index.faiss").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        dense.index(corpus, folder)
+    dense.load(folder)
+    index = faiss.read_index(str(folder / "index.faiss"))
+    ours = best_of(args.repeats, lambda: dense.search(queries, args.k))
+    ref = best_of(args.repeats, lambda: index.search(
+        plain.encode(texts, batch_size=args.batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                     show_progress_bar=False), args.k))
+    rows.append(("dense search (encode + FAISS): rbench vs plain faiss", ours, ref))
+
+    print(f"{'comparison':<72} {'rbench s':>9} {'ref s':>8} {'ratio':>6}")
+    for name, ours, ref in rows:
+        print(f"{name:<72} {ours:>9.3f} {ref:>8.3f} {ours / ref:>6.2f}")
+
+
+if __name__ == "__main__":
+    main()
