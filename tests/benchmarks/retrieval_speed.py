@@ -1,10 +1,11 @@
 """Overhead of rbench's retrievers against the libraries they wrap, measured in one run.
 
 Prepares FeTaQA dev from a mirror (cached in --workdir), then times, on the same data:
-BM25 search through rbench vs Pyserini's own ``batch_search`` on the same index; bm25s vs
+BM25 search through rbench vs Pyserini's own ``batch_search`` on the same index (with and without reading the hits'
+docid and score out of Java); bm25s vs
 Pyserini; dense encoding through rbench vs plain ``SentenceTransformer.encode`` (same model
 and batch size); dense search through rbench vs plain encode + ``faiss.Index.search``.
-Each timing is the best of --repeats. Prints each ratio (rbench / reference; 1.10 = 10% overhead).
+Each pair is timed alternately, best of --repeats after a warm-up call. Prints each ratio (rbench / reference; 1.10 = 10% overhead).
 
     python tests/benchmarks/retrieval_speed.py --mirror ../shared/data
 """
@@ -20,14 +21,17 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 
-def best_of(repeats: int, fn) -> float:
-    """Fastest wall time of ``repeats`` calls of ``fn``."""
-    times = []
+def compare(repeats: int, ours, ref) -> tuple[float, float]:
+    """Best wall times of ``ours`` and ``ref``, timed alternately after one untimed warm-up
+    call each (JIT, caches), so that drift on a shared machine hits both alike."""
+    ours(), ref()
+    times: tuple[list[float], list[float]] = ([], [])
     for _ in range(repeats):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return min(times)
+        for fn, bucket in ((ours, times[0]), (ref, times[1])):
+            started = time.perf_counter()
+            fn()
+            bucket.append(time.perf_counter() - started)
+    return min(times[0]), min(times[1])
 
 
 def prepare(mirror: Path, workdir: Path, queries: int):
@@ -74,9 +78,17 @@ def main() -> None:
         bm25.index(corpus, folder)
     bm25.load(folder)
     lucene = bm25._searcher
-    ours = best_of(args.repeats, lambda: bm25.search(queries, args.k))
-    ref = best_of(args.repeats, lambda: lucene.batch_search(texts, qids, k=args.k, threads=threads))
-    rows.append(("BM25 search: rbench vs Pyserini batch_search", ours, ref))
+    def raw_hits():
+        return lucene.batch_search(texts, qids, k=args.k, threads=threads)
+
+    def read_hits():
+        hits = raw_hits()
+        return {q: [(h.docid, h.score) for h in hits[q]] for q in qids}
+
+    rows.append(("BM25 search: rbench vs Pyserini batch_search (hits left in Java)",
+                 *compare(args.repeats, lambda: bm25.search(queries, args.k), raw_hits)))
+    rows.append(("BM25 search: rbench vs Pyserini batch_search + reading docid, score",
+                 *compare(args.repeats, lambda: bm25.search(queries, args.k), read_hits)))
 
     sparse = make_retriever("bm25s")
     folder = args.workdir / "bm25s"
@@ -84,18 +96,18 @@ def main() -> None:
         folder.mkdir(parents=True, exist_ok=True)
         sparse.index(corpus, folder)
     sparse.load(folder)
-    rows.append(("BM25 search: bm25s vs Pyserini batch_search",
-                 best_of(args.repeats, lambda: sparse.search(queries, args.k)), ref))
+    rows.append(("BM25 search: bm25s vs Pyserini batch_search + reading docid, score",
+                 *compare(args.repeats, lambda: sparse.search(queries, args.k), read_hits)))
 
     import faiss
 
     dense = make_retriever("dense", {"batch_size": args.batch_size})
     passages = pq.read_table(corpus, columns=["text"]).column(0).to_pylist()[: args.encode_passages]
     plain = dense._encoder()
-    ours = best_of(args.repeats, lambda: dense.encode(passages))
-    ref = best_of(args.repeats, lambda: plain.encode(passages, batch_size=args.batch_size, normalize_embeddings=True,
-                                                     convert_to_numpy=True, show_progress_bar=False))
-    rows.append((f"dense encode {len(passages)} passages: rbench vs SentenceTransformer.encode", ours, ref))
+    rows.append((f"dense encode {len(passages)} passages: rbench vs SentenceTransformer.encode", *compare(
+        args.repeats, lambda: dense.encode(passages),
+        lambda: plain.encode(passages, batch_size=args.batch_size, normalize_embeddings=True,
+                             convert_to_numpy=True, show_progress_bar=False))))
 
     folder = args.workdir / "dense"
     if not (folder / "index.faiss").exists():
@@ -103,11 +115,10 @@ def main() -> None:
         dense.index(corpus, folder)
     dense.load(folder)
     index = faiss.read_index(str(folder / "index.faiss"))
-    ours = best_of(args.repeats, lambda: dense.search(queries, args.k))
-    ref = best_of(args.repeats, lambda: index.search(
-        plain.encode(texts, batch_size=args.batch_size, normalize_embeddings=True, convert_to_numpy=True,
-                     show_progress_bar=False), args.k))
-    rows.append(("dense search (encode + FAISS): rbench vs plain faiss", ours, ref))
+    rows.append(("dense search (encode + FAISS): rbench vs plain faiss", *compare(
+        args.repeats, lambda: dense.search(queries, args.k),
+        lambda: index.search(plain.encode(texts, batch_size=args.batch_size, normalize_embeddings=True,
+                                          convert_to_numpy=True, show_progress_bar=False), args.k))))
 
     print(f"{'comparison':<72} {'rbench s':>9} {'ref s':>8} {'ratio':>6}")
     for name, ours, ref in rows:
