@@ -17,6 +17,7 @@ import random
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -76,8 +77,9 @@ def main() -> None:
         if not data.exists():
             generate(raw, size)
         actual_mb = data.stat().st_size / 1e6
-        out = subprocess.run([sys.executable, __file__, "--child", str(raw), "--workdir", str(args.workdir / f"w-{size}")],
-                             check=True, capture_output=True, text=True).stdout
+        with tempfile.TemporaryDirectory(dir=args.workdir) as store:  # a fresh store: never a cache hit
+            out = subprocess.run([sys.executable, __file__, "--child", str(raw), "--workdir", store],
+                                 check=True, capture_output=True, text=True).stdout
         m = json.loads(out.strip().splitlines()[-1])
         print(f"{actual_mb:>8.0f} {m['objects']:>10} {m['seconds']:>8.1f} {actual_mb / m['seconds']:>7.1f} {m['peak_rss_mb']:>12.0f}")
 
