@@ -47,7 +47,7 @@ class Retriever(ABC):
 
     Subclasses set ``name``, ``description``, a pydantic ``Params`` model and
     ``index_fields`` (the params that shape the index: only those enter the index's
-    cache key). ``index`` writes everything ``load`` needs into a folder; ``search``
+    cache key); bump ``index_version`` whenever the index a retriever writes changes. ``index`` writes everything ``load`` needs into a folder; ``search``
     returns, per query id, ``(object_id, score)`` pairs best first. Retrievers built
     on others (rerankers, fusion) subclass :class:`Composite` instead.
     """
@@ -56,6 +56,7 @@ class Retriever(ABC):
     description: ClassVar[str]
     Params: ClassVar[type[BaseModel]]
     index_fields: ClassVar[tuple[str, ...]] = ()
+    index_version: ClassVar[int] = 1
 
     def __init__(self, params: BaseModel | Mapping[str, Any] | None = None):
         if isinstance(params, self.Params):

@@ -49,6 +49,7 @@ class BM25s(Retriever):
     description = "BM25 with bm25s (sparse matrices, no Java); explicit tokenisation; query-term weighting"
     Params = BM25sParams
     index_fields = ("k1", "b", "method", "stemmer", "stopwords")
+    index_version = 2
 
     def _tokenizer(self):
         _, Stemmer, Tokenizer = _import()
@@ -56,12 +57,17 @@ class BM25s(Retriever):
         stopwords = [] if self.params.stopwords == "none" else "english"
         return Tokenizer(lower=True, stopwords=stopwords, stemmer=stem)
 
+    @staticmethod
+    def _tokens(tokenizer, texts: list[str]) -> list[list[str]]:
+        # update_vocab=True: by default bm25s drops tokens unseen in the first call's texts
+        return tokenizer.tokenize(texts, update_vocab=True, return_as="string", show_progress=False)
+
     def index(self, corpus: Path, folder: Path) -> dict:
         bm25s, _, _ = _import()
         tokenizer, ids, tokens = self._tokenizer(), [], []
         for batch_ids, texts in corpus_batches(corpus):
             ids.extend(batch_ids)
-            tokens.extend(tokenizer.tokenize(texts, return_as="string", show_progress=False))
+            tokens.extend(self._tokens(tokenizer, texts))
         engine = bm25s.BM25(k1=self.params.k1, b=self.params.b, method=self.params.method)
         engine.index(tokens, show_progress=False)
         engine.save(str(folder / "bm25s"), show_progress=False)
@@ -90,7 +96,7 @@ class BM25s(Retriever):
     def search(self, queries: Mapping[str, str], k: int) -> Run:
         run: Run = {}
         qids = list(queries)
-        tokens = self._tokenizer_.tokenize([queries[q] for q in qids], return_as="string", show_progress=False)
+        tokens = self._tokens(self._tokenizer_, [queries[q] for q in qids])
         for qid, terms in zip(qids, tokens):
             scores = self._scores(terms)
             top = np.argsort(-scores, kind="stable")[: min(k, len(scores))]

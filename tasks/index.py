@@ -16,6 +16,7 @@ class IndexConfig(BaseModel):
     """Only what shapes the index: the retriever name and its index params."""
 
     retriever: str
+    version: int
     params: dict[str, Any]
 
     @classmethod
@@ -23,7 +24,8 @@ class IndexConfig(BaseModel):
         """The indexes a configured retriever searches: its own, or its components' (in order).
         A component's index has the same key as that retriever's own, so it is shared."""
         instance = get_retriever_class(retriever.name)(retriever.params)
-        return [cls(retriever=leaf.name, params=leaf.index_params()) for leaf in instance.leaves()]
+        return [cls(retriever=leaf.name, version=leaf.index_version, params=leaf.index_params())
+                for leaf in instance.leaves()]
 
 
 def build_index(folder: Path, inputs: list[Artifact], config: IndexConfig) -> dict:

@@ -56,3 +56,15 @@ def test_query_term_weighting_counts_repeated_terms(tmp_path):
         scores[weighting] = dict(retriever.search({"q": "river river river city"}, k=400)["q"])
     doc = next(d for d in scores["tf"] if d in scores["unique"])
     assert scores["tf"][doc] > scores["unique"][doc]
+
+
+def test_bm25s_keeps_words_unseen_in_the_first_batch_and_first_query(tmp_path):
+    n = 4100  # more than one corpus batch of 4096
+    texts = [f"common filler{i % 7}" for i in range(n - 1)] + ["zanzibar lighthouse"]
+    pq.write_table(pa.table({"object_id": [f"d{i}" for i in range(n)], "text": texts}), tmp_path / "c.parquet")
+    retriever = make_retriever("bm25s")
+    # 10 words (common, filler0-6, zanzibar, lighthous) + the empty token bm25s adds
+    assert retriever.index(tmp_path / "c.parquet", tmp_path)["vocabulary"] == 11
+    retriever.load(tmp_path)
+    assert retriever.search({"q1": "common"}, k=1)["q1"]
+    assert retriever.search({"q2": "zanzibar"}, k=1)["q2"][0][0] == f"d{n - 1}"
