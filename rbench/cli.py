@@ -54,6 +54,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_chunking(args: argparse.Namespace) -> int:
+    from flows.chunking_grid import chunking_grid, load_grid_config
+
+    mirror = args.mirror or os.environ.get("RBENCH_MIRROR") or None
+    cfg = load_grid_config(args.config, mirror, args.store)
+    combos = len(cfg.chunk_sizes) * len(cfg.overlaps) * len(cfg.n)
+    print(f"rbench: chunking grid {cfg.name!r}: {combos} combinations; data {cfg.data}; model {cfg.model}", flush=True)
+    started = time.perf_counter()
+    result = chunking_grid(str(Path(args.config).resolve()), str(cfg.mirror) if cfg.mirror else None, str(cfg.store))
+    ran = sum(1 for s in result["stages"] if s["status"] == "ran")
+    print((Path(result["report_folder"]) / "grid.md").read_text())
+    print(f"best: {result['best']}")
+    print(f"stages: {ran} ran, {len(result['stages']) - ran} cached; wall time {time.perf_counter() - started:.1f}s")
+    print(f"report: {result['report_folder']}; MLflow run {result['mlflow_run_id']}")
+    return 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     from retrievers.models import ALIASES, MODELS, packaged_path
     from retrievers.registry import RETRIEVERS
@@ -153,6 +170,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--mirror", help="local mirror folder of dataset files (default: $RBENCH_MIRROR)")
         p.add_argument("--store", help="artifact store folder (overrides the config)")
         p.set_defaults(func=cmd_run)
+    chunking = sub.add_parser("chunking", help="run a chunking grid (chunk size x overlap x N) at span level")
+    chunking.add_argument("config", help="grid YAML file, e.g. configs/chunking.yaml")
+    chunking.add_argument("--mirror", help="mirror folder holding chroma/ (default: $RBENCH_MIRROR)")
+    chunking.add_argument("--store", help="artifact store folder (overrides the config)")
+    chunking.set_defaults(func=cmd_chunking)
     lst = sub.add_parser("list", help="list datasets, retrievers and models")
     lst.add_argument("what", nargs="?", default="all", choices=["all", "datasets", "retrievers", "models"])
     lst.add_argument("--mirror", help="mirror folder to check for offline availability (default: $RBENCH_MIRROR)")

@@ -149,3 +149,22 @@ def load_results(tracking_uri: str, runs: Sequence[str], experiment: str = "rben
                         (r["metric"], r["k"], r["query_id"]): r["value"] for r in pq.read_table(path).to_pylist()
                     }
     return parents, metrics, scores
+
+
+def log_chunking_grid(cfg, results: Sequence[dict], best: dict, out: Path, report: Sequence[dict]) -> str:
+    """One MLflow run for a chunking grid: its settings, the best combination's means, the report folder."""
+    import mlflow
+
+    mlflow.set_tracking_uri(cfg.mlflow.tracking_uri or f"sqlite:///{cfg.store.resolve() / 'mlflow.db'}")
+    experiment = mlflow.get_experiment_by_name(cfg.mlflow.experiment)
+    experiment_id = experiment.experiment_id if experiment else mlflow.create_experiment(
+        cfg.mlflow.experiment,
+        artifact_location=None if cfg.mlflow.tracking_uri else (cfg.store.resolve() / "mlflow-artifacts").as_uri())
+    with mlflow.start_run(experiment_id=experiment_id, run_name=cfg.name) as run:
+        mlflow.log_params({k: v for k, v in cfg.model_dump(mode="json").items() if k not in ("mlflow", "store", "mirror")})
+        for metric, row in best.items():
+            mlflow.log_metric(f"best_{metric}_mean", row["summary"][metric]["mean"])
+            mlflow.set_tag(f"best_{metric}", f"size={row['chunk_size']} overlap={row['overlap']} n={row['n']}")
+        mlflow.log_metric("stages_ran", sum(1 for r in report if r["status"] == "ran"))
+        mlflow.log_artifacts(str(out), out.name)
+    return run.info.run_id

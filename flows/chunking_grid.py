@@ -1,0 +1,118 @@
+"""The chunking grid: chunk size x overlap x N retrieved, each a cached stage, scored at span level."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from prefect import flow
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator
+
+from evaluation.chunking_report import write_grid_report
+from rbench.config import MlflowConfig, format_validation_error
+from rbench.errors import ConfigError
+from tasks.cache import file_digest
+from tasks.chunkers import SpanChunkerConfig, cl100k
+from tasks.chunking_eval import (CHUNK_EMBED, CHUNK_EVAL, ChunkEmbedConfig, ChunkEvalConfig, chroma_files,
+                                 load_eval_set)
+from tasks.datasets.base import FileSpec
+from tasks.download import DOWNLOAD, DownloadConfig
+from tasks.orchestration import call_stage, stage_task
+from tasks.track import log_chunking_grid
+
+download, chunk_embed, chunk_eval = map(stage_task, (DOWNLOAD, CHUNK_EMBED, CHUNK_EVAL))
+
+
+class ChunkingGridConfig(BaseModel):
+    """The grid: ``data`` is 'chroma' (Chroma's set, from the mirror or GitHub) or a folder in its format."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = "chunking-grid"
+    store: Path = Path(".rbench")
+    mirror: Path | None = None
+    data: str = "chroma"
+    model: str = "sentence-transformers/all-MiniLM-L6-v2"
+    chunker: Literal["tokens", "recursive", "chonky"] = "tokens"
+    chonky_model: str | None = None
+    chunk_sizes: list[PositiveInt] = Field(default_factory=lambda: [100, 200, 300, 400, 500], min_length=1)
+    overlaps: list[float] = Field(default_factory=lambda: [0.1, 0.2, 0.3, 0.4, 0.5], min_length=1)
+    n: list[PositiveInt] = Field(default_factory=lambda: [1, 3, 5, 7, 9], min_length=1)
+    scope: Literal["corpus", "pooled"] = "corpus"
+    units: Literal["characters", "tokens"] = "characters"
+    mlflow: MlflowConfig = MlflowConfig(experiment="rbench-chunking")
+
+    @field_validator("overlaps")
+    @classmethod
+    def _fractions(cls, values: list[float]) -> list[float]:
+        bad = [v for v in values if not 0 <= v < 1]
+        if bad:
+            raise ValueError(f"overlaps are fractions of the chunk size in [0, 1); got {bad}")
+        return values
+
+    def chunkers(self) -> list[SpanChunkerConfig]:
+        """Every chunker setting of the grid (overlap rounded to whole units)."""
+        return [SpanChunkerConfig(kind=self.chunker, size=s, overlap=round(s * o), model=self.chonky_model)
+                for s in self.chunk_sizes for o in self.overlaps]
+
+    def files(self) -> list[FileSpec]:
+        """The evaluation set's files: Chroma's pinned set, or a local folder's files by digest."""
+        if self.data == "chroma":
+            return chroma_files()
+        folder = Path(self.data)
+        paths = sorted((folder / "corpora").glob("*.md")) + [folder / "questions_df.csv"]
+        if not (folder / "questions_df.csv").is_file():
+            raise ConfigError(f"data folder {folder} has no questions_df.csv; use 'chroma' or a folder in Chroma's format")
+        return [FileSpec(name=f"chroma/{p.relative_to(folder).as_posix()}", sha256=file_digest(p), local=p) for p in paths]
+
+
+def load_grid_config(path: str | Path, mirror: str | None = None, store: str | None = None) -> ChunkingGridConfig:
+    """Read a grid YAML file; relative paths resolve against its folder; bad values are ConfigErrors."""
+    path = Path(path)
+    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    base = path.resolve().parent
+    for key, override in (("mirror", mirror), ("store", store)):
+        if override is not None:
+            raw[key] = str(Path(override).resolve())
+        elif raw.get(key):
+            raw[key] = str((base / raw[key]).resolve())
+    if raw.get("data", "chroma") != "chroma":
+        raw["data"] = str((base / raw["data"]).resolve())
+    try:
+        cfg = ChunkingGridConfig.model_validate(raw)
+        cfg.chunkers()
+    except ValidationError as e:
+        raise ConfigError(format_validation_error(e, str(path))) from None
+    return cfg
+
+
+@flow(name="rbench-chunking-grid", log_prints=True)
+def chunking_grid(config_path: str, mirror: str | None = None, store: str | None = None) -> dict:
+    """Chunk, embed, retrieve and score every grid combination; write the table and figures."""
+    cfg = load_grid_config(config_path, mirror, store)
+    root, report, results = str(cfg.store.resolve()), [], []
+    raw = call_stage(download, root, [], DownloadConfig(files=cfg.files()), "chunking-data", report, mirror=cfg.mirror)
+    for chunker in cfg.chunkers():
+        label = f"{chunker.kind}-{chunker.size}-{chunker.overlap}"
+        embedded = call_stage(chunk_embed, root, [raw], ChunkEmbedConfig(chunker=chunker, model=cfg.model), label, report)
+        for n in cfg.n:
+            scored = call_stage(chunk_eval, root, [raw, embedded], ChunkEvalConfig(n=n, scope=cfg.scope, units=cfg.units),
+                                f"{label}/N={n}", report)
+            results.append({"chunk_size": chunker.size, "overlap": chunker.overlap, "n": n,
+                            "summary": _summary(scored), "per_question": str(scored.file("per_question.parquet"))})
+    corpora, questions = load_eval_set(raw.path / "chroma")
+    encoding = cl100k()
+    lengths = [len(encoding.encode(corpora[q.corpus_id][s:e], disallowed_special=())) for q in questions for s, e in q.references]
+    out = cfg.store.resolve() / "reports" / f"chunking-{time.strftime('%Y%m%d-%H%M%S')}"
+    best = write_grid_report(results, lengths, [len(q.references) for q in questions], out)
+    run_id = log_chunking_grid(cfg, results, best, out, report)
+    return {"mlflow_run_id": run_id, "results": results, "best": {m: {k: r[k] for k in ("chunk_size", "overlap", "n")} for m, r in best.items()},
+            "report_folder": str(out), "stages": report}
+
+
+def _summary(artifact) -> dict:
+    import json
+
+    return json.loads(artifact.file("summary.json").read_text())

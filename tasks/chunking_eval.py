@@ -1,0 +1,167 @@
+"""Chunking evaluation at span level, in Chroma's general evaluation format.
+
+A folder holds ``corpora/<corpus_id>.md`` and ``questions_df.csv`` (``question``,
+``references``: a JSON list of ``{"content", "start_index", "end_index"}`` character
+offsets, ``corpus_id``). Two cached stages: chunk + embed (per chunker and model), then
+retrieve + score (per number of retrieved chunks N and scope), so the N axis of a grid
+costs only retrieval.
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import json
+import statistics
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import BaseModel, ConfigDict, PositiveInt
+
+from evaluation.span_metrics import precision_omega, span_scores
+from rbench.errors import DataError
+from retrievers.models import load_encoder, resolve_model
+from tasks.cache import Artifact, Stage, write_atomic
+from tasks.chunkers import SpanChunkerConfig, chunk_spans, cl100k
+from tasks.datasets.base import FileSpec
+
+CHROMA_COMMIT = "d451fc4cf56e417b755994b4ca5212fd5057c0d2"
+CHROMA_DIGESTS = {
+    "corpora/chatlogs.md": "543a98f82b2a6a492349fd7f8c9d6c3e78d1a4af81d13c79a7fd513c3f65bda6",
+    "corpora/finance.md": "1c48d0156820abc88e46e5c992fa0cd2708b07ae59a3771b2b18234b7208561f",
+    "corpora/pubmed.md": "0fd9242ffb253695e5d0f0215cb79a66a2a8f1236591e764c60d370747684ced",
+    "corpora/state_of_the_union.md": "6fc21d560d31eb2421e337596feea0f83f1fa9ca02c6c4e47bc26959d7531b37",
+    "corpora/wikitexts.md": "74cafcdb771185ecb9f22cc41b73e2e44477e0636ecf9cf1f96fd6ee0f4b86c0",
+    "questions_df.csv": "3ab3901889b8900f43775537bf12d36bd6614255fc59124faca31bede1dda7a3",
+}
+
+
+def chroma_files() -> list[FileSpec]:
+    """Chroma's general evaluation set, pinned; mirror layout ``chroma/corpora/*.md``, ``chroma/questions_df.csv``."""
+    base = (f"https://raw.githubusercontent.com/brandonstarxel/chunking_evaluation/{CHROMA_COMMIT}/"
+            "chunking_evaluation/evaluation_framework/general_evaluation_data/")
+    return [FileSpec(name=f"chroma/{n}", sha256=d, url=base + n) for n, d in CHROMA_DIGESTS.items()]
+
+
+class Question(BaseModel):
+    """A question with its reference spans in one corpus."""
+
+    question_id: str
+    text: str
+    corpus_id: str
+    references: list[tuple[int, int]]
+
+
+def load_eval_set(folder: Path) -> tuple[dict[str, str], list[Question]]:
+    """Read and check an evaluation folder; a reference outside its corpus, or whose offsets
+    do not hold its ``content``, is a DataError naming the row and the values."""
+    corpora = {p.stem: p.read_text(encoding="utf-8") for p in sorted((folder / "corpora").glob("*.md"))}
+    path = folder / "questions_df.csv"
+    if not corpora or not path.is_file():
+        raise DataError(f"{folder} must hold corpora/<corpus_id>.md files and questions_df.csv")
+    questions = []
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        missing = {"question", "references", "corpus_id"} - set(reader.fieldnames or [])
+        if missing:
+            raise DataError(f"{path} lacks column(s) {sorted(missing)}; has {reader.fieldnames}")
+        for row_no, row in enumerate(reader, 2):
+            corpus = corpora.get(row["corpus_id"])
+            if corpus is None:
+                raise DataError(f"{path}:{row_no} names corpus {row['corpus_id']!r}, not in {sorted(corpora)}")
+            try:
+                refs = json.loads(row["references"])
+            except json.JSONDecodeError as e:
+                raise DataError(f"{path}:{row_no} references are not valid JSON ({e})") from None
+            spans = []
+            for ref in refs:
+                start, end, content = int(ref["start_index"]), int(ref["end_index"]), ref["content"]
+                if not 0 <= start < end <= len(corpus):
+                    raise DataError(f"{path}:{row_no} reference ({start}, {end}) falls outside corpus "
+                                    f"{row['corpus_id']!r} of {len(corpus)} characters")
+                if corpus[start:end] != content:
+                    raise DataError(f"{path}:{row_no} reference ({start}, {end}) holds {corpus[start:end][:40]!r}, "
+                                    f"not its content {content[:40]!r}: fix the offsets")
+                spans.append((start, end))
+            questions.append(Question(question_id=str(row_no - 1), text=row["question"],
+                                      corpus_id=row["corpus_id"], references=spans))
+    return corpora, questions
+
+
+def _eval_folder(raw: Artifact) -> Path:
+    return raw.path / "chroma" if (raw.path / "chroma").is_dir() else raw.path
+
+
+class ChunkEmbedConfig(BaseModel):
+    """What the chunks and their embeddings depend on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    chunker: SpanChunkerConfig
+    model: str
+
+
+def build_chunk_embed(folder: Path, inputs: list[Artifact], config: ChunkEmbedConfig) -> dict:
+    """Chunk every corpus (``chunks.parquet`` with spans) and embed chunks and questions."""
+    corpora, questions = load_eval_set(_eval_folder(inputs[0]))
+    rows = [(cid, s, e) for cid, text in corpora.items() for s, e in chunk_spans(text, config.chunker)]
+    encoder = load_encoder(resolve_model(config.model))
+    embed = lambda texts: np.asarray(encoder.encode(texts, normalize_embeddings=True, show_progress_bar=False),  # noqa: E731
+                                     dtype=np.float32)
+    np.save(folder / "chunks.npy", embed([corpora[c][s:e] for c, s, e in rows]))
+    np.save(folder / "questions.npy", embed([q.text for q in questions]))
+    pq.write_table(pa.table({"corpus_id": [r[0] for r in rows], "start": [r[1] for r in rows],
+                             "end": [r[2] for r in rows]}), folder / "chunks.parquet")
+    return {"chunks": len(rows), "questions": len(questions), "corpora": len(corpora)}
+
+
+class ChunkEvalConfig(BaseModel):
+    """Retrieval depth and scope, and the unit the metrics count."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    n: PositiveInt
+    scope: Literal["corpus", "pooled"] = "corpus"
+    units: Literal["characters", "tokens"] = "characters"
+
+
+def _to_tokens(spans: list[tuple[int, int]], starts: list[int]) -> list[tuple[int, int]]:
+    return [(bisect.bisect_right(starts, s) - 1, bisect.bisect_left(starts, e)) for s, e in spans]
+
+
+def build_chunk_eval(folder: Path, inputs: list[Artifact], config: ChunkEvalConfig) -> dict:
+    """Retrieve the top-N chunks per question by cosine similarity and score their spans."""
+    raw, chunked = inputs
+    corpora, questions = load_eval_set(_eval_folder(raw))
+    chunks = pq.read_table(chunked.file("chunks.parquet")).to_pylist()
+    vectors, qvectors = np.load(chunked.file("chunks.npy")), np.load(chunked.file("questions.npy"))
+    units = [(c["start"], c["end"]) for c in chunks]
+    starts: dict[str, list[int]] = {}
+    if config.units == "tokens":
+        encoding = cl100k()
+        starts = {c: list(encoding.decode_with_offsets(encoding.encode(t, disallowed_special=()))[1])
+                  for c, t in corpora.items()}
+        units = [_to_tokens([u], starts[c["corpus_id"]])[0] for u, c in zip(units, chunks)]
+    rows = []
+    for q, qv in zip(questions, qvectors):
+        candidates = [i for i, c in enumerate(chunks) if config.scope == "pooled" or c["corpus_id"] == q.corpus_id]
+        similarity = vectors[candidates] @ qv
+        top = [candidates[i] for i in np.argsort(-similarity, kind="stable")[: config.n]]
+        own = [units[i] for i in top if chunks[i]["corpus_id"] == q.corpus_id]
+        unrelated = sum(units[i][1] - units[i][0] for i in top if chunks[i]["corpus_id"] != q.corpus_id)
+        refs = _to_tokens(q.references, starts[q.corpus_id]) if config.units == "tokens" else q.references
+        all_own = [units[i] for i, c in enumerate(chunks) if c["corpus_id"] == q.corpus_id]
+        rows.append({"question_id": q.question_id, "corpus_id": q.corpus_id, **span_scores(own, refs, unrelated),
+                     "precision_omega": precision_omega(all_own, refs), "references": len(refs)})
+    pq.write_table(pa.Table.from_pylist(rows), folder / "per_question.parquet")
+    summary = {m: {"mean": statistics.fmean(r[m] for r in rows), "std": statistics.pstdev(r[m] for r in rows)}
+               for m in ("recall", "precision", "f1", "iou", "precision_omega")}
+    write_atomic(folder / "summary.json", json.dumps(summary, indent=2))
+    return {f"{m}_mean": round(v["mean"], 4) for m, v in summary.items()}
+
+
+CHUNK_EMBED = Stage("chunk_embed", 1, build_chunk_embed)
+CHUNK_EVAL = Stage("chunk_eval", 1, build_chunk_eval)

@@ -1,0 +1,50 @@
+"""The chunking grid flow on a small set in Chroma's format: results, caching, figures."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from prefect.testing.utilities import prefect_test_harness
+
+from flows.chunking_grid import chunking_grid
+from tests.tasks.test_chunking_eval import make_eval_set
+
+
+@pytest.fixture(scope="module", autouse=True)
+def prefect_server():
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+def _config(tmp_path, **overrides):
+    cfg = {"store": str(tmp_path / "store"), "data": str(make_eval_set(tmp_path / "set") if not (tmp_path / "set").exists()
+                                                       else tmp_path / "set"),
+           "model": "static-64d", "chunk_sizes": [20, 40], "overlaps": [0.0, 0.25], "n": [1, 2], **overrides}
+    path = tmp_path / f"grid-{len(cfg['n'])}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return str(path)
+
+
+def test_grid_runs_caches_and_reuses_chunks_for_new_n(tmp_path):
+    first = chunking_grid(_config(tmp_path))
+    assert len(first["results"]) == 2 * 2 * 2
+    ran = [s["stage"] for s in first["stages"] if s["status"] == "ran"]
+    assert ran.count("chunk_embed") == 4 and ran.count("chunk_eval") == 8
+    for r in first["results"]:
+        s = r["summary"]
+        assert all(0 <= s[m]["mean"] <= 1 for m in ("recall", "precision", "f1", "iou", "precision_omega"))
+    bigger_n = {r["chunk_size"]: r["summary"]["recall"]["mean"] for r in first["results"] if r["n"] == 2 and r["overlap"] == 0}
+    smaller_n = {r["chunk_size"]: r["summary"]["recall"]["mean"] for r in first["results"] if r["n"] == 1 and r["overlap"] == 0}
+    assert all(bigger_n[s] >= smaller_n[s] for s in bigger_n)  # retrieving more never lowers recall
+
+    again = chunking_grid(_config(tmp_path))
+    assert {s["status"] for s in again["stages"]} == {"cached"}
+
+    more_n = chunking_grid(_config(tmp_path, n=[1, 2, 3]))
+    ran = [(s["stage"], s["label"]) for s in more_n["stages"] if s["status"] == "ran"]
+    assert ran and all(stage == "chunk_eval" and label.endswith("N=3") for stage, label in ran)
+
+    folder = tmp_path / "store" / "reports"
+    names = {p.name for report in folder.iterdir() for p in report.iterdir()}
+    assert {"grid.csv", "grid.md", "best_boxplots.png", "references_per_question.png",
+            "reference_length_tokens.png"} <= names

@@ -1,0 +1,90 @@
+"""Span chunkers, the Chroma-format loader's named errors, and the cached chunking grid."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rbench.errors import ConfigError, DataError
+from tasks.chunkers import SpanChunkerConfig, recursive_spans, token_spans
+from tasks.chunking_eval import load_eval_set
+
+SOTU = ("Madam Speaker, Madam Vice President, our First Lady and Second Gentleman. Members of Congress and the Cabinet. "
+        "Last year COVID-19 kept us apart. This year we are finally together again. Tonight, we meet as Democrats, "
+        "Republicans and Independents. But most importantly as Americans. With a duty to one another to the American "
+        "people to the Constitution. And with an unwavering resolve that freedom will always triumph over tyranny.")
+FINANCE = ("Revenue for the quarter rose eleven percent to 4.2 billion dollars, driven by cloud services. Operating "
+           "margin narrowed to 21 percent because of higher data-center depreciation. The board approved a dividend "
+           "of 35 cents per share and a new buyback program of two billion dollars over three years.")
+
+
+def make_eval_set(folder: Path, questions: list[tuple[str, str, list[str]]] | None = None) -> Path:
+    """A small evaluation set in Chroma's format: two corpora and questions with exact references."""
+    (folder / "corpora").mkdir(parents=True)
+    corpora = {"sotu": SOTU, "finance": FINANCE}
+    for cid, text in corpora.items():
+        (folder / "corpora" / f"{cid}.md").write_text(text, encoding="utf-8")
+    questions = questions or [
+        ("Who kept us apart last year?", "sotu", ["Last year COVID-19 kept us apart."]),
+        ("What will triumph over tyranny?", "sotu", ["freedom will always triumph over tyranny"]),
+        ("How much did revenue rise?", "finance", ["Revenue for the quarter rose eleven percent"]),
+        ("What dividend and buyback were approved?", "finance", ["dividend of 35 cents per share", "buyback program of two billion dollars"]),
+    ]
+    with open(folder / "questions_df.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["question", "references", "corpus_id"])
+        for question, cid, contents in questions:
+            refs = [{"content": c, "start_index": corpora[cid].index(c), "end_index": corpora[cid].index(c) + len(c)}
+                    for c in contents]
+            writer.writerow([question, json.dumps(refs), cid])
+    return folder
+
+
+def test_token_spans_cover_the_text_with_overlap():
+    spans = token_spans(SOTU, 20, 5)
+    assert spans[0][0] == 0 and spans[-1][1] == len(SOTU)
+    assert all(b[0] < a[1] for a, b in zip(spans, spans[1:]))  # consecutive windows overlap
+    assert "".join(SOTU[s:e] for s, e in token_spans(SOTU, 20, 0)) == SOTU
+
+
+def test_recursive_spans_respect_size_and_boundaries():
+    spans = recursive_spans(SOTU, 120, 30)
+    assert all(e - s <= 120 for s, e in spans)
+    assert spans[0][0] == 0 and spans[-1][1] == len(SOTU)
+    assert all(SOTU[e - 1] in ". " for s, e in spans[:-1])  # cut after a sentence or a word
+
+
+def test_overlap_not_smaller_than_size_is_an_error():
+    with pytest.raises(ValueError, match="overlap 50 must be >= 0 and smaller than the chunk size 50"):
+        SpanChunkerConfig(size=50, overlap=50)
+
+
+def test_loader_names_bad_references(tmp_path):
+    corpora, questions = load_eval_set(make_eval_set(tmp_path / "ok"))
+    assert set(corpora) == {"sotu", "finance"} and len(questions) == 4 and len(questions[3].references) == 2
+    bad = make_eval_set(tmp_path / "bad")
+    rows = list(csv.reader(open(bad / "questions_df.csv", encoding="utf-8")))
+    refs = json.loads(rows[1][1])
+    refs[0]["end_index"] = 10_000
+    rows[1][1] = json.dumps(refs)
+    csv.writer(open(bad / "questions_df.csv", "w", newline="", encoding="utf-8")).writerows(rows)
+    with pytest.raises(DataError, match=r"questions_df.csv:2 reference \(\d+, 10000\) falls outside corpus 'sotu'"):
+        load_eval_set(bad)
+    refs[0]["end_index"] = refs[0]["start_index"] + 5
+    rows[1][1] = json.dumps(refs)
+    csv.writer(open(bad / "questions_df.csv", "w", newline="", encoding="utf-8")).writerows(rows)
+    with pytest.raises(DataError, match="not its content 'Last year COVID-19 kept us apart.'"):
+        load_eval_set(bad)
+
+
+def test_grid_config_rejects_overlap_fraction_of_one(tmp_path):
+    from flows.chunking_grid import load_grid_config
+
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump({"data": "chroma", "overlaps": [0.5, 1.0]}))
+    with pytest.raises(ConfigError, match=r"overlaps are fractions of the chunk size in \[0, 1\); got \[1.0\]"):
+        load_grid_config(path)
