@@ -71,6 +71,24 @@ def cmd_chunking(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_search(args: argparse.Namespace) -> int:
+    from flows.config_search import config_search, load_search_config
+
+    mirror = args.mirror or os.environ.get("RBENCH_MIRROR") or None
+    cfg, search = load_search_config(args.config, mirror, args.store)
+    print(f"rbench: {search.strategy} search of {search.retriever!r} over {list(search.space)}, "
+          f"budget {search.budget}, target {search.metric}@{search.k}", flush=True)
+    started = time.perf_counter()
+    result = config_search(str(Path(args.config).resolve()), str(cfg.mirror) if cfg.mirror else None, str(cfg.store))
+    for t in result["trials"]:
+        print(f"  trial {t['trial']:>3}  {t['params']}  {search.metric}@{search.k} = {t['value']:.4f}"
+              f"  ({t['stages_ran']} stages ran)")
+    best = result["best"]
+    print(f"best: trial {best['trial']} {best['params']} {search.metric}@{search.k} = {best['value']:.4f}; "
+          f"wall time {time.perf_counter() - started:.1f}s; MLflow run {result['mlflow_run_id']}")
+    return 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     from retrievers.models import ALIASES, MODELS, packaged_path
     from retrievers.registry import RETRIEVERS
@@ -175,6 +193,11 @@ def build_parser() -> argparse.ArgumentParser:
     chunking.add_argument("--mirror", help="mirror folder holding chroma/ (default: $RBENCH_MIRROR)")
     chunking.add_argument("--store", help="artifact store folder (overrides the config)")
     chunking.set_defaults(func=cmd_chunking)
+    search = sub.add_parser("search", help="search a retriever's parameters (grid, random, TPE)")
+    search.add_argument("config", help="experiment YAML with a 'search:' section, e.g. configs/search-bm25.yaml")
+    search.add_argument("--mirror", help="local mirror folder of dataset files (default: $RBENCH_MIRROR)")
+    search.add_argument("--store", help="artifact store folder (overrides the config)")
+    search.set_defaults(func=cmd_search)
     lst = sub.add_parser("list", help="list datasets, retrievers and models")
     lst.add_argument("what", nargs="?", default="all", choices=["all", "datasets", "retrievers", "models"])
     lst.add_argument("--mirror", help="mirror folder to check for offline availability (default: $RBENCH_MIRROR)")

@@ -168,3 +168,45 @@ def log_chunking_grid(cfg, results: Sequence[dict], best: dict, out: Path, repor
         mlflow.log_metric("stages_ran", sum(1 for r in report if r["status"] == "ran"))
         mlflow.log_artifacts(str(out), out.name)
     return run.info.run_id
+
+
+def log_search(cfg: ExperimentConfig, search, trials: Sequence[dict], best: dict) -> str:
+    """A parent run for a configuration search, a child run per trial, the history and its plot."""
+    import csv
+    import tempfile
+
+    import mlflow
+
+    from evaluation.plots import _pyplot
+
+    mlflow.set_tracking_uri(cfg.tracking_uri())
+    experiment_id = _experiment_id(mlflow, cfg)
+    metric = f"{search.metric}_at_{search.k}"
+    with mlflow.start_run(experiment_id=experiment_id, run_name=f"{cfg.name}-search") as parent:
+        mlflow.log_params({"retriever": search.retriever, "strategy": search.strategy, "budget": search.budget,
+                           "seed": search.seed, "metric": metric, "space": search.model_dump_json(include={"space"})})
+        mlflow.log_metric(f"best_{metric}", best["value"])
+        mlflow.log_dict({"best": best}, "best.json")
+        for t in trials:
+            with mlflow.start_run(experiment_id=experiment_id, run_name=f"trial-{t['trial']}", nested=True,
+                                  parent_run_id=parent.info.run_id):
+                mlflow.log_params(t["params"])
+                mlflow.log_metrics({metric: t["value"], "stages_ran": t["stages_ran"]})
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(Path(tmp) / "history.csv", "w", newline="") as f:
+                writer = csv.writer(f)
+                writer.writerow(["trial", *search.space, metric, "stages_ran"])
+                writer.writerows([t["trial"], *(t["params"].get(n) for n in search.space), t["value"], t["stages_ran"]]
+                                 for t in trials)
+            plt = _pyplot()
+            fig, ax = plt.subplots(figsize=(5, 3.5))
+            values = [t["value"] for t in trials]
+            ax.plot(range(len(values)), values, "o", label="trial")
+            ax.plot(range(len(values)), [max(values[: i + 1]) for i in range(len(values))], "-", label="best so far")
+            ax.set(xlabel="trial", ylabel=metric, title=f"{search.strategy} search: {search.retriever}")
+            ax.legend()
+            fig.tight_layout()
+            fig.savefig(Path(tmp) / "search_history.png", dpi=120)
+            plt.close(fig)
+            mlflow.log_artifacts(tmp, "search")
+    return parent.info.run_id

@@ -1,0 +1,107 @@
+"""Search spaces over a retriever's parameters, and the strategies that sample them.
+
+Every strategy is deterministic for a seed and proposes trials in the same order whatever
+the budget, so a search rerun with a larger budget repeats (and finds cached) every
+finished trial before trying new ones.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+
+from rbench.errors import MissingExtraError
+
+
+class Dimension(BaseModel):
+    """One parameter's range: ``low``..``high`` (floats, or ints with ``integer``), or ``choices``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    low: float | None = None
+    high: float | None = None
+    integer: bool = False
+    choices: list[Any] | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> "Dimension":
+        if self.choices is not None:
+            if not self.choices:
+                raise ValueError("choices must not be empty")
+        elif self.low is None or self.high is None or self.low > self.high:
+            raise ValueError(f"a range needs low <= high (got low={self.low}, high={self.high}), or give choices")
+        return self
+
+    def grid(self, points: int) -> list[Any]:
+        """Evenly spaced values (every integer or choice when fewer than ``points``)."""
+        if self.choices is not None:
+            return list(self.choices)
+        if self.integer:
+            values = range(int(self.low), int(self.high) + 1)
+            return list(values) if len(values) <= points else sorted({int(round(v)) for v in np.linspace(self.low, self.high, points)})
+        return [round(float(v), 6) for v in np.linspace(self.low, self.high, points)]
+
+
+class SearchConfig(BaseModel):
+    """Which retriever to tune, over which space, how, for how many trials, towards which metric."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    retriever: str
+    space: dict[str, Dimension] = Field(min_length=1)
+    strategy: Literal["grid", "random", "tpe"] = "tpe"
+    budget: PositiveInt = 20
+    seed: int = 0
+    grid_points: PositiveInt = 5
+    metric: Literal["precision", "recall", "f1", "perfect_recall", "ndcg", "mrr"] = "recall"
+    k: PositiveInt = 5
+
+
+def propose(cfg: SearchConfig, objective: Callable[[dict[str, Any]], float]) -> list[tuple[dict[str, Any], float]]:
+    """Evaluate up to ``budget`` trials proposed by the strategy; return (params, value) in order."""
+    if cfg.strategy == "grid":
+        names = list(cfg.space)
+        combos = itertools.product(*(cfg.space[n].grid(cfg.grid_points) for n in names))
+        return [(p, objective(p)) for p in (dict(zip(names, c)) for c in itertools.islice(combos, cfg.budget))]
+    if cfg.strategy == "random":
+        rng = np.random.default_rng(cfg.seed)
+        history = []
+        for _ in range(cfg.budget):
+            params = {n: _sample(d, rng) for n, d in cfg.space.items()}
+            history.append((params, objective(params)))
+        return history
+    try:
+        import optuna
+    except ImportError:
+        raise MissingExtraError("optuna", "search", "Bayesian (TPE) configuration search") from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=cfg.seed))
+    history = []
+
+    def trial_fn(trial) -> float:
+        params = {n: _suggest(trial, n, d) for n, d in cfg.space.items()}
+        value = objective(params)
+        history.append((params, value))
+        return value
+
+    study.optimize(trial_fn, n_trials=cfg.budget)
+    return history
+
+
+def _sample(d: Dimension, rng) -> Any:
+    if d.choices is not None:
+        return d.choices[int(rng.integers(len(d.choices)))]
+    if d.integer:
+        return int(rng.integers(int(d.low), int(d.high) + 1))
+    return round(float(rng.uniform(d.low, d.high)), 6)
+
+
+def _suggest(trial, name: str, d: Dimension) -> Any:
+    if d.choices is not None:
+        return trial.suggest_categorical(name, d.choices)
+    if d.integer:
+        return trial.suggest_int(name, int(d.low), int(d.high))
+    return round(trial.suggest_float(name, d.low, d.high), 6)
