@@ -9,6 +9,7 @@ rebuilds it instead of reporting a stale hit.
 
 from __future__ import annotations
 
+import hashlib
 import time
 import uuid
 from dataclasses import dataclass
@@ -22,16 +23,19 @@ from tasks.cache import Artifact, Stage, Store, summarize
 
 @dataclass
 class StageCachePolicy(CachePolicy):
-    """Cache key = the stage's content key, valid only while its artifact verifies."""
+    """Cache key = the stage's content key and its store, valid only while the artifact verifies."""
 
     stage: Stage | None = None
 
     def compute_key(self, task_ctx, inputs, flow_parameters, **kwargs) -> str | None:
         if self.stage is None:
             return None
+        store = Store(inputs["store"])
         content_key = self.stage.key(inputs["inputs"], inputs["config"])
-        key = f"{self.stage.name}-{content_key}"
-        intact = Store(inputs["store"]).load(self.stage.name, content_key) is not None
+        # Prefect's result storage may be shared by several stores: a record holds its store's path
+        where = hashlib.sha256(str(store.root).encode()).hexdigest()[:8]
+        key = f"{self.stage.name}-{content_key}-{where}"
+        intact = store.load(self.stage.name, content_key) is not None
         if not intact and task_ctx.result_store.exists(key):
             return f"{key}-rebuild-{uuid.uuid4().hex}"
         return key

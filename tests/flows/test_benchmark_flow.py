@@ -133,3 +133,18 @@ def test_embedding_benchmark_compares_models(tmp_path, tiny_files):
     folder = tmp_path / "store" / "reports"
     assert {p.name for p in next(folder.iterdir()).iterdir()} == {
         "models.csv", "models.md", "recall_vs_qps.png", "recall_per_dataset.png"}
+
+
+def test_two_stores_never_share_artifacts(tmp_path, tiny_files):
+    import shutil
+
+    corpus, queries = tiny_files
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = benchmark(_config(tmp_path / "a", corpus, queries))
+    second = benchmark(_config(tmp_path / "b", corpus, queries))
+    assert set(_status(second).values()) == {"ran"}  # same content keys, but store b is empty
+    shutil.rmtree(tmp_path / "a" / "store")
+    again = benchmark(_config(tmp_path / "b", corpus, queries))
+    assert set(_status(again).values()) == {"cached"}
+    assert again["metrics"] == first["metrics"]
