@@ -148,3 +148,34 @@ def test_two_stores_never_share_artifacts(tmp_path, tiny_files):
     again = benchmark(_config(tmp_path / "b", corpus, queries))
     assert set(_status(again).values()) == {"cached"}
     assert again["metrics"] == first["metrics"]
+
+
+def test_rerank_and_fusion_run_in_the_flow_and_the_report(tmp_path, tiny_files):
+    from mlflow.tracking import MlflowClient
+
+    from rbench.cli import main
+    from tests.conftest import tiny_cross_encoder
+
+    corpus, queries = tiny_files
+    path = tmp_path / "suite.yaml"
+    path.write_text(yaml.safe_dump({
+        "store": str(tmp_path / "store"), "depth": 10, "subsample": {"size": 5}, "metrics": {"k": [1, 3]},
+        "mlflow": {"experiment": "suite"}, "datasets": [tiny_dataset(corpus, queries)],
+        "retrievers": [
+            {"name": "bm25s"},
+            {"name": "dense", "label": "dense-thr", "params": {"model": "static-64d", "min_score": 0.2}},
+            {"name": "rerank", "params": {"model": tiny_cross_encoder(tmp_path / "ce"), "first_stage": {"name": "bm25s"}}},
+            {"name": "fusion", "params": {"retrievers": [{"name": "bm25s"}, {"name": "dense", "params": {"model": "static-64d"}}]}},
+        ],
+    }))
+    result = benchmark(str(path))
+    index_runs = [s for s in result["stages"] if s["stage"] == "index"]
+    assert sum(s["status"] == "ran" for s in index_runs) == 2  # bm25s and static dense, shared by the composites
+    client = MlflowClient(tracking_uri=result["tracking_uri"])
+    parent = client.get_run(result["mlflow_run_id"])
+    children = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    assert {c.data.tags["rbench.retriever"] for c in children} == {"bm25s", "dense-thr", "rerank", "fusion"}
+    assert main(["report", result["mlflow_run_id"], "--tracking-uri", result["tracking_uri"], "--k", "3",
+                 "--trials", "200", "--out", str(tmp_path / "report")]) == 0
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert text.count("| tiny | ") >= 6 and "rerank" in text and "p-value" in text

@@ -20,7 +20,7 @@ def _config(tmp_path, **overrides):
     cfg = {"store": str(tmp_path / "store"), "data": str(make_eval_set(tmp_path / "set") if not (tmp_path / "set").exists()
                                                        else tmp_path / "set"),
            "model": "static-64d", "chunk_sizes": [20, 40], "overlaps": [0.0, 0.25], "n": [1, 2], **overrides}
-    path = tmp_path / f"grid-{len(cfg['n'])}.yaml"
+    path = tmp_path / f"grid-{len(cfg['n'])}-{cfg.get('scope', 'corpus')}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return str(path)
 
@@ -43,6 +43,11 @@ def test_grid_runs_caches_and_reuses_chunks_for_new_n(tmp_path):
     more_n = chunking_grid(_config(tmp_path, n=[1, 2, 3]))
     ran = [(s["stage"], s["label"]) for s in more_n["stages"] if s["status"] == "ran"]
     assert ran and all(stage == "chunk_eval" and label.endswith("N=3") for stage, label in ran)
+
+    pooled = chunking_grid(_config(tmp_path, n=[1, 2, 3], scope="pooled", units="tokens"))
+    ran = {s["stage"] for s in pooled["stages"] if s["status"] == "ran"}
+    assert ran == {"chunk_eval"}  # chunks and embeddings are shared with the per-corpus runs
+    assert all(0 <= r["summary"][m]["mean"] <= 1 for r in pooled["results"] for m in r["summary"])
 
     folder = tmp_path / "store" / "reports"
     names = {p.name for report in folder.iterdir() for p in report.iterdir()}
