@@ -20,9 +20,24 @@ from tasks.chunking_eval import (CHUNK_EMBED, CHUNK_EVAL, ChunkEmbedConfig, Chun
 from tasks.datasets.base import FileSpec
 from tasks.download import DOWNLOAD, DownloadConfig
 from tasks.orchestration import call_stage, stage_task
+from tasks.search_space import Dimension, propose
 from tasks.track import log_chunking_grid
 
 download, chunk_embed, chunk_eval = map(stage_task, (DOWNLOAD, CHUNK_EMBED, CHUNK_EVAL))
+
+
+class ChunkingSearch(BaseModel):
+    """A search over the chunker instead of the full grid: ``space`` over ``chunk_size``,
+    ``overlap`` (a fraction of the size) and ``n``; the others stay at their first grid value."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    space: dict[Literal["chunk_size", "overlap", "n"], Dimension] = Field(min_length=1)
+    strategy: Literal["grid", "random", "tpe"] = "tpe"
+    budget: PositiveInt = 20
+    seed: int = 0
+    grid_points: PositiveInt = 5
+    metric: Literal["recall", "precision", "f1", "iou"] = "iou"
 
 
 class ChunkingGridConfig(BaseModel):
@@ -43,6 +58,7 @@ class ChunkingGridConfig(BaseModel):
     scope: Literal["corpus", "pooled"] = "corpus"
     units: Literal["characters", "tokens"] = "characters"
     mlflow: MlflowConfig = MlflowConfig(experiment="rbench-chunking")
+    search: ChunkingSearch | None = None
 
     @field_validator("overlaps")
     @classmethod
@@ -110,6 +126,36 @@ def chunking_grid(config_path: str, mirror: str | None = None, store: str | None
     run_id = log_chunking_grid(cfg, results, best, out, report)
     return {"mlflow_run_id": run_id, "results": results, "best": {m: {k: r[k] for k in ("chunk_size", "overlap", "n")} for m, r in best.items()},
             "report_folder": str(out), "stages": report}
+
+
+@flow(name="rbench-chunking-search", log_prints=True)
+def chunking_search(config_path: str, mirror: str | None = None, store: str | None = None) -> dict:
+    """Search the chunker's size, overlap and N for the best mean ``search.metric``; each trial is cached."""
+    cfg = load_grid_config(config_path, mirror, store)
+    if cfg.search is None:
+        raise ConfigError(f"{config_path} has no 'search:' section; run it as a grid instead")
+    root, report, trials = str(cfg.store.resolve()), [], []
+    raw = call_stage(download, root, [], DownloadConfig(files=cfg.files()), "chunking-data", report, mirror=cfg.mirror)
+
+    def objective(params: dict) -> float:
+        size = int(params.get("chunk_size", cfg.chunk_sizes[0]))
+        try:
+            chunker = SpanChunkerConfig(kind=cfg.chunker, size=size, model=cfg.chonky_model,
+                                        overlap=round(size * params.get("overlap", cfg.overlaps[0])))
+        except ValidationError as e:
+            raise ConfigError(format_validation_error(e, f"chunking search trial {params}")) from None
+        label = f"{chunker.kind}-{chunker.size}-{chunker.overlap}"
+        embedded = call_stage(chunk_embed, root, [raw], ChunkEmbedConfig(chunker=chunker, model=cfg.model), label, report)
+        n = int(params.get("n", cfg.n[0]))
+        scored = call_stage(chunk_eval, root, [raw, embedded], ChunkEvalConfig(n=n, scope=cfg.scope, units=cfg.units),
+                            f"{label}/N={n}", report)
+        value = _summary(scored)[cfg.search.metric]["mean"]
+        trials.append({"trial": len(trials), "params": params, "value": value})
+        return value
+
+    propose(cfg.search, objective)
+    best = max(trials, key=lambda t: t["value"])
+    return {"best": best, "trials": trials, "stages": report}
 
 
 def _summary(artifact) -> dict:

@@ -55,10 +55,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_chunking(args: argparse.Namespace) -> int:
-    from flows.chunking_grid import chunking_grid, load_grid_config
+    from flows.chunking_grid import chunking_grid, chunking_search, load_grid_config
 
     mirror = args.mirror or os.environ.get("RBENCH_MIRROR") or None
     cfg = load_grid_config(args.config, mirror, args.store)
+    if cfg.search is not None:
+        result = chunking_search(str(Path(args.config).resolve()), str(cfg.mirror) if cfg.mirror else None, str(cfg.store))
+        for t in result["trials"]:
+            print(f"  trial {t['trial']:>3}  {t['params']}  {cfg.search.metric} = {t['value']:.4f}")
+        print(f"best: {result['best']}")
+        return 0
     combos = len(cfg.chunk_sizes) * len(cfg.overlaps) * len(cfg.n)
     print(f"rbench: chunking grid {cfg.name!r}: {combos} combinations; data {cfg.data}; model {cfg.model}", flush=True)
     started = time.perf_counter()

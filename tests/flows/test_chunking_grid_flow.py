@@ -53,3 +53,15 @@ def test_grid_runs_caches_and_reuses_chunks_for_new_n(tmp_path):
     names = {p.name for report in folder.iterdir() for p in report.iterdir()}
     assert {"grid.csv", "grid.md", "best_boxplots.png", "references_per_question.png",
             "reference_length_tokens.png"} <= names
+
+
+def test_chunking_search_finds_a_best_setting_and_reuses_trials(tmp_path):
+    from flows.chunking_grid import chunking_search
+
+    search = {"space": {"chunk_size": {"low": 20, "high": 40, "integer": True}, "n": {"low": 1, "high": 3, "integer": True}},
+              "strategy": "random", "budget": 3, "seed": 0, "metric": "f1"}
+    first = chunking_search(_config(tmp_path, search=search))
+    assert len(first["trials"]) == 3 and first["best"]["value"] == max(t["value"] for t in first["trials"])
+    again = chunking_search(_config(tmp_path, search=search))
+    assert [t["params"] for t in again["trials"]] == [t["params"] for t in first["trials"]]
+    assert all(s["status"] == "cached" for s in again["stages"])
