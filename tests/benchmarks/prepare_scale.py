@@ -33,7 +33,7 @@ def generate(folder: Path, size_mb: int, seed: int = 0) -> Path:
     target, written, line_no = size_mb * 1_000_000, 0, 0
     with open(data, "w", encoding="utf-8") as f:
         while written < target:
-            page, row = f"Page {line_no // 50}", line_no % 50
+            page = f"Page {line_no // 50}"
             cells = " , ".join(f"[H] {rng.choice(WORDS)} : {rng.randint(0, 10**6)}" for _ in range(12))
             line = json.dumps({"object": f"{page} [SEP] {cells}", "page_title": page, "source": "table_0"}) + "\n"
             f.write(line)

@@ -3,35 +3,17 @@ score threshold, and the bad-input errors of composite retrievers."""
 
 from __future__ import annotations
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from pydantic import ValidationError
 
 from retrievers.fusion import normalize, rrf, weighted_sum
 from retrievers.registry import make_retriever
 from tests.conftest import CORPUS, tiny_cross_encoder
-
-
-@pytest.fixture(scope="module")
-def corpus_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("corpus") / "corpus.parquet"
-    pq.write_table(pa.table({
-        "object_id": [f"o{i}" for i in range(len(CORPUS))],
-        "text": [c["object"] for c in CORPUS],
-        "doc_id": [f"{c['page_title']} :: {c['source']}" for c in CORPUS],
-    }), path)
-    return path
+from tests.retrievers.conftest import index_leaves
 
 
 def _open(retriever, corpus_file, tmp_path):
-    folders = []
-    for i, leaf in enumerate(retriever.leaves()):
-        folder = tmp_path / f"leaf{i}"
-        folder.mkdir()
-        leaf.index(corpus_file, folder)
-        folders.append(folder)
-    retriever.open(folders, corpus_file)
+    retriever.open(index_leaves(retriever, corpus_file, tmp_path), corpus_file)
     return retriever
 
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from retrievers.registry import RETRIEVERS, make_retriever
 from tests.conftest import CORPUS, tiny_cross_encoder
+from tests.retrievers.conftest import index_leaves
 
 STATIC = {"name": "dense", "params": {"model": "static-64d"}}
 FAST_PARAMS = {
@@ -24,26 +23,11 @@ def _params(case: str, tmp_path):
     return FAST_PARAMS.get(case)
 
 
-@pytest.fixture(scope="module")
-def corpus_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("corpus") / "corpus.parquet"
-    pq.write_table(pa.table({
-        "object_id": [f"o{i}" for i in range(len(CORPUS))],
-        "text": [c["object"] for c in CORPUS],
-        "doc_id": [f"{c['page_title']} :: {c['source']}" for c in CORPUS],
-    }), path)
-    return path
-
-
 @pytest.mark.parametrize("case", CASES)
 def test_retriever_conformance(case, corpus_file, tmp_path):
     name = case.split("-")[0]
     params = _params(case, tmp_path)
-    folders = []
-    for i, leaf in enumerate(make_retriever(name, params).leaves()):
-        folders.append(tmp_path / f"index{i}")
-        folders[-1].mkdir()
-        assert leaf.index(corpus_file, folders[-1])["indexed"] == len(CORPUS)
+    folders = index_leaves(make_retriever(name, params), corpus_file, tmp_path)
 
     loaded = make_retriever(name, params)  # a fresh instance: load from disk only
     loaded.open(folders, corpus_file)
