@@ -104,10 +104,10 @@ def recursive_spans(text: str, size: int, overlap: int) -> list[Span]:
 
 def chonky_spans(text: str, model: str, size: int) -> list[Span]:
     """chonky's semantic paragraphs as spans (located in order), each capped at ``size`` tokens."""
-    from tasks.datasets.chunking import _chonky_splitter
+    from tasks.datasets.chunking import chonky_splitter
 
     spans, cursor = [], 0
-    for piece in _chonky_splitter(model)(text):
+    for piece in chonky_splitter(model)(text):
         start = text.find(piece, cursor)
         if start == -1 or not piece.strip():
             continue

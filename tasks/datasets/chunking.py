@@ -54,7 +54,8 @@ def token_windows(text: str, size: int, overlap: int) -> list[str]:
 
 
 @lru_cache(maxsize=2)
-def _chonky_splitter(model: str):
+def chonky_splitter(model: str):
+    """chonky's ParagraphSplitter for a hub id or local model folder (loaded once per process)."""
     try:
         from chonky import ParagraphSplitter
     except ImportError:
@@ -67,7 +68,7 @@ def chunk_text(text: str, config: ChunkerConfig) -> list[str]:
     if config.kind == "none":
         return [text] if text.strip() else []
     if config.kind == "chonky":
-        pieces = [p for p in _chonky_splitter(config.model)(text) if p.strip()]
+        pieces = [p for p in chonky_splitter(config.model)(text) if p.strip()]
     else:
         pieces = [text]
     return [c for p in pieces for c in token_windows(p, config.size, config.overlap)]

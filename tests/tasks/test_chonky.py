@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.datasets.chunking import ChunkerConfig, _chonky_splitter, chunk_text
+from tasks.datasets.chunking import ChunkerConfig, chonky_splitter, chunk_text
 
 TEXT = "the cat sat on the mat . the dog ran in the park . birds sing at dawn ."
 
@@ -49,7 +49,7 @@ def test_chonky_runs_from_a_local_folder_and_keeps_every_word(tmp_path):
 
 
 def test_chonky_without_separators_falls_back_to_the_token_cap(tmp_path):
-    _chonky_splitter.cache_clear()
+    chonky_splitter.cache_clear()
     folder = _tiny_model(tmp_path / "never-split", separator_bias=-5.0)
     cfg = ChunkerConfig(kind="chonky", model=folder, size=8, overlap=0)
     chunks = chunk_text(TEXT, cfg)
