@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
 
 from rbench.errors import MissingExtraError
+from tasks.datasets.chunking import check_chunker
 
 Span = tuple[int, int]
 SEPARATORS = ("\n\n", "\n", ". ", " ")
@@ -32,10 +33,7 @@ class SpanChunkerConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> "SpanChunkerConfig":
-        if not 0 <= self.overlap < self.size:
-            raise ValueError(f"chunk overlap {self.overlap} must be >= 0 and smaller than the chunk size {self.size}")
-        if self.kind == "chonky" and not self.model:
-            raise ValueError("chunker kind 'chonky' needs 'model' (a hub id or a local folder)")
+        check_chunker(self.kind, self.size, self.overlap, self.model)
         return self
 
 

@@ -27,16 +27,17 @@ class ChunkerConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> "ChunkerConfig":
-        if not 0 <= self.overlap < self.size:
-            raise ValueError(
-                f"chunker overlap {self.overlap} must be >= 0 and smaller than size {self.size}"
-            )
-        if self.kind == "chonky" and not self.model:
-            raise ValueError(
-                "chunker kind 'chonky' needs 'model': a chonky hub id such as "
-                "'mirth/chonky_distilbert_uncased_1' or a local model folder"
-            )
+        check_chunker(self.kind, self.size, self.overlap, self.model)
         return self
+
+
+def check_chunker(kind: str, size: int, overlap: int, model: str | None) -> None:
+    """Raise ValueError for an overlap not in [0, size) or a chonky chunker without a model."""
+    if not 0 <= overlap < size:
+        raise ValueError(f"chunk overlap {overlap} must be >= 0 and smaller than the chunk size {size}")
+    if kind == "chonky" and not model:
+        raise ValueError("chunker kind 'chonky' needs 'model': a chonky hub id such as "
+                         "'mirth/chonky_distilbert_uncased_1' or a local model folder")
 
 
 def token_windows(text: str, size: int, overlap: int) -> list[str]:
