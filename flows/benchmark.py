@@ -1,62 +1,146 @@
-"""The benchmark flow: download -> prepare -> subsample -> index -> retrieve -> evaluate -> MLflow."""
+"""The benchmark flow: download -> prepare -> subsample -> (encode) -> index -> retrieve
+-> evaluate -> MLflow, with independent work submitted concurrently."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
+import pyarrow.parquet as pq
 from prefect import flow, task
+from prefect.futures import as_completed
+from prefect.states import Failed
 
-from rbench.config import ExperimentConfig, load_config
+from rbench.config import ExperimentConfig
+from rbench.experiment import config_text, resolve_experiment, run_name
+from retrievers.registry import make_retriever
+from tasks.cache import Store, canonical_json
 from tasks.download import DOWNLOAD, DownloadConfig
 from tasks.evaluate import EVALUATE, read_aggregate
-from tasks.index import INDEX, IndexConfig
-from tasks.orchestration import call_stage, stage_task
+from tasks.index import ENCODE, INDEX, IndexConfig
+from tasks.orchestration import Submitter, stage_task, task_runner
 from tasks.prepare import PREPARE
 from tasks.retrieve import RETRIEVE, RetrieveConfig
 from tasks.subsample import SUBSAMPLE
-from tasks.track import log_experiment
+from tasks.track import log_experiment, publish_run_link
 
-download, prepare, subsample, index, retrieve, evaluate = map(
-    stage_task, (DOWNLOAD, PREPARE, SUBSAMPLE, INDEX, RETRIEVE, EVALUATE)
+download, prepare, subsample, encode, index, retrieve, evaluate = map(
+    stage_task, (DOWNLOAD, PREPARE, SUBSAMPLE, ENCODE, INDEX, RETRIEVE, EVALUATE)
 )
 log_to_mlflow = task(log_experiment, name="mlflow")
 
 
-def run_stages(cfg: ExperimentConfig) -> tuple[list[dict], list[dict]]:
-    """Run the cached stages of every dataset x retriever; return (results, stage report).
+def _index_label(dataset: str, leaf) -> str:
+    model = getattr(leaf.params, "model", None)
+    return f"{dataset}/{leaf.name}" + (f":{model.rsplit('/', 1)[-1]}" if model else "")
 
+
+def run_stages(cfg: ExperimentConfig) -> tuple[list[dict], list[dict], list[dict]]:
+    """Submit every stage of every dataset x retriever; return (results, failures, stage report).
+
+    Datasets run in parallel; each index that some retriever needs is built once per
+    dataset (shared by fusion and rerank components); retrieval and evaluation start as
+    soon as their inputs exist. A failing stage fails only the pairs that depend on it.
     Each result holds ``dataset``, ``retriever`` (its config) and the ``indexes``, ``run``
-    and ``evaluation`` artifacts.
+    and ``evaluation`` artifacts; each failure names the pair and the first error.
     """
-    root, report, results = str(cfg.store), [], []
+    sub = Submitter(str(cfg.store), cfg.execution)
+    prepared, queries = {}, {}
     for ds in cfg.datasets:
-        raw = call_stage(download, root, [], DownloadConfig.of(ds), ds.name, report, mirror=cfg.mirror)
-        prepared = call_stage(prepare, root, [raw], ds, ds.name, report)
-        queries = call_stage(subsample, root, [prepared], cfg.subsample, ds.name, report)
+        raw = sub.submit(download, [], DownloadConfig.of(ds), ds.name, mirror=cfg.mirror)
+        prepared[ds.name] = sub.submit(prepare, [raw], ds, ds.name)
+        queries[ds.name] = sub.submit(subsample, [prepared[ds.name]], cfg.subsample, ds.name)
+    dataset_of = {future: name for name, future in prepared.items()}
+    pairs = []
+    for future in as_completed(list(prepared.values())):
+        name = dataset_of[future]
+        corpus = sub.artifact(future)
+        if corpus is None:
+            pairs.extend((name, r, None, [], None) for r in cfg.retrievers)
+            continue
+        rows = pq.ParquetFile(corpus.file("corpus.parquet")).metadata.num_rows
+        indexes: dict[str, object] = {}
         for r in cfg.retrievers:
-            label = f"{ds.name}/{r.label}"
-            built = [call_stage(index, root, [prepared], leaf, f"{ds.name}/{leaf.retriever}", report)
-                     for leaf in IndexConfig.all_of(r)]
-            run = call_stage(retrieve, root, [prepared, queries, *built], RetrieveConfig.of(r, cfg.depth), label, report)
-            scored = call_stage(evaluate, root, [queries, run], cfg.metrics, label, report)
-            results.append({"dataset": ds.name, "retriever": r, "indexes": built, "run": run, "evaluation": scored})
-    return results, report
+            retriever = make_retriever(r.name, r.params)
+            built = []
+            for leaf, leaf_cfg in zip(retriever.leaves(), IndexConfig.all_of(r)):
+                key = canonical_json(leaf_cfg)
+                if key not in indexes:
+                    label = _index_label(name, leaf)
+                    device = getattr(leaf.params, "device", None)
+                    shards = [sub.submit(encode, [corpus], shard, f"{label}[{shard.start}:{shard.stop}]",
+                                         gpu=leaf.needs_gpu(), device=device)
+                              for shard in leaf_cfg.shards(rows, cfg.execution.shard_size)]
+                    indexes[key] = sub.submit(index, [corpus, *shards], leaf_cfg, label,
+                                              gpu=leaf.needs_gpu() and not shards)
+                built.append(indexes[key])
+            label = f"{name}/{r.label}"
+            run = sub.submit(retrieve, [corpus, queries[name], *built], RetrieveConfig.of(r, cfg.depth), label,
+                             gpu=retriever.needs_gpu())
+            scored = sub.submit(evaluate, [queries[name], run], cfg.metrics, label)
+            pairs.append((name, r, run, built, scored))
+    report = sub.report()
+    results, failures = [], []
+    for name, r, run, built, scored in pairs:
+        evaluation = sub.artifact(scored) if scored is not None else None
+        if evaluation is None:
+            label = f"{name}/{r.label}"
+            first = next((row for row in report if row["status"] == "failed"
+                          and (row["label"] in (name, label) or row["label"].startswith(f"{name}/"))), None)
+            failures.append({"dataset": name, "retriever": r.label,
+                             "error": f"{first['stage']}[{first['label']}]: {first['error']}" if first else "not run"})
+            continue
+        results.append({"dataset": name, "retriever": r, "indexes": [sub.artifact(b) for b in built],
+                        "run": sub.artifact(run), "evaluation": evaluation})
+    return results, failures, report
 
 
-def summarize_results(cfg: ExperimentConfig, results: list[dict], report: list[dict], run_id: str) -> dict:
-    """The flow's return value: MLflow run, metrics rows and the stage report."""
+@flow(name="rbench-stages")
+def run_experiment(cfg: ExperimentConfig) -> dict:
+    """The stages of one experiment under the task runner its ``execution`` section names."""
+    results, failures, report = run_stages(cfg)
+    return {"results": results, "failures": failures, "stages": report}
+
+
+def run_with_runner(cfg: ExperimentConfig) -> tuple[list[dict], list[dict], list[dict]]:
+    """Run :func:`run_experiment` as a subflow on the configured task runner."""
+    Store(cfg.store).clean_temporaries()
+    out = run_experiment.with_options(task_runner=task_runner(cfg.execution), flow_run_name=f"{cfg.name}-stages")(cfg)
+    return out["results"], out["failures"], out["stages"]
+
+
+def summarize_results(cfg: ExperimentConfig, results: list[dict], report: list[dict], run_id: str | None,
+                      failures: list[dict] | None = None) -> dict:
+    """The flow's return value: MLflow run, metrics rows, the stage report and the failed pairs."""
     metrics = [
         {"dataset": r["dataset"], "retriever": r["retriever"].label, **row}
         for r in results
         for row in read_aggregate(r["evaluation"])
     ]
-    return {"mlflow_run_id": run_id, "tracking_uri": cfg.tracking_uri(), "metrics": metrics, "stages": report}
+    return {"mlflow_run_id": run_id, "tracking_uri": cfg.tracking_uri(), "metrics": metrics, "stages": report,
+            "failures": failures or []}
 
 
-@flow(name="rbench-benchmark", log_prints=True)
-def benchmark(config_path: str, mirror: str | None = None, store: str | None = None) -> dict:
-    """Run every configured retriever on every configured dataset; return metrics and stage report."""
-    cfg = load_config(config_path, mirror=mirror, store=store)
-    results, report = run_stages(cfg)
-    run_id = log_to_mlflow(cfg, results, report, Path(config_path).read_text(encoding="utf-8"))
-    return summarize_results(cfg, results, report, run_id)
+def finish(cfg: ExperimentConfig, summary: dict):
+    """The flow's final state: Completed with the summary, or Failed naming the failed pairs."""
+    failures = summary["failures"]
+    if not failures:
+        return summary
+    names = "; ".join(f"{f['dataset']}/{f['retriever']} ({f['error']})" for f in failures)
+    total = len(cfg.datasets) * len(cfg.retrievers)
+    return Failed(message=f"{len(failures)} of {total} dataset x retriever pairs failed: {names}", data=summary)
+
+
+@flow(name="rbench-benchmark", flow_run_name=run_name, log_prints=True)
+def benchmark(config_path: str | None = None, experiment: ExperimentConfig | None = None,
+              mirror: str | None = None, store: str | None = None, tracking_uri: str | None = None,
+              runner: str | None = None, address: str | None = None):
+    """Run every configured retriever on every configured dataset; return metrics and stage report.
+
+    The experiment is a YAML path (``config_path``) or the structured ``experiment``. Mirror,
+    store and tracking URI come from the parameters, else from the worker's environment
+    (``RBENCH_MIRROR``, ``RBENCH_STORE``, ``MLFLOW_TRACKING_URI``) at run time, else the file.
+    """
+    cfg = resolve_experiment(config_path, experiment, mirror=mirror, store=store, tracking_uri=tracking_uri,
+                             runner=runner, address=address)
+    results, failures, report = run_with_runner(cfg)
+    run_id = log_to_mlflow(cfg, results, report, config_text(cfg, config_path), failures=failures)
+    publish_run_link(cfg, run_id)
+    return finish(cfg, summarize_results(cfg, results, report, run_id, failures))

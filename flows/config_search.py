@@ -62,7 +62,9 @@ def config_search(config_path: str, mirror: str | None = None, store: str | None
     trials: list[dict] = []
 
     def objective(params: dict) -> float:
-        results, report = run_stages(trial_config(cfg, search, params))
+        results, failures, report = run_stages(trial_config(cfg, search, params))
+        if failures:
+            raise RuntimeError(f"search trial {params} failed: {failures[0]['error']}")
         value = fmean(a["value"] for r in results for a in read_aggregate(r["evaluation"])
                       if a["metric"] == search.metric and a["k"] == search.k)
         trials.append({"trial": len(trials), "params": params, "value": value,

@@ -9,7 +9,7 @@ from pathlib import Path
 from prefect import flow
 
 from evaluation.embeddings import model_rows, write_comparison
-from flows.benchmark import log_to_mlflow, run_stages, summarize_results
+from flows.benchmark import finish, log_to_mlflow, run_with_runner, summarize_results
 from rbench.config import load_config
 from rbench.errors import ConfigError
 
@@ -20,9 +20,10 @@ def embedding_benchmark(config_path: str, mirror: str | None = None, store: str 
     cfg = load_config(config_path, mirror=mirror, store=store)
     if not any(r.name == "dense" for r in cfg.retrievers):
         raise ConfigError(f"{config_path}: the embedding benchmark needs retrievers named 'dense', one per model")
-    results, report = run_stages(cfg)
+    results, failures, report = run_with_runner(cfg)
     rows = model_rows(results, k)
     out = cfg.store / "reports" / f"embeddings-{time.strftime('%Y%m%d-%H%M%S')}"
     write_comparison(rows, out, k)
-    run_id = log_to_mlflow(cfg, results, report, Path(config_path).read_text(encoding="utf-8"), out)
-    return {**summarize_results(cfg, results, report, run_id), "models": rows, "report_folder": str(out)}
+    run_id = log_to_mlflow(cfg, results, report, Path(config_path).read_text(encoding="utf-8"), out, failures)
+    return finish(cfg, {**summarize_results(cfg, results, report, run_id, failures), "models": rows,
+                        "report_folder": str(out)})

@@ -21,37 +21,50 @@ def _setup_environment() -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from rbench.config import load_config
+    from rbench.experiment import resolve_experiment
     from rbench.report import metrics_table
 
-    mirror = args.mirror or os.environ.get("RBENCH_MIRROR") or None
-    cfg = load_config(args.config, mirror=mirror, store=args.store)
+    cfg = resolve_experiment(args.config, None, mirror=args.mirror, store=args.store,
+                             runner=args.runner, address=args.address)
     print(f"rbench: experiment {cfg.name!r}: {len(cfg.datasets)} dataset(s) x {len(cfg.retrievers)} "
-          f"retriever(s); store {cfg.store}; mirror {cfg.mirror or '(none: download)'}", flush=True)
+          f"retriever(s); store {cfg.store}; mirror {cfg.mirror or '(none: download)'}; "
+          f"runner {cfg.execution.runner}", flush=True)
     if args.command == "embeddings":
         from flows.embedding_benchmark import embedding_benchmark as flow_fn
+        extra = {}
     else:
         from flows.benchmark import benchmark as flow_fn
+        extra = {"runner": cfg.execution.runner, "address": cfg.execution.address}
 
     started = time.perf_counter()
-    result = flow_fn(
+    state = flow_fn(
         config_path=str(Path(args.config).resolve()),
         mirror=str(cfg.mirror) if cfg.mirror else None,
         store=str(cfg.store),
+        return_state=True,
+        **extra,
     )
+    result = state.result(raise_on_failure=False)
+    if not isinstance(result, dict):
+        if isinstance(result, RbenchError):
+            raise result
+        raise RbenchError(f"the flow ended {state.name}: {state.message}")
     elapsed = time.perf_counter() - started
     ran = [s for s in result["stages"] if s["status"] == "ran"]
+    cached = [s for s in result["stages"] if s["status"] == "cached"]
     print()
     print(metrics_table(result["metrics"]))
     print()
-    print(f"stages: {len(ran)} ran, {len(result['stages']) - len(ran)} cached; "
-          f"wall time {elapsed:.1f}s")
+    print(f"stages: {len(ran)} ran, {len(cached)} cached, "
+          f"{len(result['stages']) - len(ran) - len(cached)} failed or skipped; wall time {elapsed:.1f}s")
     print(f"MLflow run {result['mlflow_run_id']} at {result['tracking_uri']}")
     print(f"show it again with: rbench show {result['mlflow_run_id']} --tracking-uri {result['tracking_uri']}")
     if "models" in result:
         print(f"embedding-model comparison (also logged to MLflow): {result['report_folder']}")
         print((Path(result["report_folder"]) / "models.md").read_text())
-    return 0
+    for failure in result.get("failures", []):
+        print(f"FAILED {failure['dataset']}/{failure['retriever']}: {failure['error']}", file=sys.stderr)
+    return 1 if result.get("failures") else 0
 
 
 def cmd_chunking(args: argparse.Namespace) -> int:
@@ -192,7 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
     for p in (run, embeddings):
         p.add_argument("config", help="experiment YAML file, e.g. configs/default.yaml")
         p.add_argument("--mirror", help="local mirror folder of dataset files (default: $RBENCH_MIRROR)")
-        p.add_argument("--store", help="artifact store folder (overrides the config)")
+        p.add_argument("--store", help="artifact store folder (default: $RBENCH_STORE, else the config's)")
+        p.add_argument("--runner", choices=["threads", "sequential", "dask", "ray"],
+                       help="task runner (overrides execution.runner)")
+        p.add_argument("--address", help="existing Dask scheduler or Ray cluster address (with --runner dask|ray)")
         p.set_defaults(func=cmd_run)
     chunking = sub.add_parser("chunking", help="run a chunking grid (chunk size x overlap x N) at span level")
     chunking.add_argument("config", help="grid YAML file, e.g. configs/chunking.yaml")

@@ -103,6 +103,29 @@ def _validate_params(model: type[BaseModel], params: dict[str, Any]) -> dict[str
         raise ValueError("; ".join(problems)) from None
 
 
+class ExecutionConfig(Strict):
+    """How the flow runs its tasks; nothing here changes results or cache keys.
+
+    ``runner``: ``threads`` (default), ``sequential``, ``dask`` or ``ray`` (extras of the same
+    names); ``address``: an existing Dask scheduler or Ray cluster (default: start a local
+    one); ``max_workers``: threads or local workers; ``gpus``: GPUs per worker; tasks that
+    run a model on a GPU are limited to that many at once; ``shard_size``: corpus rows per
+    dense-encoding shard (shards are cached units that run in parallel and resume).
+    """
+
+    runner: Literal["threads", "sequential", "dask", "ray"] = "threads"
+    address: str | None = None
+    max_workers: PositiveInt | None = None
+    gpus: int = Field(0, ge=0)
+    shard_size: PositiveInt = 50_000
+
+    @model_validator(mode="after")
+    def _address_needs_cluster(self) -> "ExecutionConfig":
+        if self.address and self.runner not in ("dask", "ray"):
+            raise ValueError(f"execution.address {self.address!r} needs runner 'dask' or 'ray' (got {self.runner!r})")
+        return self
+
+
 class MlflowConfig(Strict):
     """Where results are tracked; the default is a sqlite file inside the store."""
 
@@ -120,6 +143,7 @@ class ExperimentConfig(Strict):
     subsample: SubsampleConfig = SubsampleConfig()
     metrics: MetricsConfig = MetricsConfig()
     mlflow: MlflowConfig = MlflowConfig()
+    execution: ExecutionConfig = ExecutionConfig()
     sweep: dict[str, list[Any]] = Field(default_factory=dict)
     datasets: list[DatasetConfig] = Field(min_length=1)
     retrievers: list[RetrieverConfig] = Field(min_length=1)

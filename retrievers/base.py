@@ -57,6 +57,9 @@ class Retriever(ABC):
     Params: ClassVar[type[BaseModel]]
     index_fields: ClassVar[tuple[str, ...]] = ()
     index_version: ClassVar[int] = 1
+    shard_fields: ClassVar[tuple[str, ...]] = ()
+    shard_version: ClassVar[int] = 1
+    uses_model: ClassVar[bool] = False
 
     def __init__(self, params: BaseModel | Mapping[str, Any] | None = None):
         if isinstance(params, self.Params):
@@ -68,6 +71,24 @@ class Retriever(ABC):
         """The params that determine the index (the rest only affect search)."""
         dumped = self.params.model_dump(mode="json")
         return {k: dumped[k] for k in self.index_fields}
+
+    def shard_params(self) -> dict[str, Any]:
+        """The params that determine a shard's encoding (empty: the index is built in one piece)."""
+        dumped = self.params.model_dump(mode="json")
+        return {k: dumped[k] for k in self.shard_fields}
+
+    def encode_shard(self, corpus: Path, start: int, stop: int, folder: Path, checkpoint=None) -> dict:
+        """Encode corpus rows ``start:stop`` into ``folder`` (retrievers with ``shard_fields``)."""
+        raise TypeError(f"{self.name} does not build its index from shards")
+
+    def index_from_shards(self, corpus: Path, shards: Sequence[Path], folder: Path) -> dict:
+        """Build the index from encoded shards, in corpus order (retrievers with ``shard_fields``)."""
+        raise TypeError(f"{self.name} does not build its index from shards")
+
+    def needs_gpu(self) -> bool:
+        """Whether this retriever (or a component) runs a neural model on a GPU-capable device."""
+        device = getattr(self.params, "device", None)
+        return self.uses_model and (device is None or str(device).startswith("cuda"))
 
     @abstractmethod
     def index(self, corpus: Path, folder: Path) -> dict:
@@ -112,6 +133,9 @@ class Composite(Retriever):
 
     def leaves(self) -> list[Retriever]:
         return [leaf for c in self.components() for leaf in c.leaves()]
+
+    def needs_gpu(self) -> bool:
+        return super().needs_gpu() or any(c.needs_gpu() for c in self.components())
 
     def open(self, folders: Sequence[Path], corpus: Path) -> None:
         start = 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Literal, Mapping
+from typing import Literal, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -13,10 +13,11 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator
 
 from rbench.errors import MissingExtraError
-from retrievers.base import Retriever, Run, corpus_batches
+from retrievers.base import Retriever, Run
 from retrievers.models import canonical_id, load_encoder, resolve_model
 
 log = logging.getLogger("rbench")
+CHUNK = 1024
 
 
 def import_faiss():
@@ -57,6 +58,8 @@ class Dense(Retriever):
     description = "sentence-transformers embeddings + FAISS (flat or HNSW; GPU with faiss-gpu)"
     Params = DenseParams
     index_fields = ("model", "index", "hnsw_m", "ef_construction")
+    shard_fields = ("model",)
+    uses_model = True
 
     def _encoder(self):
         if getattr(self, "_model", None) is None:
@@ -80,25 +83,60 @@ class Dense(Retriever):
         return faiss.IndexFlatIP(dim)
 
     def index(self, corpus: Path, folder: Path) -> dict:
-        faiss = import_faiss()
         total = pq.ParquetFile(corpus).metadata.num_rows
-        index, ids, started, encode_seconds = None, [], time.perf_counter(), 0.0
-        for batch_ids, texts in corpus_batches(corpus):
+        shard = folder / ".encoded"
+        shard.mkdir()
+        encoded = self.encode_shard(corpus, 0, total, shard)
+        info = self.index_from_shards(corpus, [shard], folder)
+        for f in shard.iterdir():
+            f.unlink()
+        shard.rmdir()
+        return {**info, **{k: encoded[k] for k in ("encode_seconds", "passages_per_second")}}
+
+    def encode_shard(self, corpus: Path, start: int, stop: int, folder: Path, checkpoint=None) -> dict:
+        """Encode rows ``start:stop`` into ``embeddings.npy``; with a checkpoint, each chunk of
+        ``CHUNK`` rows is kept as it finishes, so a killed build resumes with the rest."""
+        texts = pq.read_table(corpus, columns=["text"]).column(0).slice(start, stop - start).to_pylist()
+        parts, seconds, resumed = [], 0.0, 0
+        for offset in range(0, len(texts), CHUNK):
+            name = f"chunk-{offset:09d}.npy"
+            if checkpoint is not None and checkpoint.done(name):
+                parts.append(np.load(checkpoint.path(name)))
+                resumed += 1
+                continue
             t0 = time.perf_counter()
-            vectors = self.encode(texts)
-            encode_seconds += time.perf_counter() - t0
-            if index is None:
-                index = self._new_index(vectors.shape[1])
-            index.add(vectors)
-            ids.extend(batch_ids)
-            log.info("dense: encoded %d/%d passages (%.0f/s)", len(ids), total, len(ids) / encode_seconds)
+            vectors = self.encode(texts[offset : offset + CHUNK])
+            seconds += time.perf_counter() - t0
+            if checkpoint is not None:
+                checkpoint.folder.mkdir(parents=True, exist_ok=True)
+                tmp = checkpoint.path(f".{name}.tmp.npy")
+                np.save(tmp, vectors)
+                tmp.replace(checkpoint.path(name))
+            parts.append(vectors)
+            log.info("dense: encoded rows %d-%d of shard %d:%d (%.0f/s)", start + offset,
+                     start + offset + len(vectors), start, stop, len(vectors) / max(time.perf_counter() - t0, 1e-9))
+        dim = self._encoder().get_sentence_embedding_dimension() if not parts else parts[0].shape[1]
+        matrix = np.concatenate(parts) if parts else np.zeros((0, dim), dtype=np.float32)
+        np.save(folder / "embeddings.npy", matrix)
+        encoded = len(texts) - sum(len(p) for p in parts[:resumed])
+        return {"rows": len(texts), "encoded": encoded, "chunks_resumed": resumed,
+                "encode_seconds": round(seconds, 2),
+                "passages_per_second": round(encoded / seconds, 1) if seconds else None}
+
+    def index_from_shards(self, corpus: Path, shards: Sequence[Path], folder: Path) -> dict:
+        faiss = import_faiss()
+        started = time.perf_counter()
+        ids = pq.read_table(corpus, columns=["object_id"]).column(0).to_pylist()
+        matrices = [np.load(Path(s) / "embeddings.npy") for s in shards]
+        vectors = np.ascontiguousarray(np.concatenate(matrices), dtype=np.float32)
+        if len(vectors) != len(ids):
+            raise ValueError(f"dense: shards hold {len(vectors)} vectors for a corpus of {len(ids)} objects")
+        index = self._new_index(vectors.shape[1])
+        index.add(vectors)
         faiss.write_index(index, str(folder / "index.faiss"))
         pq.write_table(pa.table({"object_id": ids}), folder / "ids.parquet")
-        return {
-            "indexed": len(ids), "dim": index.d, "encode_seconds": round(encode_seconds, 2),
-            "passages_per_second": round(len(ids) / encode_seconds, 1),
-            "total_seconds": round(time.perf_counter() - started, 2),
-        }
+        return {"indexed": len(ids), "dim": index.d, "shards": len(shards),
+                "index_seconds": round(time.perf_counter() - started, 2)}
 
     def load(self, folder: Path) -> None:
         faiss = import_faiss()

@@ -49,6 +49,7 @@ class Rerank(Composite):
     name = "rerank"
     description = "first stage (any retriever) + cross-encoder rescoring of k x k_multiplier candidates"
     Params = RerankParams
+    uses_model = True
 
     def __init__(self, params=None):
         super().__init__(params)

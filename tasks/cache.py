@@ -4,8 +4,9 @@ Every stage output is a folder ``<store>/<stage>/<key>``. The key hashes the sta
 name and version, the stage's resolved configuration and the keys of its input
 artifacts, so a change anywhere upstream changes every key below it. A folder is
 built under a temporary name and renamed into place once complete; its
-``_manifest.json`` (written last) lists each file with size and sha256, and a hit
-is trusted only when every file still matches.
+``_manifest.json`` (written last) lists each file with size, sha256 and a fast
+fingerprint, and a hit is trusted only when every file still matches. Building a
+key takes its lease (``tasks/lease.py``), so many workers can share one store.
 """
 
 from __future__ import annotations
@@ -23,7 +24,14 @@ from typing import Any, Callable, Mapping, Sequence
 
 from pydantic import BaseModel
 
+from tasks.lease import Lease
+
 MANIFEST = "_manifest.json"
+LOCKS = ".locks"
+PARTIAL = ".partial-"
+TMP = ".tmp-"
+TRASH = ".trash-"
+FINGERPRINT_EDGE = 1 << 16
 log = logging.getLogger("rbench")
 
 
@@ -53,6 +61,22 @@ def file_digest(path: Path, chunk_size: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+def fast_fingerprint(path: Path, edge: int = FINGERPRINT_EDGE) -> str:
+    """sha256 of a file's size and its first and last ``edge`` bytes: O(1) per file.
+
+    Catches deleted, truncated, replaced and most overwritten files; a change in the
+    middle of a large file needs the full check (``Store.load(..., full=True)``).
+    """
+    size = path.stat().st_size
+    h = hashlib.sha256(str(size).encode())
+    with open(path, "rb") as f:
+        h.update(f.read(edge))
+        if size > 2 * edge:
+            f.seek(size - edge)
+        h.update(f.read(edge))
+    return h.hexdigest()
+
+
 def stage_key(stage: str, version: int, config: Any, input_keys: Sequence[str]) -> str:
     """Hash a stage's identity, version, resolved config and input keys into its store key."""
     payload = canonical_json(
@@ -63,20 +87,65 @@ def stage_key(stage: str, version: int, config: Any, input_keys: Sequence[str]) 
 
 @dataclass(frozen=True)
 class Artifact:
-    """A completed stage output: its stage, key, folder and the summary its builder returned."""
+    """A completed stage output: its stage, key, folder and the summary its builder returned.
+
+    ``built`` is true when this process built it, false when it was found in the store.
+    The folder is only valid on the node that made the object: :meth:`Store.attach`
+    re-addresses an artifact that came from elsewhere (a Prefect record, another worker).
+    """
 
     stage: str
     key: str
     path: Path
     info: dict = field(default_factory=dict, compare=False)
+    built: bool = field(default=False, compare=False)
 
     def file(self, name: str) -> Path:
         """Path of a file inside the artifact folder."""
         return self.path / name
 
 
+class Checkpoint:
+    """Finished items of a build in progress, kept across kills until the artifact is published.
+
+    Each item is a file written atomically, so an item either exists whole or not at all.
+    Only the holder of the key's lease writes here.
+    """
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def path(self, name: str) -> Path:
+        """Where item ``name`` lives (it may not exist yet)."""
+        return self.folder / name
+
+    def done(self, name: str) -> bool:
+        """Whether item ``name`` was finished by this or an earlier (killed) build."""
+        return self.path(name).is_file()
+
+    def write_parquet(self, name: str, table) -> None:
+        """Save a pyarrow table as item ``name``."""
+        import pyarrow.parquet as pq
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = self.folder / f".{name}.{uuid.uuid4().hex[:8]}"
+        pq.write_table(table, tmp)
+        tmp.replace(self.path(name))
+
+    def read_parquet(self, name: str):
+        """Load item ``name`` as a pyarrow table."""
+        import pyarrow.parquet as pq
+
+        return pq.read_table(self.path(name))
+
+
 class Store:
-    """A folder of artifacts addressed by (stage, key), written atomically and verified on read."""
+    """A folder of artifacts addressed by (stage, key), written atomically and verified on read.
+
+    Safe for many processes on many nodes: building a key takes its lease (the second
+    builder waits, then reuses the first one's artifact), a healthy artifact is never
+    replaced, and temporary folders are only removed by the key's lease holder.
+    """
 
     def __init__(self, root: Path | str):
         self.root = Path(root).expanduser().resolve()
@@ -85,62 +154,118 @@ class Store:
         """Final folder of an artifact (which may not exist yet)."""
         return self.root / stage / key
 
-    def load(self, stage: str, key: str) -> Artifact | None:
-        """Return the artifact if it is present and every file matches its manifest, else None."""
+    def attach(self, artifact: Artifact) -> Artifact:
+        """The same artifact addressed inside this store (paths are never trusted across nodes)."""
+        return Artifact(artifact.stage, artifact.key, self.folder(artifact.stage, artifact.key),
+                        artifact.info, artifact.built)
+
+    def lease(self, stage: str, key: str) -> Lease:
+        """The build lease of (stage, key)."""
+        return Lease(self.root / stage / LOCKS / key)
+
+    def checkpoint(self, stage: str, key: str) -> Checkpoint:
+        """Resumable items of the build of (stage, key); removed once the artifact is published."""
+        return Checkpoint(self.root / stage / f"{PARTIAL}{key}")
+
+    def load(self, stage: str, key: str, full: bool = False) -> Artifact | None:
+        """Return the artifact if present and intact, else None.
+
+        By default each file's size and fast fingerprint are checked (O(number of files));
+        ``full`` re-hashes every byte against the manifest's sha256.
+        """
         folder = self.folder(stage, key)
-        manifest_path = folder / MANIFEST
         try:
-            manifest = json.loads(manifest_path.read_text())
+            manifest = json.loads((folder / MANIFEST).read_text())
             files = manifest["files"]
+            present = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()} - {MANIFEST}
+            if present != set(files):
+                return None
+            for name, meta in files.items():
+                path = folder / name
+                if path.stat().st_size != meta["size"]:
+                    return None
+                if full or "fast" not in meta:
+                    if file_digest(path) != meta["sha256"]:
+                        return None
+                elif fast_fingerprint(path) != meta["fast"]:
+                    return None
         except (OSError, ValueError, KeyError, TypeError):
             return None
-        present = {
-            p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()
-        } - {MANIFEST}
-        if present != set(files):
-            return None
-        for name, meta in files.items():
-            path = folder / name
-            if path.stat().st_size != meta["size"] or file_digest(path) != meta["sha256"]:
-                return None
         return Artifact(stage, key, folder, manifest.get("info", {}))
 
     def build(
-        self, stage: str, key: str, builder: Callable[[Path], dict | None]
+        self, stage: str, key: str, builder: Callable[[Path, Checkpoint], dict | None]
     ) -> tuple[Artifact, bool]:
         """Return ``(artifact, built)``: the verified cached artifact, or a freshly built one.
 
-        ``builder`` writes into an empty temporary folder and returns a JSON-able summary
-        (counts, timings) stored in the manifest. A stale or corrupt folder is replaced.
+        ``builder(folder, checkpoint)`` writes into an empty temporary folder and returns a
+        JSON-able summary (counts, timings) stored in the manifest; ``checkpoint`` keeps
+        finished items across a killed build. Builders of one key run one at a time.
         """
         cached = self.load(stage, key)
         if cached is not None:
             return cached, False
-        final = self.folder(stage, key)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = final.parent / f".tmp-{key}-{uuid.uuid4().hex[:8]}"
-        tmp.mkdir()
-        try:
-            started = time.perf_counter()
-            info = dict(builder(tmp) or {})
-            info["build_seconds"] = round(time.perf_counter() - started, 3)
-            files = {
-                p.relative_to(tmp).as_posix(): {"size": p.stat().st_size, "sha256": file_digest(p)}
-                for p in sorted(tmp.rglob("*"))
-                if p.is_file()
-            }
-            manifest = {"stage": stage, "key": key, "files": files, "info": info}
-            _write_text_atomic(tmp / MANIFEST, canonical_json(manifest))
-            if final.exists():
-                log.warning("replacing incomplete or corrupt artifact %s", final)
-                trash = final.parent / f".trash-{key}-{uuid.uuid4().hex[:8]}"
-                final.rename(trash)
-                shutil.rmtree(trash, ignore_errors=True)
-            tmp.rename(final)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        return Artifact(stage, key, final, info), True
+        with self.lease(stage, key) as lease:
+            cached = self.load(stage, key)
+            if cached is not None:
+                return cached, False
+            final = self.folder(stage, key)
+            self._remove_temporaries(final.parent, key)
+            tmp = final.parent / f"{TMP}{key}-{uuid.uuid4().hex[:8]}"
+            tmp.mkdir()
+            checkpoint = self.checkpoint(stage, key)
+            try:
+                started = time.perf_counter()
+                info = dict(builder(tmp, checkpoint) or {})
+                info["build_seconds"] = round(time.perf_counter() - started, 3)
+                files = {
+                    p.relative_to(tmp).as_posix(): {
+                        "size": p.stat().st_size, "sha256": file_digest(p), "fast": fast_fingerprint(p)}
+                    for p in sorted(tmp.rglob("*"))
+                    if p.is_file()
+                }
+                manifest = {"stage": stage, "key": key, "files": files, "info": info}
+                _write_text_atomic(tmp / MANIFEST, canonical_json(manifest))
+                lease.check()
+                if final.exists():
+                    log.warning("replacing incomplete or corrupt artifact %s", final)
+                    trash = final.parent / f"{TRASH}{key}-{uuid.uuid4().hex[:8]}"
+                    final.rename(trash)
+                    shutil.rmtree(trash, ignore_errors=True)
+                tmp.rename(final)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            shutil.rmtree(checkpoint.folder, ignore_errors=True)
+        return Artifact(stage, key, final, info, built=True), True
+
+    @staticmethod
+    def _remove_temporaries(stage_folder: Path, key: str) -> int:
+        removed = 0
+        for prefix in (TMP, TRASH):
+            for tmp in stage_folder.glob(f"{prefix}{key}-*"):
+                shutil.rmtree(tmp, ignore_errors=True)
+                removed += 1
+        return removed
+
+    def clean_temporaries(self) -> int:
+        """Remove temporary folders left by dead builders; return how many.
+
+        A key's temporaries are removed only while holding its lease, so a live build
+        (which holds the lease) never loses its folder.
+        """
+        removed = 0
+        for stage_folder in (p for p in self.root.iterdir() if p.is_dir()) if self.root.is_dir() else ():
+            keys = {p.name[len(prefix):].rsplit("-", 1)[0]
+                    for prefix in (TMP, TRASH) for p in stage_folder.glob(f"{prefix}*")}
+            for key in keys:
+                lease = self.lease(stage_folder.name, key)
+                if lease.try_acquire():
+                    try:
+                        removed += self._remove_temporaries(stage_folder, key)
+                    finally:
+                        lease.release()
+        return removed
 
 
 def _write_text_atomic(path: Path, text: str) -> None:
@@ -164,12 +289,15 @@ class Stage:
 
     ``build(folder, inputs, config, **options)`` writes the stage output into ``folder``
     and returns a summary. ``config`` is hashed into the key; ``options`` (mirror
-    folders, thread counts) are not, because they cannot change the output.
+    folders, thread counts) are not, because they cannot change the output. A
+    ``resumable`` stage's builder also gets ``checkpoint=`` (a :class:`Checkpoint`) to
+    keep finished items across a killed build.
     """
 
     name: str
     version: int
     build: Callable[..., dict | None]
+    resumable: bool = False
 
     def key(self, inputs: Sequence[Artifact], config: Any) -> str:
         """Store key for this stage given its inputs and resolved config."""
@@ -180,9 +308,13 @@ class Stage:
     ) -> Artifact:
         """Return the cached artifact when intact, else build it. Plain function; no Prefect."""
         key = self.key(inputs, config)
-        artifact, built = store.build(
-            self.name, key, lambda folder: self.build(folder, list(inputs), config, **options)
-        )
+        if self.resumable:
+            def builder(folder: Path, checkpoint: Checkpoint) -> dict | None:
+                return self.build(folder, list(inputs), config, checkpoint=checkpoint, **options)
+        else:
+            def builder(folder: Path, checkpoint: Checkpoint) -> dict | None:
+                return self.build(folder, list(inputs), config, **options)
+        artifact, built = store.build(self.name, key, builder)
         verb = "built" if built else "reused"
         log.debug("%s %s %s: %s", self.name, verb, key[:12], summarize(artifact.info))
         return artifact

@@ -1,4 +1,10 @@
-"""Index stage: one index per (dataset, retriever family, index-shaping params)."""
+"""Index stage: one index per (corpus, retriever family, index-shaping params).
+
+Retrievers that encode the corpus with a model (``shard_fields``) build their index from
+``encode`` shards: each shard is a cached artifact of its own (rows ``start:stop`` of the
+corpus), so shards run in parallel on several workers and a killed build resumes with the
+shards, and inside a shard the chunks, that were not finished.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ from pydantic import BaseModel
 
 from rbench.config import RetrieverConfig
 from retrievers.registry import get_retriever_class
-from tasks.cache import Artifact, Stage
+from tasks.cache import Artifact, Checkpoint, Stage
 
 
 class IndexConfig(BaseModel):
@@ -27,12 +33,54 @@ class IndexConfig(BaseModel):
         return [cls(retriever=leaf.name, version=leaf.index_version, params=leaf.index_params())
                 for leaf in instance.leaves()]
 
+    def retriever_instance(self):
+        """The retriever this index belongs to (built from the index params alone)."""
+        return get_retriever_class(self.retriever)(self.params)
+
+    def shards(self, rows: int, shard_size: int) -> list["EncodeConfig"]:
+        """The encode shards this index is built from; empty when it is built in one piece."""
+        instance = self.retriever_instance()
+        if not instance.shard_fields:
+            return []
+        return [EncodeConfig(retriever=self.retriever, version=instance.shard_version,
+                             params=instance.shard_params(), start=start, stop=min(start + shard_size, rows))
+                for start in range(0, rows, shard_size)] or [
+            EncodeConfig(retriever=self.retriever, version=instance.shard_version,
+                         params=instance.shard_params(), start=0, stop=0)]
+
+
+class EncodeConfig(BaseModel):
+    """One shard of a model-encoded index: the encoder params and the corpus rows ``start:stop``."""
+
+    retriever: str
+    version: int
+    params: dict[str, Any]
+    start: int
+    stop: int
+
+
+def build_encode(folder: Path, inputs: list[Artifact], config: EncodeConfig, checkpoint: Checkpoint,
+                 device: str | None = None) -> dict:
+    """Encode rows ``start:stop`` of the prepared corpus (resumable per chunk) on ``device``."""
+    (prepared,) = inputs
+    retriever = get_retriever_class(config.retriever)({**config.params, **({"device": device} if device else {})})
+    return retriever.encode_shard(prepared.file("corpus.parquet"), config.start, config.stop, folder, checkpoint)
+
 
 def build_index(folder: Path, inputs: list[Artifact], config: IndexConfig) -> dict:
-    """Build the retriever's index of the prepared corpus into ``folder``."""
-    (prepared,) = inputs
-    retriever = get_retriever_class(config.retriever)(config.params)
-    return retriever.index(prepared.file("corpus.parquet"), folder)
+    """Build the retriever's index of the prepared corpus into ``folder`` (from its shards, if any)."""
+    prepared, *shards = inputs
+    retriever = config.retriever_instance()
+    corpus = prepared.file("corpus.parquet")
+    if shards:
+        info = retriever.index_from_shards(corpus, [s.path for s in shards], folder)
+        encode = [s.info for s in shards]
+        seconds = sum(i.get("encode_seconds") or 0 for i in encode)
+        encoded = sum(i.get("encoded") or 0 for i in encode)
+        return {**info, "encode_seconds": round(seconds, 2),
+                "passages_per_second": round(encoded / seconds, 1) if seconds else None}
+    return retriever.index(corpus, folder)
 
 
-INDEX = Stage("index", 1, build_index)
+ENCODE = Stage("encode", 1, build_encode, resumable=True)
+INDEX = Stage("index", 2, build_index)

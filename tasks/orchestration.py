@@ -1,29 +1,41 @@
-"""Thin Prefect wrappers around stages: a cache policy on content keys, and a call helper.
+"""Thin Prefect wrappers around stages: a cache policy on content keys, task runners,
+concurrent submission with per-stage outcomes, and result storage in the store.
 
 Prefect's own policies are not used: INPUTS hashes a ``Path`` by name, and a cache
 hit would hand back a path whose files may have been deleted. ``StageCachePolicy``
 uses the stage's content key and, when the artifact behind an existing Prefect
 record is missing or corrupt, returns a one-off key so that the task runs and
-rebuilds it instead of reporting a stale hit.
+rebuilds it instead of reporting a stale hit. Artifacts handed between tasks are
+re-addressed inside the receiving worker's store (:meth:`Store.attach`), so a record
+written on one node is valid on another that mounts the store elsewhere.
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
+import os
+import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import CachePolicy
+from prefect.futures import PrefectFuture
 
+from rbench.config import ExecutionConfig
+from rbench.errors import MissingExtraError
 from tasks.cache import Artifact, Stage, Store, summarize
+
+RESULTS_FOLDER = "_prefect-results"
+_GPU_SLOTS: dict[int, threading.BoundedSemaphore] = {}
+_GPU_LOCK = threading.Lock()
 
 
 @dataclass
 class StageCachePolicy(CachePolicy):
-    """Cache key = the stage's content key and its store, valid only while the artifact verifies."""
+    """Cache key = the stage's content key, valid only while the artifact verifies in this store."""
 
     stage: Stage | None = None
 
@@ -32,51 +44,173 @@ class StageCachePolicy(CachePolicy):
             return None
         store = Store(inputs["store"])
         content_key = self.stage.key(inputs["inputs"], inputs["config"])
-        # Prefect's result storage may be shared by several stores: a record holds its store's path
-        where = hashlib.sha256(str(store.root).encode()).hexdigest()[:8]
-        key = f"{self.stage.name}-{content_key}-{where}"
+        key = f"{self.stage.name}-{content_key}"
         intact = store.load(self.stage.name, content_key) is not None
         if not intact and task_ctx.result_store.exists(key):
             return f"{key}-rebuild-{uuid.uuid4().hex}"
         return key
 
 
+def _gpu_slot(slots: int):
+    """An in-process limit on concurrent GPU tasks (the thread runner's share of the GPUs)."""
+    if slots <= 0:
+        return contextlib.nullcontext()
+    with _GPU_LOCK:
+        semaphore = _GPU_SLOTS.setdefault(slots, threading.BoundedSemaphore(slots))
+    return semaphore
+
+
 def stage_task(stage: Stage):
-    """Wrap a stage in a Prefect task cached by its content key."""
+    """Wrap a stage in a Prefect task cached by its content key.
 
-    def run(store: str, inputs: Sequence[Artifact], config: Any, options: dict) -> Artifact:
-        return stage.run(Store(store), inputs, config, **options)
+    The task takes the store's path, its input artifacts (or futures of them), the
+    stage config and build options; ``gpu_slots`` > 0 limits how many GPU tasks of
+    this process run at once.
+    """
 
-    return task(
-        run,
-        name=stage.name,
-        cache_policy=StageCachePolicy(stage=stage),
-        persist_result=True,
-    )
+    def run(store: str, inputs: Sequence[Artifact], config: Any, options: dict, gpu_slots: int = 0) -> Artifact:
+        here = Store(store)
+        with _gpu_slot(gpu_slots):
+            return stage.run(here, [here.attach(a) for a in inputs], config, **options)
+
+    return task(run, name=stage.name, cache_policy=StageCachePolicy(stage=stage), persist_result=True)
 
 
-def call_stage(
-    stage_tsk,
-    store: str,
-    inputs: Sequence[Artifact],
-    config: Any,
-    label: str,
-    report: list[dict],
-    **options: Any,
-) -> Artifact:
-    """Run a stage task, log whether it ran or was cached, and append that to ``report``."""
-    started = time.perf_counter()
-    named = stage_tsk.with_options(task_run_name=f"{stage_tsk.name}[{label}]")
-    state = named(store, list(inputs), config, options, return_state=True)
-    artifact: Artifact = state.result()
-    status = "cached" if state.name == "Cached" else "ran"
-    elapsed = time.perf_counter() - started
-    report.append(
-        {"stage": stage_tsk.name, "label": label, "key": artifact.key, "status": status,
-         "seconds": round(elapsed, 2)}
-    )
-    get_run_logger().info(
-        "%-9s %-28s %-6s %6.1fs  %s", stage_tsk.name, label, status, elapsed,
-        summarize(artifact.info),
-    )
-    return artifact
+def result_storage(store: Store) -> str | None:
+    """Where Prefect keeps cache records: inside the store, so every worker sharing the
+    store sees them (a block saved on the server, named after the store's path), unless
+    the user configured a default result storage block."""
+    if os.environ.get("PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK"):
+        return None
+    import hashlib
+
+    from prefect.filesystems import LocalFileSystem
+
+    name = f"rbench-results-{hashlib.sha256(str(store.root).encode()).hexdigest()[:12]}"
+    LocalFileSystem(basepath=str(store.root / RESULTS_FOLDER)).save(name, overwrite=True)
+    return f"local-file-system/{name}"
+
+
+def task_runner(execution: ExecutionConfig):
+    """The Prefect task runner an experiment's ``execution`` section asks for."""
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    if execution.runner == "sequential":
+        return ThreadPoolTaskRunner(max_workers=1)
+    if execution.runner == "threads":
+        return ThreadPoolTaskRunner(max_workers=execution.max_workers)
+    if execution.runner == "dask":
+        try:
+            from prefect_dask import DaskTaskRunner
+        except ImportError:
+            raise MissingExtraError("prefect-dask", "dask", "the dask task runner") from None
+        if execution.address:
+            return DaskTaskRunner(address=execution.address)
+        workers = execution.max_workers or os.cpu_count() or 1
+        resources = {"GPU": execution.gpus} if execution.gpus else None
+        return DaskTaskRunner(cluster_kwargs={
+            "n_workers": workers, "threads_per_worker": 1, "processes": True, "dashboard_address": None,
+            **({"resources": resources} if resources else {}),
+        })
+    try:
+        from prefect_ray import RayTaskRunner
+    except ImportError:
+        raise MissingExtraError("prefect-ray", "ray", "the ray task runner") from None
+    init = {"num_cpus": execution.max_workers} if execution.max_workers and not execution.address else {}
+    if execution.gpus and not execution.address:
+        init["num_gpus"] = execution.gpus
+    return RayTaskRunner(address=execution.address, init_kwargs={"include_dashboard": False, **init})
+
+
+def _gpu_placement(execution: ExecutionConfig):
+    """Context for submitting one GPU task: a Dask resource or a Ray ``num_gpus`` request."""
+    if not execution.gpus:
+        return contextlib.nullcontext()
+    if execution.runner == "dask":
+        import dask
+
+        return dask.annotate(resources={"GPU": 1})
+    if execution.runner == "ray":
+        from prefect_ray.context import remote_options
+
+        return remote_options(num_gpus=1)
+    return contextlib.nullcontext()
+
+
+@dataclass
+class Submitted:
+    """One submitted stage task and what the report needs to know about it."""
+
+    stage: str
+    label: str
+    future: PrefectFuture
+    started: float = field(default_factory=time.perf_counter)
+
+
+class Submitter:
+    """Submits stage tasks through the flow's task runner and reports how each ended."""
+
+    def __init__(self, store: str, execution: ExecutionConfig):
+        self.store = Store(store)
+        self.execution = execution
+        self.submitted: list[Submitted] = []
+        self._storage = result_storage(self.store)
+
+    def submit(self, stage_tsk, inputs: Sequence[Any], config: Any, label: str, gpu: bool = False,
+               **options: Any) -> PrefectFuture:
+        """Submit a stage task; ``inputs`` may be artifacts or futures of artifacts."""
+        extra = {"result_storage": self._storage} if self._storage is not None else {}
+        named = stage_tsk.with_options(task_run_name=f"{stage_tsk.name}[{label}]", **extra)
+        slots = self.execution.gpus if gpu and self.execution.runner in ("threads", "sequential") else 0
+        with _gpu_placement(self.execution) if gpu else contextlib.nullcontext():
+            future = named.submit(str(self.store.root), list(inputs), config, options, slots)
+        self.submitted.append(Submitted(stage_tsk.name, label, future))
+        return future
+
+    def artifact(self, future: PrefectFuture) -> Artifact | None:
+        """The future's artifact in this store, or None when its task failed or never ran."""
+        state = future.state if future.state.is_final() else (future.wait() or future.state)
+        if not state.is_completed():
+            return None
+        return self.store.attach(state.result())
+
+    def report(self) -> list[dict]:
+        """One row per submitted task: stage, label, key, status (ran, cached, failed, skipped)."""
+        rows, logger = [], get_run_logger()
+        for s in self.submitted:
+            s.future.wait()
+            state = s.future.state
+            row = {"stage": s.stage, "label": s.label, "key": None, "status": "failed", "seconds": None}
+            if state.is_completed():
+                artifact: Artifact = state.result()
+                row["key"] = artifact.key
+                row["status"] = "ran" if state.name != "Cached" and artifact.built else "cached"
+                row["seconds"] = artifact.info.get("build_seconds") if row["status"] == "ran" else 0.0
+                logger.info("%-9s %-32s %-6s %s", s.stage, s.label, row["status"], summarize(artifact.info))
+            else:
+                upstream = state.is_pending() or state.name == "NotReady"
+                row["status"] = "skipped" if upstream else "failed"
+                row["error"] = _state_message(state)
+                logger.warning("%-9s %-32s %-6s %s", s.stage, s.label, row["status"], row["error"])
+            rows.append(row)
+        return rows
+
+
+def _state_message(state) -> str:
+    """The error of a failed task state, one line."""
+    try:
+        state.result(raise_on_failure=True)
+    except BaseException as e:  # the task's own exception, re-raised by Prefect
+        text = f"{type(e).__name__}: {e}"
+        return text.splitlines()[0] if text else type(e).__name__
+    return state.message or state.name
+
+
+def call_stage(stage_tsk, store: str, inputs: Sequence[Artifact], config: Any, label: str, report: list[dict],
+               **options: Any) -> Artifact:
+    """Run one stage task and wait for it (for loops whose next step depends on this one);
+    append its report row; re-raise its error."""
+    sub = Submitter(store, ExecutionConfig())
+    future = sub.submit(stage_tsk, inputs, config, label, **options)
+    report.extend(sub.report())
+    return sub.store.attach(future.result())

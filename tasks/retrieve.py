@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from rbench.config import RetrieverConfig
 from retrievers.registry import get_retriever_class
-from tasks.cache import Artifact, Stage
+from tasks.cache import Artifact, Checkpoint, Stage
 
 log = logging.getLogger("rbench")
 
@@ -21,7 +21,7 @@ RUN_SCHEMA = pa.schema(
     [("query_id", pa.string()), ("object_id", pa.string()), ("doc_id", pa.string()),
      ("rank", pa.int32()), ("score", pa.float64())]
 )
-QUERY_BATCH = 1000
+QUERY_BATCH = 250
 
 
 class RetrieveConfig(BaseModel):
@@ -37,22 +37,31 @@ class RetrieveConfig(BaseModel):
         return cls(retriever=retriever.name, params=retriever.params, depth=depth)
 
 
-def build_retrieve(folder: Path, inputs: list[Artifact], config: RetrieveConfig) -> dict:
+def build_retrieve(folder: Path, inputs: list[Artifact], config: RetrieveConfig, checkpoint: Checkpoint) -> dict:
     """Search every query to ``depth`` objects and write ``run.parquet`` (with doc ids).
 
     ``inputs``: the prepared dataset, the query subsample, then one index per leaf retriever.
+    Each batch of queries is kept in ``checkpoint`` as it finishes, so a killed run resumes
+    with the batches it had not searched.
     """
     prepared, queries_artifact, *indexes = inputs
     retriever = get_retriever_class(config.retriever)(config.params)
-    retriever.open([index.path for index in indexes], prepared.file("corpus.parquet"))
     queries = pq.read_table(queries_artifact.file("queries.parquet"), columns=["query_id", "text"])
     qids, texts = queries.column(0).to_pylist(), queries.column(1).to_pylist()
     corpus = pq.read_table(prepared.file("corpus.parquet"), columns=["object_id", "doc_id"])
     doc_of = dict(zip(corpus.column(0).to_pylist(), corpus.column(1).to_pylist()))
-    columns: dict[str, list] = {name: [] for name in RUN_SCHEMA.names}
-    started = time.perf_counter()
+    seconds, searched, resumed, opened = 0.0, 0, 0, False
     for start in range(0, len(qids), QUERY_BATCH):
+        name = f"batch-{start:09d}.parquet"
+        if checkpoint.done(name):
+            resumed += 1
+            continue
+        if not opened:
+            retriever.open([index.path for index in indexes], prepared.file("corpus.parquet"))
+            opened = True
         batch = dict(zip(qids[start : start + QUERY_BATCH], texts[start : start + QUERY_BATCH]))
+        columns: dict[str, list] = {name: [] for name in RUN_SCHEMA.names}
+        started = time.perf_counter()
         for qid, hits in retriever.search(batch, config.depth).items():
             for rank, (oid, score) in enumerate(hits, 1):
                 columns["query_id"].append(qid)
@@ -60,18 +69,23 @@ def build_retrieve(folder: Path, inputs: list[Artifact], config: RetrieveConfig)
                 columns["doc_id"].append(doc_of[oid])
                 columns["rank"].append(rank)
                 columns["score"].append(score)
+        seconds += time.perf_counter() - started
+        searched += len(batch)
+        checkpoint.write_parquet(name, pa.table(columns, schema=RUN_SCHEMA))
         log.info("%s: searched %d/%d queries", config.retriever, min(start + QUERY_BATCH, len(qids)), len(qids))
-    seconds = time.perf_counter() - started
-    pq.write_table(pa.table(columns, schema=RUN_SCHEMA), folder / "run.parquet")
+    batches = [checkpoint.read_parquet(f"batch-{start:09d}.parquet") for start in range(0, len(qids), QUERY_BATCH)]
+    run = pa.concat_tables(batches) if batches else RUN_SCHEMA.empty_table()
+    pq.write_table(run, folder / "run.parquet")
     per_query: dict[str, int] = {}
-    for qid in columns["query_id"]:
+    for qid in run.column("query_id").to_pylist():
         per_query[qid] = per_query.get(qid, 0) + 1
     return {
-        "queries": len(qids), "rows": len(columns["rank"]), "search_seconds": round(seconds, 2),
-        "queries_per_second": round(len(qids) / seconds, 1) if seconds else None,
+        "queries": len(qids), "rows": run.num_rows, "search_seconds": round(seconds, 2),
+        "queries_per_second": round(searched / seconds, 1) if seconds else None,
         "queries_with_fewer_than_depth": sum(1 for q in qids if per_query.get(q, 0) < config.depth),
+        "batches_resumed": resumed,
         **retriever.stats(),
     }
 
 
-RETRIEVE = Stage("retrieve", 2, build_retrieve)
+RETRIEVE = Stage("retrieve", 2, build_retrieve, resumable=True)

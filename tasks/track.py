@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -31,43 +32,155 @@ def _experiment_id(mlflow, cfg: ExperimentConfig) -> str:
     location = None
     if cfg.mlflow.tracking_uri is None:
         location = (cfg.store.resolve() / "mlflow-artifacts").as_uri()
-    return mlflow.create_experiment(cfg.mlflow.experiment, artifact_location=location)
+    try:
+        return mlflow.create_experiment(cfg.mlflow.experiment, artifact_location=location)
+    except Exception:  # another process created it between our lookup and create
+        existing = mlflow.get_experiment_by_name(cfg.mlflow.experiment)
+        if existing is None:
+            raise
+        return existing.experiment_id
+
+
+def prepare_tracking(uri: str) -> None:
+    """Make a local sqlite tracking database safe to open from many processes at once.
+
+    MLflow creates and migrates a new database on first use; two processes doing that
+    together corrupt it, and a kill in the middle leaves it unusable. So a missing
+    database is created once, under a lease, in a separate process on a temporary file
+    that is renamed into place only when its schema is complete.
+    """
+    if not uri.startswith("sqlite:///"):
+        return
+    path = Path(uri[len("sqlite:///"):])
+    if path.exists():
+        return
+    import subprocess
+    import sys
+
+    from tasks.lease import Lease
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with Lease(path.with_name(f".{path.name}.lease")):
+        if path.exists():
+            return
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+        try:
+            subprocess.run(
+                [sys.executable, "-c", "import sys; from mlflow.tracking import MlflowClient; "
+                 "MlflowClient(sys.argv[1]).search_experiments()", f"sqlite:///{tmp}"],
+                check=True, capture_output=True, text=True,
+            )
+            tmp.replace(path)
+        except subprocess.CalledProcessError as e:
+            raise RuntimeError(f"could not create the MLflow database {path}: {e.stderr.strip().splitlines()[-1:]}")
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+def run_tags(cfg: ExperimentConfig, config_text: str) -> dict[str, str]:
+    """Provenance tags: Prefect flow run, git commit, config digest, device, library versions."""
+    import hashlib
+    import platform
+    import subprocess
+    from importlib.metadata import PackageNotFoundError, version
+
+    tags = {"rbench.config_sha256": hashlib.sha256(config_text.encode()).hexdigest(),
+            "rbench.host": platform.node(), "rbench.python": platform.python_version()}
+    try:
+        from prefect.runtime import flow_run
+
+        if flow_run.id:
+            tags["prefect.flow_run_id"] = str(flow_run.id)
+            tags["prefect.flow_run_name"] = str(flow_run.name)
+            if flow_run.ui_url:
+                tags["prefect.flow_run_url"] = str(flow_run.ui_url)
+    except Exception:  # outside a flow run
+        pass
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parents[1],
+                                capture_output=True, text=True, timeout=10)
+        if commit.returncode == 0:
+            tags["git.commit"] = commit.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    for package in ("prefect", "mlflow", "torch", "faiss-cpu", "faiss-gpu-cu12", "sentence-transformers",
+                    "pyserini", "bm25s", "transformers"):
+        try:
+            tags[f"version.{package}"] = version(package)
+        except PackageNotFoundError:
+            continue
+    try:
+        import torch
+
+        tags["rbench.device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    except ImportError:
+        tags["rbench.device"] = "cpu"
+    return tags
+
+
+def _run_metrics(result: dict) -> dict[str, float]:
+    metrics = {}
+    run = result.get("run")
+    if run is not None:
+        for key in ("queries_per_second", "search_seconds"):
+            if isinstance(run.info.get(key), (int, float)):
+                metrics[key] = run.info[key]
+    for i, index in enumerate(result.get("indexes") or []):
+        suffix = "" if i == 0 else f"_{i}"
+        for key in ("build_seconds", "encode_seconds", "passages_per_second"):
+            value = index.info.get(key)
+            if isinstance(value, (int, float)):
+                metrics[f"index{suffix}_{key}"] = value
+    return metrics
 
 
 def log_experiment(
     cfg: ExperimentConfig, results: Sequence[dict], report: Sequence[dict], config_text: str,
-    extra_artifacts: Path | None = None,
+    extra_artifacts: Path | None = None, failures: Sequence[dict] = (),
 ) -> str:
     """Log params, metrics and artifacts; return the parent run id.
 
     ``results`` items hold ``dataset``, ``retriever`` (a RetrieverConfig) and
-    ``evaluation`` (the evaluate stage's Artifact); ``extra_artifacts`` is a folder logged
-    to the parent run (reports, plots).
+    ``evaluation`` (the evaluate stage's Artifact), and optionally ``run`` and ``indexes``;
+    ``extra_artifacts`` is a folder logged to the parent run (reports, plots); ``failures``
+    (pairs that did not finish) are logged to the parent run, which is then marked FAILED.
     """
+    import tempfile
+
     import mlflow
 
-    mlflow.set_tracking_uri(cfg.tracking_uri())
+    from evaluation.plots import recall_curves
+
+    uri = cfg.tracking_uri()
+    prepare_tracking(uri)
+    mlflow.set_tracking_uri(uri)
     experiment_id = _experiment_id(mlflow, cfg)
     with mlflow.start_run(experiment_id=experiment_id, run_name=cfg.name) as parent:
         parent_id = parent.info.run_id
+        mlflow.set_tags(run_tags(cfg, config_text))
         mlflow.log_params(
             {"experiment": cfg.name, "datasets": ",".join(d.name for d in cfg.datasets),
              "retrievers": ",".join(r.label for r in cfg.retrievers), "depth": cfg.depth,
              **_flatten("subsample", cfg.subsample.model_dump(mode="json")),
-             **_flatten("metrics", cfg.metrics.model_dump(mode="json"))}
+             **_flatten("metrics", cfg.metrics.model_dump(mode="json")),
+             **_flatten("execution", cfg.execution.model_dump(mode="json"))}
         )
         mlflow.log_text(config_text, "experiment.yaml")
-        mlflow.log_dict({"stages": list(report)}, "stages.json")
+        mlflow.log_dict({"stages": list(report), "failures": list(failures)}, "stages.json")
         if extra_artifacts is not None:
             mlflow.log_artifacts(str(extra_artifacts), extra_artifacts.name)
         mlflow.log_metrics({
             "stages_ran": sum(1 for r in report if r["status"] == "ran"),
             "stages_cached": sum(1 for r in report if r["status"] == "cached"),
+            "pairs_failed": len(failures),
         })
+        rows = []
         for result in results:
             evaluation: Artifact = result["evaluation"]
             retriever = result["retriever"]
             dataset = next(d for d in cfg.datasets if d.name == result["dataset"])
+            aggregate = read_aggregate(evaluation)
+            rows.extend({"dataset": dataset.name, "retriever": retriever.label, **a} for a in aggregate)
             with mlflow.start_run(
                 experiment_id=experiment_id, run_name=f"{dataset.name}/{retriever.label}",
                 nested=True, parent_run_id=parent_id,
@@ -79,12 +192,38 @@ def log_experiment(
                     **_flatten("retriever", retriever.model_dump(mode="json")),
                     "depth": cfg.depth,
                 })
-                mlflow.log_metrics(
-                    {metric_name(a["metric"], a["k"]): a["value"] for a in read_aggregate(evaluation)}
-                )
+                mlflow.log_metrics({metric_name(a["metric"], a["k"]): a["value"] for a in aggregate})
+                mlflow.log_metrics(_run_metrics(result))
                 for name in ("per_query.parquet", "aggregate.parquet", "run.trec"):
                     mlflow.log_artifact(str(evaluation.file(name)))
+        if rows:
+            mlflow.log_table({k: [r[k] for r in rows] for k in rows[0]}, "aggregate.json")
+            with tempfile.TemporaryDirectory() as tmp:
+                for i, dataset in enumerate(sorted({r["dataset"] for r in rows})):
+                    mlflow.log_artifact(str(recall_curves(rows, dataset, Path(tmp) / f"recall_at_k_{i}.png")), "plots")
+        if failures:
+            mlflow.set_tag("rbench.failed_pairs", "; ".join(f"{f['dataset']}/{f['retriever']}" for f in failures))
+    if failures:
+        mlflow.MlflowClient().set_terminated(parent_id, status="FAILED")
     return parent_id
+
+
+def publish_run_link(cfg: ExperimentConfig, run_id: str | None) -> None:
+    """A Prefect link artifact pointing at the MLflow run (shown on the flow run's page)."""
+    if run_id is None:
+        return
+    from prefect.artifacts import create_link_artifact, create_markdown_artifact
+
+    uri = cfg.tracking_uri()
+    if uri.startswith(("http://", "https://")):
+        from mlflow.tracking import MlflowClient
+
+        experiment_id = MlflowClient(uri).get_run(run_id).info.experiment_id
+        create_link_artifact(link=f"{uri.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}",
+                             link_text=f"MLflow run {run_id}", key="mlflow-run")
+    else:
+        create_markdown_artifact(markdown=f"MLflow run `{run_id}` at `{uri}`: `rbench show {run_id}`",
+                                 key="mlflow-run")
 
 
 def find_parent_run(client, experiment: str, run: str):
@@ -141,6 +280,8 @@ def load_results(tracking_uri: str, runs: Sequence[str], experiment: str = "rben
                 label = f"{parent.info.run_name}:{label}"
             for key, value in child.data.metrics.items():
                 metric, _, k = key.rpartition("_at_")
+                if not metric or not k.isdigit():
+                    continue  # timings and throughput, not a metric@k
                 metrics.append({"dataset": dataset, "retriever": label, "metric": metric, "k": int(k), "value": value})
             if per_query:
                 with tempfile.TemporaryDirectory() as tmp:

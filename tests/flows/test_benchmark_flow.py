@@ -38,7 +38,8 @@ def test_caching_end_to_end(tmp_path, tiny_files):
     config = _config(tmp_path, corpus, queries)
 
     first = benchmark(config)
-    assert set(_status(first).values()) == {"ran"} and len(first["stages"]) == 3 + 2 * 3
+    # download, prepare, subsample; bm25 index, retrieve, evaluate; dense encode (one shard), index, retrieve, evaluate
+    assert set(_status(first).values()) == {"ran"} and len(first["stages"]) == 3 + 3 + 4
     recall = {(m["retriever"], m["k"]): m["value"] for m in first["metrics"] if m["metric"] == "recall"}
     assert recall[("bm25", 3)] > 0.5
 
@@ -50,7 +51,8 @@ def test_caching_end_to_end(tmp_path, tiny_files):
     other_model = _config(tmp_path, corpus, queries, model="sentence-transformers/all-MiniLM-L6-v2")
     changed = benchmark(other_model)
     ran = {key for key, status in _status(changed).items() if status == "ran"}
-    assert ran == {("index", "tiny/dense"), ("retrieve", "tiny/dense"), ("evaluate", "tiny/dense")}
+    assert ran == {("encode", "tiny/dense:all-MiniLM-L6-v2[0:6]"), ("index", "tiny/dense:all-MiniLM-L6-v2"),
+                   ("retrieve", "tiny/dense"), ("evaluate", "tiny/dense")}
 
     # a deleted file in an artifact: that stage rebuilds; downstream keys are unchanged and stay cached
     bm25_index = next(s for s in again["stages"] if s["stage"] == "index" and s["label"] == "tiny/bm25")

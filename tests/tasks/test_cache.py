@@ -74,7 +74,8 @@ def test_failed_build_leaves_nothing_behind(tmp_path):
     store = Store(tmp_path)
     with pytest.raises(RuntimeError):
         Stage("demo", 1, broken).run(store, [], {"v": 1})
-    assert list((tmp_path / "demo").iterdir()) == []
+    assert [p.name for p in (tmp_path / "demo").iterdir()] == [".locks"]
+    assert list((tmp_path / "demo" / ".locks").iterdir()) == []  # the lease was released
 
 
 def test_downstream_key_follows_upstream_key(tmp_path):

@@ -1,0 +1,69 @@
+"""Resolving an experiment at run time: a file or a structured config, with the worker's
+environment filling what the caller left out."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import yaml
+
+from rbench.config import ExecutionConfig, ExperimentConfig, load_config, parse_config
+from rbench.errors import ConfigError
+
+ENV_MIRROR, ENV_STORE, ENV_TRACKING = "RBENCH_MIRROR", "RBENCH_STORE", "MLFLOW_TRACKING_URI"
+
+
+def resolve_experiment(config_path: str | None, experiment: ExperimentConfig | dict | None, *,
+                       mirror: str | None = None, store: str | None = None, tracking_uri: str | None = None,
+                       runner: str | None = None, address: str | None = None) -> ExperimentConfig:
+    """The validated experiment. Each of mirror, store and tracking URI is taken from the
+    argument, else from ``RBENCH_MIRROR`` / ``RBENCH_STORE`` / ``MLFLOW_TRACKING_URI`` in this
+    process's environment (read here, on the worker, at run time), else from the experiment."""
+    if (config_path is None) == (experiment is None):
+        raise ConfigError("give exactly one of config_path (a YAML file) and experiment (a structured config)")
+    mirror = mirror or os.environ.get(ENV_MIRROR) or None
+    store = store or os.environ.get(ENV_STORE) or None
+    tracking_uri = tracking_uri or os.environ.get(ENV_TRACKING) or None
+    if config_path is not None:
+        cfg = load_config(config_path, mirror=mirror, store=store)
+    else:
+        raw = experiment.model_dump(mode="json") if isinstance(experiment, ExperimentConfig) else dict(experiment)
+        cfg = parse_config(raw, source="(experiment parameter)", mirror=mirror, store=store)
+    update = {}
+    if tracking_uri:
+        update["mlflow"] = cfg.mlflow.model_copy(update={"tracking_uri": tracking_uri})
+    if runner or address:
+        execution = {**cfg.execution.model_dump(), **({"runner": runner} if runner else {}),
+                     **({"address": address} if address else {})}
+        try:
+            update["execution"] = ExecutionConfig.model_validate(execution)
+        except ValueError as e:
+            raise ConfigError(f"execution settings: {e}") from None
+    return cfg.model_copy(update=update) if update else cfg
+
+
+def config_text(cfg: ExperimentConfig, config_path: str | None) -> str:
+    """The experiment as the user wrote it (the file), or the resolved config as YAML."""
+    if config_path is not None:
+        return Path(config_path).read_text(encoding="utf-8")
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+
+
+def run_name() -> str:
+    """Prefect flow run name: the experiment's name and the start time."""
+    from prefect.runtime import flow_run
+
+    params = flow_run.parameters or {}
+    name = "experiment"
+    experiment = params.get("experiment")
+    if experiment is not None:
+        name = getattr(experiment, "name", None) or (experiment.get("name") if isinstance(experiment, dict) else None) or name
+    elif params.get("config_path"):
+        try:
+            raw = yaml.safe_load(Path(params["config_path"]).read_text(encoding="utf-8"))
+            name = raw.get("name", Path(params["config_path"]).stem) if isinstance(raw, dict) else name
+        except (OSError, yaml.YAMLError):
+            name = Path(params["config_path"]).stem
+    return f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"

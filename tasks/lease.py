@@ -1,0 +1,124 @@
+"""Exclusive leases on store keys, safe for many processes on many nodes sharing one folder.
+
+A lease is a file created with ``O_EXCL`` (atomic on local disks and on NFSv3+). Its
+holder touches it every ``ttl / 4`` seconds from a heartbeat thread. A waiter breaks a
+lease whose modification time has not changed for ``ttl`` seconds of the waiter's own
+clock (so clocks need not agree between nodes): the holder died. A holder whose lease
+was broken notices (:meth:`Lease.check`) before it publishes anything.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+
+log = logging.getLogger("rbench")
+
+DEFAULT_TTL = float(os.environ.get("RBENCH_LEASE_TTL", "60"))
+
+
+class LeaseLost(RuntimeError):
+    """Another process broke this lease (its heartbeat stalled for longer than the TTL)."""
+
+
+class Lease:
+    """An exclusive, heart-beaten lease on ``path``; use as a context manager."""
+
+    def __init__(self, path: Path, ttl: float = DEFAULT_TTL, poll: float = 0.2):
+        self.path = Path(path)
+        self.ttl = ttl
+        self.poll = poll
+        self.token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+
+    def try_acquire(self) -> bool:
+        """Take the lease if it is free; never waits."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as f:
+            json.dump({"owner": self.token, "since": time.time()}, f)
+        self._stop.clear()
+        self._beat = threading.Thread(target=self._heartbeat, name=f"lease-{self.path.name}", daemon=True)
+        self._beat.start()
+        return True
+
+    def acquire(self, timeout: float | None = None) -> None:
+        """Wait for the lease, breaking it if its holder's heartbeat stopped for ``ttl`` seconds."""
+        started = time.monotonic()
+        seen: tuple[float, float] | None = None  # (lease mtime, our clock when first seen)
+        waited_logged = False
+        while not self.try_acquire():
+            try:
+                mtime = self.path.stat().st_mtime
+            except FileNotFoundError:
+                continue
+            now = time.monotonic()
+            if seen is None or seen[0] != mtime:
+                seen = (mtime, now)
+            elif now - seen[1] > self.ttl:
+                self._break(mtime)
+                seen = None
+                continue
+            if not waited_logged:
+                log.info("waiting for %s (held by %s)", self.path, self.holder())
+                waited_logged = True
+            if timeout is not None and now - started > timeout:
+                raise TimeoutError(f"lease {self.path} still held by {self.holder()} after {timeout:.0f}s")
+            time.sleep(self.poll)
+
+    def holder(self) -> str:
+        """The current holder's token (host:pid:id), or '?' when unreadable."""
+        try:
+            return json.loads(self.path.read_text())["owner"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return "?"
+
+    def _break(self, mtime: float) -> None:
+        stale = self.path.with_name(f"{self.path.name}.stale-{uuid.uuid4().hex[:8]}")
+        try:
+            if self.path.stat().st_mtime != mtime:
+                return
+            holder = self.holder()
+            self.path.rename(stale)
+        except FileNotFoundError:
+            return
+        log.warning("broke the lease %s of %s: no heartbeat for %.0fs", self.path, holder, self.ttl)
+        stale.unlink(missing_ok=True)
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(self.ttl / 4):
+            try:
+                os.utime(self.path)
+            except FileNotFoundError:
+                return
+
+    def check(self) -> None:
+        """Raise :class:`LeaseLost` unless this process still holds the lease."""
+        if self.holder() != self.token:
+            raise LeaseLost(f"lease {self.path} was taken over by {self.holder()}: this build is abandoned")
+
+    def release(self) -> None:
+        """Stop the heartbeat and remove the lease file if it is still ours."""
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join()
+            self._beat = None
+        if self.holder() == self.token:
+            self.path.unlink(missing_ok=True)
+
+    def __enter__(self) -> "Lease":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
