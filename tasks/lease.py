@@ -3,7 +3,8 @@
 A lease is a file created with ``O_EXCL`` (atomic on local disks and on NFSv3+). Its
 holder touches it every ``ttl / 4`` seconds from a heartbeat thread. A waiter breaks a
 lease whose modification time has not changed for ``ttl`` seconds of the waiter's own
-clock (so clocks need not agree between nodes): the holder died. A holder whose lease
+clock (so clocks need not agree between nodes): the holder died. On the holder's own
+host a lease whose process is gone is broken at once. A holder whose lease
 was broken notices (:meth:`Lease.check`) before it publishes anything.
 """
 
@@ -63,10 +64,14 @@ class Lease:
             except FileNotFoundError:
                 continue
             now = time.monotonic()
+            if self._holder_is_dead():
+                self._break(mtime, "its process is gone")
+                seen = None
+                continue
             if seen is None or seen[0] != mtime:
                 seen = (mtime, now)
             elif now - seen[1] > self.ttl:
-                self._break(mtime)
+                self._break(mtime, f"no heartbeat for {self.ttl:.0f}s")
                 seen = None
                 continue
             if not waited_logged:
@@ -83,7 +88,20 @@ class Lease:
         except (OSError, ValueError, KeyError, TypeError):
             return "?"
 
-    def _break(self, mtime: float) -> None:
+    def _holder_is_dead(self) -> bool:
+        host, _, rest = self.holder().partition(":")
+        pid = rest.partition(":")[0]
+        if host != socket.gethostname() or not pid.isdigit():
+            return False
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+
+    def _break(self, mtime: float, why: str) -> None:
         stale = self.path.with_name(f"{self.path.name}.stale-{uuid.uuid4().hex[:8]}")
         try:
             if self.path.stat().st_mtime != mtime:
@@ -92,7 +110,7 @@ class Lease:
             self.path.rename(stale)
         except FileNotFoundError:
             return
-        log.warning("broke the lease %s of %s: no heartbeat for %.0fs", self.path, holder, self.ttl)
+        log.warning("broke the lease %s of %s: %s", self.path, holder, why)
         stale.unlink(missing_ok=True)
 
     def _heartbeat(self) -> None:
