@@ -141,6 +141,6 @@ def benchmark(config_path: str | None = None, experiment: ExperimentConfig | Non
     cfg = resolve_experiment(config_path, experiment, mirror=mirror, store=store, tracking_uri=tracking_uri,
                              runner=runner, address=address)
     results, failures, report = run_with_runner(cfg)
-    run_id = log_to_mlflow(cfg, results, report, config_text(cfg, config_path), failures=failures)
+    run_id = log_to_mlflow(cfg, results, report, config_text(cfg, config_path if experiment is None else None), failures=failures)
     publish_run_link(cfg, run_id)
     return finish(cfg, summarize_results(cfg, results, report, run_id, failures))

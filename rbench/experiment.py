@@ -21,16 +21,16 @@ def resolve_experiment(config_path: str | None, experiment: ExperimentConfig | d
     """The validated experiment. Each of mirror, store and tracking URI is taken from the
     argument, else from ``RBENCH_MIRROR`` / ``RBENCH_STORE`` / ``MLFLOW_TRACKING_URI`` in this
     process's environment (read here, on the worker, at run time), else from the experiment."""
-    if (config_path is None) == (experiment is None):
-        raise ConfigError("give exactly one of config_path (a YAML file) and experiment (a structured config)")
+    if config_path is None and experiment is None:
+        raise ConfigError("give an experiment: config_path (a YAML file) or experiment (a structured config)")
     mirror = mirror or os.environ.get(ENV_MIRROR) or None
     store = store or os.environ.get(ENV_STORE) or None
     tracking_uri = tracking_uri or os.environ.get(ENV_TRACKING) or None
-    if config_path is not None:
-        cfg = load_config(config_path, mirror=mirror, store=store)
-    else:
+    if experiment is not None:  # the structured form wins over a (default) file path
         raw = experiment.model_dump(mode="json") if isinstance(experiment, ExperimentConfig) else dict(experiment)
         cfg = parse_config(raw, source="(experiment parameter)", mirror=mirror, store=store)
+    else:
+        cfg = load_config(config_path, mirror=mirror, store=store)
     update = {}
     if tracking_uri:
         update["mlflow"] = cfg.mlflow.model_copy(update={"tracking_uri": tracking_uri})
@@ -46,7 +46,7 @@ def resolve_experiment(config_path: str | None, experiment: ExperimentConfig | d
 
 def config_text(cfg: ExperimentConfig, config_path: str | None) -> str:
     """The experiment as the user wrote it (the file), or the resolved config as YAML."""
-    if config_path is not None:
+    if config_path is not None and Path(config_path).is_file():
         return Path(config_path).read_text(encoding="utf-8")
     return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
 
