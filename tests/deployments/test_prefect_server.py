@@ -80,6 +80,7 @@ def _wait_final(client, flow_run_id, timeout=600):
 def test_deployment_schedules_runs_fails_alone_and_retries_from_the_ui(server, tmp_path, tiny_files):
     from mlflow.tracking import MlflowClient
     from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
     from prefect.settings import PREFECT_API_URL, temporary_settings
     from prefect.states import AwaitingRetry
 
@@ -106,8 +107,8 @@ def test_deployment_schedules_runs_fails_alone_and_retries_from_the_ui(server, t
         with temporary_settings({PREFECT_API_URL: server["PREFECT_API_URL"]}), get_client(sync_client=True) as client:
             nightly = client.read_deployment_by_name("rbench-benchmark/fetaqa-baselines-nightly")
             deadline = time.time() + 60
-            while not (scheduled := client.read_flow_runs(
-                    deployment_filter={"id": {"any_": [str(nightly.id)]}})) and time.time() < deadline:
+            only_nightly = DeploymentFilter(id=DeploymentFilterId(any_=[nightly.id]))
+            while not (scheduled := client.read_flow_runs(deployment_filter=only_nightly)) and time.time() < deadline:
                 time.sleep(1)
             assert scheduled and all(r.state.is_scheduled() for r in scheduled)
 
