@@ -87,6 +87,10 @@ def test_deployment_schedules_runs_fails_alone_and_retries_from_the_ui(server, t
     env = {**server, "RBENCH_GIT_URL": REPO.as_uri(), "RBENCH_GIT_COMMIT": _git("rev-parse", "HEAD")}
     _prefect(env, "work-pool", "create", "gpu-pool", "--type", "process")
     _prefect(env, "deploy", "--all", "--prefect-file", "deployments/prefect.yaml")
+    for _ in range(2):  # idempotent: a second call replaces the first automation
+        out = subprocess.run([sys.executable, "deployments/zombies.py", "--grace", "90"], env=env, cwd=REPO,
+                             capture_output=True, text=True)
+        assert out.returncode == 0 and "automation" in out.stdout, out.stderr[-2000:]
 
     corpus, queries = tiny_files
     broken = tmp_path / "ce"
@@ -105,6 +109,7 @@ def test_deployment_schedules_runs_fails_alone_and_retries_from_the_ui(server, t
                               cwd=tmp_path, stdout=worker_log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         with temporary_settings({PREFECT_API_URL: server["PREFECT_API_URL"]}), get_client(sync_client=True) as client:
+            assert len([a for a in client.read_automations() if a.name.startswith("rbench: crash")]) == 1
             nightly = client.read_deployment_by_name("rbench-benchmark/fetaqa-baselines-nightly")
             deadline = time.time() + 60
             only_nightly = DeploymentFilter(id=DeploymentFilterId(any_=[nightly.id]))
