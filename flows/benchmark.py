@@ -8,7 +8,7 @@ from prefect import flow, task
 from prefect.futures import as_completed
 from prefect.states import Failed
 
-from rbench.config import ExperimentConfig
+from rbench.config import ExperimentConfig, redact
 from rbench.experiment import config_text, resolve_experiment, run_name
 from retrievers.registry import make_retriever
 from tasks.cache import Store, canonical_json
@@ -102,7 +102,9 @@ def run_experiment(cfg: ExperimentConfig) -> dict:
 def run_with_runner(cfg: ExperimentConfig) -> tuple[list[dict], list[dict], list[dict]]:
     """Run :func:`run_experiment` as a subflow on the configured task runner."""
     Store(cfg.store).clean_temporaries()
-    out = run_experiment.with_options(task_runner=task_runner(cfg.execution), flow_run_name=f"{cfg.name}-stages")(cfg)
+    stages_only = cfg.model_copy(update={"mlflow": cfg.mlflow.model_copy(update={"tracking_uri": None})})
+    out = run_experiment.with_options(task_runner=task_runner(cfg.execution), flow_run_name=f"{cfg.name}-stages")(
+        stages_only)  # a flow run's parameters are stored by Prefect: no tracking credentials in them
     return out["results"], out["failures"], out["stages"]
 
 
@@ -114,18 +116,22 @@ def summarize_results(cfg: ExperimentConfig, results: list[dict], report: list[d
         for r in results
         for row in read_aggregate(r["evaluation"])
     ]
-    return {"mlflow_run_id": run_id, "tracking_uri": cfg.tracking_uri(), "metrics": metrics, "stages": report,
+    return {"mlflow_run_id": run_id, "tracking_uri": redact(cfg.tracking_uri()), "metrics": metrics, "stages": report,
             "failures": failures or []}
 
 
 def finish(cfg: ExperimentConfig, summary: dict):
-    """The flow's final state: Completed with the summary, or Failed naming the failed pairs."""
-    failures = summary["failures"]
-    if not failures:
-        return summary
-    names = "; ".join(f"{f['dataset']}/{f['retriever']} ({f['error']})" for f in failures)
-    total = len(cfg.datasets) * len(cfg.retrievers)
-    return Failed(message=f"{len(failures)} of {total} dataset x retriever pairs failed: {names}", data=summary)
+    """The flow's final state: Completed with the summary, or Failed naming the failed pairs
+    (and an MLflow logging failure: the metrics are in the store, and a rerun, all cached, logs them)."""
+    problems = []
+    if summary["failures"]:
+        names = "; ".join(f"{f['dataset']}/{f['retriever']} ({f['error']})" for f in summary["failures"])
+        total = len(cfg.datasets) * len(cfg.retrievers)
+        problems.append(f"{len(summary['failures'])} of {total} dataset x retriever pairs failed: {names}")
+    if summary.get("mlflow_error"):
+        problems.append(f"MLflow logging failed ({summary['mlflow_error']}); the metrics are in the store: "
+                        "rerun (every stage is cached) to log them")
+    return Failed(message=redact("; ".join(problems)), data=summary) if problems else summary
 
 
 @flow(name="rbench-benchmark", flow_run_name=run_name, log_prints=True)
@@ -141,6 +147,12 @@ def benchmark(config_path: str | None = None, experiment: ExperimentConfig | Non
     cfg = resolve_experiment(config_path, experiment, mirror=mirror, store=store, tracking_uri=tracking_uri,
                              runner=runner, address=address)
     results, failures, report = run_with_runner(cfg)
-    run_id = log_to_mlflow(cfg, results, report, config_text(cfg, config_path if experiment is None else None), failures=failures)
-    publish_run_link(cfg, run_id)
-    return finish(cfg, summarize_results(cfg, results, report, run_id, failures))
+    text = redact(config_text(cfg, config_path if experiment is None else None))
+    logged = log_to_mlflow(cfg, results, report, text, failures=failures, return_state=True)
+    run_id = logged.result() if logged.is_completed() else None
+    if run_id is not None:
+        publish_run_link(cfg, run_id)
+    summary = summarize_results(cfg, results, report, run_id, failures)
+    if run_id is None:
+        summary["mlflow_error"] = redact(logged.message or "MLflow logging failed")
+    return finish(cfg, summary)

@@ -10,7 +10,7 @@ from prefect import flow
 
 from evaluation.embeddings import model_rows, write_comparison
 from flows.benchmark import finish, log_to_mlflow, run_with_runner, summarize_results
-from rbench.config import load_config
+from rbench.config import load_config, redact
 from rbench.errors import ConfigError
 
 
@@ -24,6 +24,6 @@ def embedding_benchmark(config_path: str, mirror: str | None = None, store: str 
     rows = model_rows(results, k)
     out = cfg.store / "reports" / f"embeddings-{time.strftime('%Y%m%d-%H%M%S')}"
     write_comparison(rows, out, k)
-    run_id = log_to_mlflow(cfg, results, report, Path(config_path).read_text(encoding="utf-8"), out, failures)
+    run_id = log_to_mlflow(cfg, results, report, redact(Path(config_path).read_text(encoding="utf-8")), out, failures)
     return finish(cfg, {**summarize_results(cfg, results, report, run_id, failures), "models": rows,
                         "report_folder": str(out)})

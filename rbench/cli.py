@@ -57,14 +57,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     print()
     print(f"stages: {len(ran)} ran, {len(cached)} cached, "
           f"{len(result['stages']) - len(ran) - len(cached)} failed or skipped; wall time {elapsed:.1f}s")
-    print(f"MLflow run {result['mlflow_run_id']} at {result['tracking_uri']}")
-    print(f"show it again with: rbench show {result['mlflow_run_id']} --tracking-uri {result['tracking_uri']}")
+    if result.get("mlflow_run_id"):
+        print(f"MLflow run {result['mlflow_run_id']} at {result['tracking_uri']}")
+        print(f"show it again with: rbench show {result['mlflow_run_id']} --tracking-uri {result['tracking_uri']}")
+    else:
+        print(f"MLflow logging failed: {result.get('mlflow_error')}; the metrics above are in the store: "
+              "rerun the same command (every stage is cached) to log them", file=sys.stderr)
     if "models" in result:
         print(f"embedding-model comparison (also logged to MLflow): {result['report_folder']}")
         print((Path(result["report_folder"]) / "models.md").read_text())
     for failure in result.get("failures", []):
         print(f"FAILED {failure['dataset']}/{failure['retriever']}: {failure['error']}", file=sys.stderr)
-    return 1 if result.get("failures") else 0
+    return 1 if result.get("failures") or not result.get("mlflow_run_id") else 0
 
 
 def cmd_chunking(args: argparse.Namespace) -> int:
@@ -196,6 +200,24 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    from rbench.config import DEFAULT_STORE
+    from tasks.cache import Store
+
+    store = Store(args.store or os.environ.get("RBENCH_STORE") or DEFAULT_STORE)
+    started = time.perf_counter()
+    total = len(store.artifacts())
+    damaged = store.verify(full=not args.fast, remove=args.remove)
+    mode = "sizes and fingerprints" if args.fast else "every byte (sha256)"
+    print(f"rbench: verified {total} artifact(s) in {store.root} ({mode}) in {time.perf_counter() - started:.1f}s: "
+          f"{len(damaged)} damaged")
+    for stage, key in damaged:
+        print(f"  {stage}/{key}" + (" (removed: the next run rebuilds it)" if args.remove else ""))
+    if damaged and not args.remove:
+        print("rerun with --remove to delete them so that the next run rebuilds them")
+    return 1 if damaged and not args.remove else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``rbench`` command."""
     parser = argparse.ArgumentParser(prog="rbench", description=__doc__)
@@ -238,6 +260,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--store", help="store folder whose MLflow database to read (default: ./.rbench)")
         p.add_argument("--experiment", default="rbench", help="experiment name for 'latest'")
     show.set_defaults(func=cmd_show)
+    verify = sub.add_parser("verify", help="check every stored artifact against its manifest")
+    verify.add_argument("--store", help="store folder (default: $RBENCH_STORE, else ./.rbench)")
+    verify.add_argument("--fast", action="store_true", help="sizes and fingerprints only (what a cache hit checks)")
+    verify.add_argument("--remove", action="store_true", help="delete damaged artifacts so that they are rebuilt")
+    verify.set_defaults(func=cmd_verify)
     report.set_defaults(func=cmd_report)
     return parser
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    PositiveInt,
+    StrictInt,
     ValidationError,
     field_validator,
     model_validator,
@@ -19,6 +20,8 @@ from pydantic import (
 from rbench.errors import ConfigError
 
 DEFAULT_STORE = Path(".rbench")
+PositiveInt = Annotated[StrictInt, Field(gt=0)]  # strict: `depth: true` is an error, not 1
+TRACKING_SCHEMES = ("http", "https", "sqlite", "file", "databricks", "postgresql", "mysql", "mssql")
 
 
 class Strict(BaseModel):
@@ -31,7 +34,7 @@ class SubsampleConfig(Strict):
     """TF-IDF k-means query subsampling: keep the query nearest each of ``size`` centroids."""
 
     size: PositiveInt = 500
-    seed: int = 0
+    seed: StrictInt = Field(0, ge=0)
 
 
 class MetricsConfig(Strict):
@@ -116,7 +119,7 @@ class ExecutionConfig(Strict):
     runner: Literal["threads", "sequential", "dask", "ray"] = "threads"
     address: str | None = None
     max_workers: PositiveInt | None = None
-    gpus: int = Field(0, ge=0)
+    gpus: StrictInt = Field(0, ge=0)
     shard_size: PositiveInt = 50_000
 
     @model_validator(mode="after")
@@ -131,6 +134,17 @@ class MlflowConfig(Strict):
 
     tracking_uri: str | None = None
     experiment: str = "rbench"
+
+    @field_validator("tracking_uri")
+    @classmethod
+    def _scheme(cls, uri: str | None) -> str | None:
+        if uri is None:
+            return None
+        scheme = uri.split("://", 1)[0].split("+", 1)[0] if "://" in uri else ""
+        if scheme not in TRACKING_SCHEMES:
+            raise ValueError(f"tracking URI {redact(uri)!r} has no known scheme; use one of "
+                             f"{', '.join(s + '://' for s in TRACKING_SCHEMES)} (e.g. http://mlflow:5000)")
+        return uri
 
 
 class ExperimentConfig(Strict):
@@ -198,6 +212,36 @@ class ExperimentConfig(Strict):
         return self.mlflow.tracking_uri or f"sqlite:///{self.store.resolve() / 'mlflow.db'}"
 
 
+def redact(text: str) -> str:
+    """``text`` with the password of every ``scheme://user:password@host`` replaced by ``***``."""
+    return re.sub(r"(://[^/\s:@]*):[^/\s@]*@", r"\1:***@", text)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A YAML loader that refuses a key given twice in one mapping (YAML keeps the last silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise ConfigError(f"{self.name}:{key_node.start_mark.line + 1}: key {key!r} appears twice in one "
+                                  f"mapping (first on line {seen[key]}): YAML would keep only the last; remove one")
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse a YAML file, refusing duplicate keys; errors name the file and line."""
+    text = path.read_text(encoding="utf-8-sig")
+    loader = _UniqueKeyLoader(text)
+    loader.name = str(path)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
 def format_validation_error(err: ValidationError, source: str) -> str:
     """Render pydantic errors as 'key.path: problem (got value)' lines."""
     lines = [f"invalid experiment config {source}:"]
@@ -209,7 +253,7 @@ def format_validation_error(err: ValidationError, source: str) -> str:
         got = e.get("input")
         shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
         lines.append(f"  {where}: {msg}{shown}")
-    return "\n".join(lines)
+    return redact("\n".join(lines))
 
 
 def load_config(
@@ -222,9 +266,12 @@ def load_config(
     """
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = read_yaml(path)
     except FileNotFoundError:
         raise ConfigError(f"experiment config {path} does not exist: pass the path of a YAML file")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"experiment config {path}: byte {e.object[e.start:e.start + 1]!r} at offset {e.start} "
+                          "is not UTF-8; save the file as UTF-8")
     except yaml.YAMLError as e:
         raise ConfigError(f"experiment config {path} is not valid YAML: {e}")
     if not isinstance(raw, dict):

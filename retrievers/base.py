@@ -47,7 +47,9 @@ class Retriever(ABC):
 
     Subclasses set ``name``, ``description``, a pydantic ``Params`` model and
     ``index_fields`` (the params that shape the index: only those enter the index's
-    cache key); bump ``index_version`` whenever the index a retriever writes changes. ``index`` writes everything ``load`` needs into a folder; ``search``
+    cache key); bump ``index_version`` whenever the index a retriever writes changes, and
+    ``version`` whenever its search results would. Params named ``device`` or
+    ``batch_size`` never enter a key: they must not change results. ``index`` writes everything ``load`` needs into a folder; ``search``
     returns, per query id, ``(object_id, score)`` pairs best first. Retrievers built
     on others (rerankers, fusion) subclass :class:`Composite` instead.
     """
@@ -57,6 +59,7 @@ class Retriever(ABC):
     Params: ClassVar[type[BaseModel]]
     index_fields: ClassVar[tuple[str, ...]] = ()
     index_version: ClassVar[int] = 1
+    version: ClassVar[int] = 1
     shard_fields: ClassVar[tuple[str, ...]] = ()
     shard_version: ClassVar[int] = 1
     uses_model: ClassVar[bool] = False
@@ -84,6 +87,14 @@ class Retriever(ABC):
     def index_from_shards(self, corpus: Path, shards: Sequence[Path], folder: Path) -> dict:
         """Build the index from encoded shards, in corpus order (retrievers with ``shard_fields``)."""
         raise TypeError(f"{self.name} does not build its index from shards")
+
+    def model_identities(self) -> list[str]:
+        """The identity of each model this retriever runs itself (see ``retrievers.models.model_identity``)."""
+        return []
+
+    def code_versions(self) -> dict[str, int]:
+        """The search-code version of this retriever and of every component."""
+        return {self.name: self.version}
 
     def needs_gpu(self) -> bool:
         """Whether this retriever (or a component) runs a neural model on a GPU-capable device."""
@@ -136,6 +147,15 @@ class Composite(Retriever):
 
     def needs_gpu(self) -> bool:
         return super().needs_gpu() or any(c.needs_gpu() for c in self.components())
+
+    def model_identities(self) -> list[str]:
+        return [m for c in self.components() for m in c.model_identities()]
+
+    def code_versions(self) -> dict[str, int]:
+        versions = {self.name: self.version}
+        for c in self.components():
+            versions.update(c.code_versions())
+        return versions
 
     def open(self, folders: Sequence[Path], corpus: Path) -> None:
         start = 0

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator
 
 from rbench.errors import MissingExtraError
 from retrievers.base import Retriever, Run
-from retrievers.models import canonical_id, load_encoder, resolve_model
+from retrievers.models import canonical_id, load_encoder, model_identity, resolve_model
 
 log = logging.getLogger("rbench")
 CHUNK = 1024
@@ -60,6 +60,9 @@ class Dense(Retriever):
     index_fields = ("model", "index", "hnsw_m", "ef_construction")
     shard_fields = ("model",)
     uses_model = True
+
+    def model_identities(self) -> list[str]:
+        return [model_identity(self.params.model)]
 
     def _encoder(self):
         if getattr(self, "_model", None) is None:

@@ -8,8 +8,10 @@ model share indexes.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -107,6 +109,40 @@ def resolve_model(name: str) -> ResolvedModel:
         f"unknown model {name!r}: use a registered model {sorted(MODELS)}, an alias "
         f"{sorted(ALIASES)}, a hub id such as 'org/model', or an existing local folder"
     )
+
+
+@lru_cache(maxsize=None)
+def model_identity(name: str) -> str:
+    """What a model's outputs follow, for cache keys: packaged weights by their package's
+    version, a local folder by a digest of its files (sizes and fast fingerprints), a hub
+    id by the revision the hub resolves it to (``@unresolved`` when offline)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    model_id = canonical_id(name)
+    spec = MODELS.get(model_id)
+    if spec is not None and packaged_path(spec) is not None:
+        try:
+            return f"{model_id}@pypi:{spec.package}=={version(spec.package)}"
+        except PackageNotFoundError:
+            pass
+    local = Path(name).expanduser()
+    if local.is_dir():
+        from tasks.cache import fast_fingerprint
+
+        h = hashlib.sha256()
+        for path in sorted(p for p in local.rglob("*") if p.is_file() and ".cache" not in p.parts):
+            h.update(f"{path.relative_to(local).as_posix()}:{fast_fingerprint(path)}\n".encode())
+        return f"folder:{h.hexdigest()}"
+    return f"{model_id}@{_hub_revision(model_id)}"
+
+
+def _hub_revision(model_id: str) -> str:
+    try:
+        from huggingface_hub import HfApi
+
+        return HfApi().model_info(model_id, timeout=10).sha or "unresolved"
+    except Exception:  # offline, no hub client, unknown id: keyed by the id alone
+        return "unresolved"
 
 
 def load_encoder(model: ResolvedModel, device: str | None = None):

@@ -59,6 +59,11 @@ class Rerank(Composite):
     def components(self) -> list[Retriever]:
         return [self._first]
 
+    def model_identities(self) -> list[str]:
+        from retrievers.models import model_identity
+
+        return [model_identity(self.params.model), *super().model_identities()]
+
     def open(self, folders: Sequence[Path], corpus: Path) -> None:
         super().open(folders, corpus)
         table = pq.read_table(corpus, columns=["object_id", "text"])

@@ -104,6 +104,15 @@ class Artifact:
         """Path of a file inside the artifact folder."""
         return self.path / name
 
+    def digest(self, part: str | None = None) -> str:
+        """What a consumer's key should follow: the content digest of ``part`` (for example
+        the prepared ``corpus``) when the builder recorded one in ``info["digests"]``, else the key."""
+        if part is not None:
+            recorded = (self.info.get("digests") or {}).get(part)
+            if recorded:
+                return recorded
+        return self.key
+
 
 class Checkpoint:
     """Finished items of a build in progress, kept across kills until the artifact is published.
@@ -248,6 +257,26 @@ class Store:
                 removed += 1
         return removed
 
+    def artifacts(self) -> list[tuple[str, str]]:
+        """``(stage, key)`` of every published artifact folder in the store."""
+        if not self.root.is_dir():
+            return []
+        return sorted((folder.parent.name, folder.name) for folder in self.root.glob(f"*/*/{MANIFEST}")
+                      for folder in [folder.parent] if not folder.name.startswith("."))
+
+    def verify(self, full: bool = True, remove: bool = False) -> list[tuple[str, str]]:
+        """Check every artifact (``full``: every byte against its sha256); return the damaged
+        ones. ``remove`` deletes them (under their lease) so that the next run rebuilds them."""
+        damaged = [(stage, key) for stage, key in self.artifacts() if self.load(stage, key, full=full) is None]
+        if remove:
+            for stage, key in damaged:
+                with self.lease(stage, key):
+                    if self.load(stage, key, full=full) is None:
+                        trash = self.root / stage / f"{TRASH}{key}-{uuid.uuid4().hex[:8]}"
+                        self.folder(stage, key).rename(trash)
+                        shutil.rmtree(trash, ignore_errors=True)
+        return damaged
+
     def clean_temporaries(self) -> int:
         """Remove temporary folders left by dead builders; return how many.
 
@@ -288,20 +317,26 @@ class Stage:
     """A pipeline stage: a name, a version bumped whenever its logic changes, and its builder.
 
     ``build(folder, inputs, config, **options)`` writes the stage output into ``folder``
-    and returns a summary. ``config`` is hashed into the key; ``options`` (mirror
-    folders, thread counts) are not, because they cannot change the output. A
-    ``resumable`` stage's builder also gets ``checkpoint=`` (a :class:`Checkpoint`) to
-    keep finished items across a killed build.
+    and returns a summary. The key hashes ``key_view(config)`` (default: the whole config;
+    a view leaves out what cannot change the output, such as devices and labels) and, per
+    input, its content digest of the part this stage reads (``input_parts``: input stage
+    name -> part, for example ``("prepare", "corpus")``), else its key. ``options`` (mirror
+    folders, devices) never enter the key. A ``resumable`` stage's builder also gets
+    ``checkpoint=`` (a :class:`Checkpoint`) to keep finished items across a killed build.
     """
 
     name: str
     version: int
     build: Callable[..., dict | None]
     resumable: bool = False
+    key_view: Callable[[Any], Any] | None = None
+    input_parts: tuple[tuple[str, str], ...] = ()
 
     def key(self, inputs: Sequence[Artifact], config: Any) -> str:
         """Store key for this stage given its inputs and resolved config."""
-        return stage_key(self.name, self.version, config, [a.key for a in inputs])
+        parts = dict(self.input_parts)
+        view = self.key_view(config) if self.key_view is not None else config
+        return stage_key(self.name, self.version, view, [a.digest(parts.get(a.stage)) for a in inputs])
 
     def run(
         self, store: Store, inputs: Sequence[Artifact], config: Any, **options: Any

@@ -19,19 +19,21 @@ from tasks.cache import Artifact, Checkpoint, Stage
 
 
 class IndexConfig(BaseModel):
-    """Only what shapes the index: the retriever name and its index params."""
+    """Only what shapes the index: the retriever name, its index code version, its index
+    params and the identity of the model it runs (see ``retrievers.models.model_identity``)."""
 
     retriever: str
     version: int
     params: dict[str, Any]
+    models: list[str] = []
 
     @classmethod
     def all_of(cls, retriever: RetrieverConfig) -> list["IndexConfig"]:
         """The indexes a configured retriever searches: its own, or its components' (in order).
         A component's index has the same key as that retriever's own, so it is shared."""
         instance = get_retriever_class(retriever.name)(retriever.params)
-        return [cls(retriever=leaf.name, version=leaf.index_version, params=leaf.index_params())
-                for leaf in instance.leaves()]
+        return [cls(retriever=leaf.name, version=leaf.index_version, params=leaf.index_params(),
+                    models=leaf.model_identities()) for leaf in instance.leaves()]
 
     def retriever_instance(self):
         """The retriever this index belongs to (built from the index params alone)."""
@@ -42,11 +44,10 @@ class IndexConfig(BaseModel):
         instance = self.retriever_instance()
         if not instance.shard_fields:
             return []
-        return [EncodeConfig(retriever=self.retriever, version=instance.shard_version,
-                             params=instance.shard_params(), start=start, stop=min(start + shard_size, rows))
-                for start in range(0, rows, shard_size)] or [
-            EncodeConfig(retriever=self.retriever, version=instance.shard_version,
-                         params=instance.shard_params(), start=0, stop=0)]
+        common = {"retriever": self.retriever, "version": instance.shard_version,
+                  "params": instance.shard_params(), "models": self.models}
+        return [EncodeConfig(**common, start=start, stop=min(start + shard_size, rows))
+                for start in range(0, rows, shard_size)] or [EncodeConfig(**common, start=0, stop=0)]
 
 
 class EncodeConfig(BaseModel):
@@ -55,6 +56,7 @@ class EncodeConfig(BaseModel):
     retriever: str
     version: int
     params: dict[str, Any]
+    models: list[str] = []
     start: int
     stop: int
 
@@ -82,5 +84,5 @@ def build_index(folder: Path, inputs: list[Artifact], config: IndexConfig) -> di
     return retriever.index(corpus, folder)
 
 
-ENCODE = Stage("encode", 1, build_encode, resumable=True)
-INDEX = Stage("index", 2, build_index)
+ENCODE = Stage("encode", 2, build_encode, resumable=True, input_parts=(("prepare", "corpus"),))
+INDEX = Stage("index", 3, build_index, input_parts=(("prepare", "corpus"),))

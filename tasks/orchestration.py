@@ -13,11 +13,11 @@ written on one node is valid on another that mounts the store elsewhere.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
-import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from prefect import get_run_logger, task
@@ -110,7 +110,7 @@ def task_runner(execution: ExecutionConfig):
         resources = {"GPU": execution.gpus} if execution.gpus else None
         return DaskTaskRunner(cluster_kwargs={
             "n_workers": workers, "threads_per_worker": 1, "processes": True, "dashboard_address": None,
-            **({"resources": resources} if resources else {}),
+            "env": _thread_env(workers), **({"resources": resources} if resources else {}),
         })
     try:
         from prefect_ray import RayTaskRunner
@@ -119,7 +119,16 @@ def task_runner(execution: ExecutionConfig):
     init = {"num_cpus": execution.max_workers} if execution.max_workers and not execution.address else {}
     if execution.gpus and not execution.address:
         init["num_gpus"] = execution.gpus
+    if not execution.address:
+        init["runtime_env"] = {"env_vars": _thread_env(execution.max_workers or os.cpu_count() or 1)}
     return RayTaskRunner(address=execution.address, init_kwargs={"include_dashboard": False, **init})
+
+
+def _thread_env(workers: int) -> dict[str, str]:
+    """Math-library threads per local worker process: the cores shared out, so that workers
+    running torch side by side do not oversubscribe the machine."""
+    threads = str(max(1, (os.cpu_count() or 1) // workers))
+    return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "TOKENIZERS_PARALLELISM": "false"}
 
 
 def _gpu_placement(execution: ExecutionConfig):
@@ -139,22 +148,39 @@ def _gpu_placement(execution: ExecutionConfig):
 
 @dataclass
 class Submitted:
-    """One submitted stage task and what the report needs to know about it."""
+    """One submitted stage task: its stage name, label and future."""
 
     stage: str
     label: str
     future: PrefectFuture
-    started: float = field(default_factory=time.perf_counter)
+
+
+def describe(stage: str, label: str, state) -> dict:
+    """The report row of a finished stage task: key, status (ran, cached, failed, skipped),
+    build seconds, and the error or the artifact's summary."""
+    row = {"stage": stage, "label": label, "key": None, "status": "failed", "seconds": None}
+    if state.is_completed():
+        artifact: Artifact = state.result()
+        row["key"] = artifact.key
+        row["status"] = "ran" if state.name != "Cached" and artifact.built else "cached"
+        row["seconds"] = artifact.info.get("build_seconds") if row["status"] == "ran" else 0.0
+        row["summary"] = summarize(artifact.info)
+    else:
+        row["status"] = "skipped" if state.is_pending() or state.name == "NotReady" else "failed"
+        row["error"] = _state_message(state)
+    return row
 
 
 class Submitter:
-    """Submits stage tasks through the flow's task runner and reports how each ended."""
+    """Submits stage tasks through the flow's task runner, logs each as it finishes, and
+    reports how each ended."""
 
     def __init__(self, store: str, execution: ExecutionConfig):
         self.store = Store(store)
         self.execution = execution
         self.submitted: list[Submitted] = []
         self._storage = result_storage(self.store)
+        self._logger = get_run_logger()
 
     def submit(self, stage_tsk, inputs: Sequence[Any], config: Any, label: str, gpu: bool = False,
                **options: Any) -> PrefectFuture:
@@ -165,33 +191,28 @@ class Submitter:
         with _gpu_placement(self.execution) if gpu else contextlib.nullcontext():
             future = named.submit(str(self.store.root), list(inputs), config, options, slots)
         self.submitted.append(Submitted(stage_tsk.name, label, future))
+        future.add_done_callback(lambda f, stage=stage_tsk.name: self._progress(stage, label, f))
         return future
+
+    def _progress(self, stage: str, label: str, future: PrefectFuture) -> None:
+        row = describe(stage, label, future.state)
+        level = logging.INFO if row["status"] in ("ran", "cached") else logging.WARNING
+        self._logger.log(level, "%-9s %-32s %-7s %s", stage, label, row["status"], row.get("summary") or row.get("error"))
 
     def artifact(self, future: PrefectFuture) -> Artifact | None:
         """The future's artifact in this store, or None when its task failed or never ran."""
-        state = future.state if future.state.is_final() else (future.wait() or future.state)
-        if not state.is_completed():
+        future.wait()
+        if not future.state.is_completed():
             return None
-        return self.store.attach(state.result())
+        return self.store.attach(future.state.result())
 
     def report(self) -> list[dict]:
-        """One row per submitted task: stage, label, key, status (ran, cached, failed, skipped)."""
-        rows, logger = [], get_run_logger()
+        """One row per submitted task, in submission order (waits for all of them)."""
+        rows = []
         for s in self.submitted:
             s.future.wait()
-            state = s.future.state
-            row = {"stage": s.stage, "label": s.label, "key": None, "status": "failed", "seconds": None}
-            if state.is_completed():
-                artifact: Artifact = state.result()
-                row["key"] = artifact.key
-                row["status"] = "ran" if state.name != "Cached" and artifact.built else "cached"
-                row["seconds"] = artifact.info.get("build_seconds") if row["status"] == "ran" else 0.0
-                logger.info("%-9s %-32s %-6s %s", s.stage, s.label, row["status"], summarize(artifact.info))
-            else:
-                upstream = state.is_pending() or state.name == "NotReady"
-                row["status"] = "skipped" if upstream else "failed"
-                row["error"] = _state_message(state)
-                logger.warning("%-9s %-32s %-6s %s", s.stage, s.label, row["status"], row["error"])
+            row = describe(s.stage, s.label, s.future.state)
+            row.pop("summary", None)
             rows.append(row)
         return rows
 

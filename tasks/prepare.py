@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from pathlib import Path
@@ -34,6 +35,7 @@ QUERY_SCHEMA = pa.schema(
     [("query_id", pa.string()), ("text", pa.string()), ("gold_doc_ids", pa.list_(pa.string()))]
 )
 BATCH = 10_000
+CORPUS_KEY_COLUMNS = ["object_id", "text", "doc_id", "page_title", "source", "modality"]
 
 
 def write_batches(path: Path, schema: pa.Schema, rows: Iterable[dict], batch: int = BATCH) -> int:
@@ -82,6 +84,8 @@ def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -
 
     write_batches(folder / "corpus.parquet", CORPUS_SCHEMA, corpus_rows())
     write_batches(folder / "queries.parquet", QUERY_SCHEMA, query_rows())
+    digests = {"corpus": table_digest(folder / "corpus.parquet", CORPUS_KEY_COLUMNS),
+               "queries": table_digest(folder / "queries.parquet", QUERY_SCHEMA.names)}
     report = validate(folder / "corpus.parquet", folder / "queries.parquet", config.name,
                       config.max_missing_gold, empty)
     write_atomic(folder / "validation.json", json.dumps(report, indent=2, ensure_ascii=False))
@@ -89,7 +93,32 @@ def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -
         log.warning("%s: %d queries have no gold document in the corpus, %d miss some (e.g. %s)", config.name,
                     report["queries_without_gold_in_corpus"], report["queries_with_some_gold_missing"],
                     report["missing_gold_examples"][:2])
-    return {k: v for k, v in report.items() if not isinstance(v, list)}
+    if report["queries_with_empty_gold"]:
+        log.warning("%s: %d queries have an empty gold list and are not scored (e.g. %s)", config.name,
+                    report["queries_with_empty_gold"], report["empty_gold_examples"][:3])
+    if report["duplicate_records"]:
+        log.warning("%s: %d objects repeat the document and text of another one (kept: a table may repeat a row)",
+                    config.name, report["duplicate_records"])
+    return {**{k: v for k, v in report.items() if not isinstance(v, list)}, "digests": digests}
 
 
-PREPARE = Stage("prepare", 2, build_prepare)
+def table_digest(path: Path, columns: list[str]) -> str:
+    """sha256 of a Parquet table's values in ``columns``, row by row: equal for equal content
+    however the file was written (batching, library versions)."""
+    h = hashlib.sha256("\x1f".join(columns).encode())
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH, columns=columns):
+        for row in zip(*(batch.column(c).to_pylist() for c in columns)):
+            h.update(json.dumps(row, ensure_ascii=False).encode())
+            h.update(b"\n")
+    return h.hexdigest()
+
+
+def prepare_key(config: DatasetConfig) -> dict:
+    """What shapes the prepared tables: the adapter, its code version, and its params without
+    file paths; not the dataset's name (a label)."""
+    adapter = get_adapter(config.adapter)
+    return {"adapter": adapter.name, "adapter_version": adapter.version,
+            "params": adapter.key_params(config.params), "max_missing_gold": config.max_missing_gold}
+
+
+PREPARE = Stage("prepare", 4, build_prepare, key_view=prepare_key)

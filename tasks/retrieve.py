@@ -24,17 +24,37 @@ RUN_SCHEMA = pa.schema(
 QUERY_BATCH = 250
 
 
+RUNTIME_FIELDS = frozenset({"device", "batch_size"})
+
+
 class RetrieveConfig(BaseModel):
-    """The retriever with all its params and how many objects to retrieve per query."""
+    """The retriever with all its params, how many objects to retrieve per query, the
+    search-code version of each component and the identity of each model it runs."""
 
     retriever: str
     params: dict[str, Any]
     depth: int
+    versions: dict[str, int] = {}
+    models: list[str] = []
 
     @classmethod
     def of(cls, retriever: RetrieverConfig, depth: int) -> "RetrieveConfig":
         """The retrieve config of a configured retriever."""
-        return cls(retriever=retriever.name, params=retriever.params, depth=depth)
+        instance = get_retriever_class(retriever.name)(retriever.params)
+        return cls(retriever=retriever.name, params=retriever.params, depth=depth,
+                   versions=instance.code_versions(), models=instance.model_identities())
+
+    def key_view(self) -> dict[str, Any]:
+        """The config without the params that cannot change results (devices, batch sizes)."""
+        return {**self.model_dump(mode="json"), "params": _without_runtime(self.params)}
+
+
+def _without_runtime(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_runtime(v) for k, v in value.items() if k not in RUNTIME_FIELDS}
+    if isinstance(value, list):
+        return [_without_runtime(v) for v in value]
+    return value
 
 
 def build_retrieve(folder: Path, inputs: list[Artifact], config: RetrieveConfig, checkpoint: Checkpoint) -> dict:
@@ -88,4 +108,5 @@ def build_retrieve(folder: Path, inputs: list[Artifact], config: RetrieveConfig,
     }
 
 
-RETRIEVE = Stage("retrieve", 2, build_retrieve, resumable=True)
+RETRIEVE = Stage("retrieve", 3, build_retrieve, resumable=True, key_view=RetrieveConfig.key_view,
+                 input_parts=(("prepare", "corpus"),))

@@ -42,4 +42,4 @@ def build_subsample(folder: Path, inputs: list[Artifact], config: SubsampleConfi
     return {"queries": len(keep), "of": queries.num_rows}
 
 
-SUBSAMPLE = Stage("subsample", 1, build_subsample)
+SUBSAMPLE = Stage("subsample", 1, build_subsample, input_parts=(("prepare", "queries"),))

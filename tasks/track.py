@@ -53,6 +53,7 @@ def prepare_tracking(uri: str) -> None:
         return
     path = Path(uri[len("sqlite:///"):])
     if path.exists():
+        _check_sqlite(path)
         return
     import subprocess
     import sys
@@ -75,6 +76,24 @@ def prepare_tracking(uri: str) -> None:
             raise RuntimeError(f"could not create the MLflow database {path}: {e.stderr.strip().splitlines()[-1:]}")
         finally:
             tmp.unlink(missing_ok=True)
+
+
+def _check_sqlite(path: Path) -> None:
+    """A damaged tracking database is named with the way to recover, before anything is logged."""
+    import sqlite3
+
+    from rbench.errors import RbenchError
+
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30) as db:
+            status = db.execute("PRAGMA quick_check").fetchone()[0]
+    except sqlite3.DatabaseError as e:
+        status = str(e)
+    if status != "ok":
+        raise RbenchError(
+            f"the MLflow database {path} is damaged ({status}). Move it aside (mv {path} {path}.damaged): "
+            "the next run creates a new one, and rerunning an experiment (all stages cached) logs it again"
+        )
 
 
 def run_tags(cfg: ExperimentConfig, config_text: str) -> dict[str, str]:
@@ -145,6 +164,15 @@ def log_experiment(
     ``extra_artifacts`` is a folder logged to the parent run (reports, plots); ``failures``
     (pairs that did not finish) are logged to the parent run, which is then marked FAILED.
     """
+    from rbench.config import redact
+
+    try:
+        return _log_experiment(cfg, results, report, config_text, extra_artifacts, failures)
+    except Exception as e:  # MLflow errors quote the tracking URI: never let its password reach a log
+        raise RuntimeError(f"MLflow logging to {redact(cfg.tracking_uri())} failed: {redact(str(e))}") from None
+
+
+def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures) -> str:
     import tempfile
 
     import mlflow

@@ -30,8 +30,13 @@ def validate(corpus: Path, queries: Path, dataset: str, max_missing_gold: float,
         .filter(pl.col("len") > 1).collect(engine="streaming")
         for digit in "0123456789abcdef"
     ]).sort("len", descending=True)
+    repeated = (objects.group_by("doc_id", "text").len().filter(pl.col("len") > 1)
+                .select((pl.col("len") - 1).sum()).collect(engine="streaming").item()) or 0
+    empty_gold = (pl.scan_parquet(queries).filter(pl.col("gold_doc_ids").list.len() == 0)
+                  .select("query_id").collect(engine="streaming")["query_id"].to_list())
     docs = objects.select("doc_id").unique()
-    gold = pl.scan_parquet(queries).select("query_id", "gold_doc_ids").explode("gold_doc_ids")
+    gold = (pl.scan_parquet(queries).filter(pl.col("gold_doc_ids").list.len() > 0)
+            .select("query_id", "gold_doc_ids").explode("gold_doc_ids"))
     found = (
         gold.join(docs.with_columns(pl.lit(True).alias("present")), left_on="gold_doc_ids", right_on="doc_id", how="left")
         .group_by("query_id")
@@ -48,6 +53,9 @@ def validate(corpus: Path, queries: Path, dataset: str, max_missing_gold: float,
         "queries": n_queries,
         "empty_texts_skipped": empty_skipped,
         "duplicate_object_ids": duplicates.height,
+        "duplicate_records": repeated,
+        "queries_with_empty_gold": len(empty_gold),
+        "empty_gold_examples": empty_gold[:EXAMPLES],
         "duplicate_examples": duplicates.head(EXAMPLES)["object_id"].to_list(),
         "queries_without_gold_in_corpus": none.height,
         "queries_with_some_gold_missing": partial.height,
@@ -70,6 +78,9 @@ def _refuse(report: dict, dataset: str, max_missing_gold: float) -> None:
             f"dataset {dataset!r}: {report['duplicate_object_ids']} object ids repeat "
             f"(e.g. {report['duplicate_examples']}); an adapter emitted the same object twice"
         )
+    if report["queries_with_empty_gold"] == report["queries"]:
+        raise DataError(f"dataset {dataset!r}: all {report['queries']} queries have an empty gold list: "
+                        "check the gold field of the queries file (for jsonl: gold_field)")
     share = report["queries_without_gold_in_corpus"] / report["queries"]
     if share > max_missing_gold or report["queries_without_gold_in_corpus"] == report["queries"]:
         raise DataError(

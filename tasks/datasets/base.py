@@ -56,19 +56,28 @@ class Query(BaseModel):
     gold_doc_ids: list[str]
 
 
-def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
-    """Stream ``(line_number, object)`` from a JSON-lines file; blank lines are skipped and a
-    malformed line is a DataError naming the file and line."""
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
+def read_jsonl(path: Path, shown: Path | None = None) -> Iterator[tuple[int, dict]]:
+    """Stream ``(line_number, object)`` from a JSON-lines file; blank lines are skipped, a
+    UTF-8 byte-order mark is accepted, and a malformed line or a byte that is not UTF-8 is a
+    DataError naming the file (``shown``: the user's file this one was copied from) and line."""
+    name = shown or path
+    with open(path, "rb") as f:
+        for line_no, raw in enumerate(f, 1):
+            if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DataError(f"{name}:{line_no}: byte {raw[e.start:e.start + 1]!r} at column {e.start + 1} "
+                                "is not UTF-8; save the file as UTF-8") from None
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as e:
-                raise DataError(f"{path}:{line_no} is not valid JSON ({e}); fix or remove the line") from None
+                raise DataError(f"{name}:{line_no} is not valid JSON ({e}); fix or remove the line") from None
             if not isinstance(record, dict):
-                raise DataError(f"{path}:{line_no} must be a JSON object, got {type(record).__name__}")
+                raise DataError(f"{name}:{line_no} must be a JSON object, got {type(record).__name__}")
             yield line_no, record
 
 
@@ -94,12 +103,21 @@ class Adapter(ABC):
 
     Subclasses set ``name``, ``description`` and a pydantic ``Params`` model, list
     their raw ``files`` and stream ``objects`` and ``queries`` from the download folder.
-    Bump the prepare stage's version whenever an adapter's output changes.
+    Bump the adapter's ``version`` whenever its output changes (``tests/fingerprints.json``
+    notices a changed source without a bump).
     """
 
     name: ClassVar[str]
     description: ClassVar[str]
     Params: ClassVar[type[BaseModel]]
+    version: ClassVar[int] = 1
+
+    @classmethod
+    def key_params(cls, params: dict[str, Any]) -> dict[str, Any]:
+        """The params that shape the output: paths of input files are left out (their
+        content enters the key through the download stage's digests)."""
+        paths = {name for name, f in cls.Params.model_fields.items() if "Path" in str(f.annotation)}
+        return {k: v for k, v in params.items() if k not in paths}
 
     @abstractmethod
     def files(self, params: BaseModel) -> list[FileSpec]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 from typing import Iterator, Literal
 
@@ -58,10 +60,20 @@ def _field(record: dict, name: str, path: Path, line_no: int, param: str):
     return record[name]
 
 
+def _text(record: dict, name: str, path: Path, line_no: int, param: str) -> str:
+    """A field that must hold text (a string or a number): null, lists and objects are named errors."""
+    value = _field(record, name, path, line_no, param)
+    if value is None or isinstance(value, (bool, list, dict)):
+        raise DataError(f"{path}:{line_no} field {name!r} (set by '{param}') is {json.dumps(value)}, "
+                        "not text: give it a string, or remove the line")
+    return str(value)
+
+
 class Jsonl(Adapter):
     """Generic JSONL corpus + queries, as the ARM reproduction's ``index(...)`` took them."""
 
     name = "jsonl"
+    version = 2
     description = "your own corpus.jsonl + queries.jsonl with configurable field names"
     Params = JsonlParams
 
@@ -72,22 +84,19 @@ class Jsonl(Adapter):
         ]
 
     def objects(self, raw: Path, params: JsonlParams) -> Iterator[CorpusObject]:
-        path = raw / CORPUS
+        path = params.corpus
         positions: dict[str, int] = {}
-        for line_no, record in read_jsonl(path):
-            parts = [str(_field(record, f, path, line_no, "doc_id_fields")) for f in params.doc_id_fields]
+        for line_no, record in read_jsonl(raw / CORPUS, shown=path):
+            parts = [_text(record, f, path, line_no, "doc_id_fields") for f in params.doc_id_fields]
             doc = params.doc_id_separator.join(parts)
-            text = str(_field(record, params.text_field, path, line_no, "text_field"))
-            title = (
-                str(_field(record, params.title_field, path, line_no, "title_field"))
-                if params.title_field else parts[0]
-            )
+            text = _text(record, params.text_field, path, line_no, "text_field")
+            title = _text(record, params.title_field, path, line_no, "title_field") if params.title_field else parts[0]
             metadata = {f: _field(record, f, path, line_no, "metadata_fields") for f in params.metadata_fields}
-            pieces = chunk_text(text, params.chunker) if params.modality == "text" else [text]
+            pieces = chunk_text(text, params.chunker) if params.modality == "text" and text.strip() else [text]
             for piece in pieces:
                 position = positions.get(doc, 0)
                 positions[doc] = position + 1
-                body = serialize_text(title, piece) if params.prefix_title else piece
+                body = serialize_text(title, piece) if params.prefix_title and piece.strip() else piece
                 yield CorpusObject(
                     text=body, doc_id=doc, page_title=title,
                     source=parts[-1] if len(parts) > 1 else "", modality=params.modality,
@@ -95,8 +104,8 @@ class Jsonl(Adapter):
                 )
 
     def queries(self, raw: Path, params: JsonlParams) -> Iterator[Query]:
-        path = raw / QUERIES
-        for line_no, record in read_jsonl(path):
+        path = params.queries
+        for line_no, record in read_jsonl(raw / QUERIES, shown=path):
             gold = _field(record, params.gold_field, path, line_no, "gold_field")
             gold = [gold] if isinstance(gold, str) else gold
             if not isinstance(gold, list) or not all(isinstance(g, str) for g in gold):
@@ -104,9 +113,6 @@ class Jsonl(Adapter):
                     f"{path}:{line_no} field {params.gold_field!r} must be a list of document ids "
                     f"(strings), got {gold!r}"
                 )
-            qid = (
-                str(_field(record, params.query_id_field, path, line_no, "query_id_field"))
-                if params.query_id_field else str(line_no)
-            )
-            text = str(_field(record, params.query_text_field, path, line_no, "query_text_field"))
+            qid = _text(record, params.query_id_field, path, line_no, "query_id_field") if params.query_id_field else str(line_no)
+            text = _text(record, params.query_text_field, path, line_no, "query_text_field")
             yield Query(query_id=qid, text=text, gold_doc_ids=gold)

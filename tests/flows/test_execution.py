@@ -173,3 +173,26 @@ def test_killed_dense_build_resumes_with_the_missing_shards(tmp_path):
     index = next(s for s in result["stages"] if s["stage"] == "index")
     info = json.loads((tmp_path / "store" / "index" / index["key"] / "_manifest.json").read_text())["info"]
     assert info["indexed"] == 1200 and info["shards"] == 8
+
+
+@pytest.mark.slow
+def test_a_planted_password_reaches_no_output_and_metrics_survive_a_failed_mlflow(tmp_path, tiny_files):
+    secret = "pl4nted-s3cret"
+    corpus, queries = tiny_files
+    config = _write(tmp_path, _base(tmp_path, corpus, queries, [{"name": "bm25s"}]))
+    home = tmp_path / "node"
+    env_extra = {"MLFLOW_TRACKING_URI": f"http://rbench:{secret}@127.0.0.1:9", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+                 "MLFLOW_HTTP_REQUEST_TIMEOUT": "3", "PREFECT_LOGGING_LEVEL": "INFO"}
+    os.environ.update(env_extra)
+    try:
+        proc = _cli(["run", config], home)
+        out, err = proc.communicate(timeout=600)
+    finally:
+        for key in env_extra:
+            os.environ.pop(key, None)
+    assert proc.returncode == 1
+    assert "tiny / bm25s" in out and "MLflow logging failed" in err and "rbench:***@127.0.0.1:9" in err
+    assert secret not in out and secret not in err
+    leaks = [p for folder in (tmp_path / "store", home) for p in folder.rglob("*")
+             if p.is_file() and secret.encode() in p.read_bytes()]
+    assert leaks == []

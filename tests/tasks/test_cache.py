@@ -85,3 +85,17 @@ def test_downstream_key_follows_upstream_key(tmp_path):
     a = up.run(store, [], {"v": 1})
     b = up.run(store, [], {"v": 2})
     assert down.key([a], {"v": 0}) != down.key([b], {"v": 0})
+
+
+def test_verify_finds_damage_the_fast_check_misses_and_removes_it(tmp_path):
+    store = Store(tmp_path)
+    big = Stage("big", 1, lambda folder, inputs, config: (folder / "data.bin").write_bytes(bytes(300_000)) and {})
+    artifact = big.run(store, [], {})
+    Stage("demo", 1, _writer([])).run(store, [], {"v": 1})
+    data = bytearray((artifact.path / "data.bin").read_bytes())
+    data[150_000] = 1  # in the middle: outside the fingerprinted head and tail
+    (artifact.path / "data.bin").write_bytes(bytes(data))
+    assert store.load("big", artifact.key) is not None and store.load("big", artifact.key, full=True) is None
+    assert store.verify(full=False) == []
+    assert store.verify(full=True, remove=True) == [("big", artifact.key)]
+    assert store.artifacts() == [("demo", Stage("demo", 1, None).key([], {"v": 1}))]

@@ -1,0 +1,205 @@
+"""Bad input gets one named error (the value, the user's file and line, the fix) or a counted
+warning, before work where it can, and never leaves a partial artifact."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rbench.config import load_config, redact
+from rbench.errors import ConfigError, DataError
+from tasks.cache import Store
+from tasks.download import DOWNLOAD, DownloadConfig
+from tasks.prepare import PREPARE
+from tests.conftest import CORPUS, QUERIES, tiny_dataset, write_jsonl
+
+SECRET = "s3cr3t-pa55"
+
+
+def _config(tmp_path: Path, tiny_files, **overrides) -> dict:
+    corpus, queries = tiny_files
+    cfg = {"store": str(tmp_path / "store"), "depth": 10, "datasets": [tiny_dataset(corpus, queries)],
+           "retrievers": [{"name": "bm25s"}]}
+    for key, value in overrides.items():
+        target = cfg
+        *path, last = key.split(".")
+        for part in path:
+            target = target.setdefault(part, {})
+        target[last] = value
+    return cfg
+
+
+CONFIG_CASES = {
+    "depth-bool": ({"depth": True}, "depth", "got True"),
+    "depth-zero": ({"depth": 0}, "depth", "greater than 0"),
+    "depth-text": ({"depth": "ten"}, "depth", "'ten'"),
+    "depth-float": ({"depth": 10.5}, "depth", "10.5"),
+    "depth-below-k": ({"depth": 2}, "depth 2", "largest k"),
+    "seed-negative": ({"subsample.seed": -1}, "subsample.seed", "-1"),
+    "size-bool": ({"subsample.size": True}, "subsample.size", "got True"),
+    "k-empty": ({"metrics.k": []}, "metrics.k", "at least 1"),
+    "k-zero": ({"metrics.k": [0]}, "metrics.k", "greater than 0"),
+    "k-bool": ({"metrics.k": [True]}, "metrics.k", "got True"),
+    "precision-unknown": ({"metrics.precision_denominator": "all"}, "precision_denominator", "'all'"),
+    "tracking-scheme": ({"mlflow.tracking_uri": "foo://bar"}, "foo://bar", "http://"),
+    "runner-unknown": ({"execution.runner": "spark"}, "execution.runner", "'spark'"),
+    "address-without-cluster": ({"execution.address": "tcp://x:8786"}, "tcp://x:8786", "dask"),
+    "gpus-negative": ({"execution.gpus": -1}, "execution.gpus", "-1"),
+    "shard-size-zero": ({"execution.shard_size": 0}, "execution.shard_size", "greater than 0"),
+    "workers-bool": ({"execution.max_workers": True}, "execution.max_workers", "got True"),
+    "unknown-top-key": ({"retreivers": []}, "retreivers", "unknown key"),
+    "unknown-retriever": ({"retrievers": [{"name": "bm26"}]}, "bm26", "known retrievers"),
+    "unknown-retriever-param": ({"retrievers": [{"name": "bm25s", "params": {"k3": 1}}]}, "params.k3", "unknown key"),
+    "retriever-param-range": ({"retrievers": [{"name": "dense", "params": {"min_score": 2}}]}, "min_score", "2"),
+    "unknown-model": ({"retrievers": [{"name": "dense", "params": {"model": "no-such-model"}}]}, "no-such-model", "hub id"),
+    "rerank-missing-folder": ({"retrievers": [{"name": "rerank", "params": {"model": "/nope/ce"}}]}, "/nope/ce", "folder"),
+    "fusion-unknown-component": ({"retrievers": [{"name": "fusion", "params": {"retrievers": [{"name": "x"}, {"name": "bm25s"}]}}]}, "'x'", "known retrievers"),
+    "duplicate-labels": ({"retrievers": [{"name": "bm25s"}, {"name": "bm25s"}]}, "bm25s", "unique"),
+    "unknown-adapter": ({"datasets": [{"name": "nosuch"}]}, "nosuch", "adapter"),
+    "dataset-unknown-param": ({"datasets": [{"name": "fetaqa", "params": {"split": "test"}}]}, "params.split", "unknown key"),
+    "dataset-bad-granularity": ({"datasets": [{"name": "fetaqa", "params": {"granularity": "page"}}]}, "'page'", "row"),
+    "jsonl-missing-file": ({"datasets": [{"name": "mine", "adapter": "jsonl", "params": {"corpus": "/nope.jsonl", "queries": "/nope.jsonl"}}]}, "/nope.jsonl", "does not exist"),
+    "max-missing-gold-range": ({"datasets": [{"name": "fetaqa", "max_missing_gold": 1.5}]}, "max_missing_gold", "1.5"),
+    "sweep-not-list": ({"sweep": {"granularity": "row"}}, "sweep.granularity", "list"),
+    "sweep-no-target": ({"sweep": {"nothing": [1, 2]}}, "nothing", "no dataset"),
+    "empty-datasets": ({"datasets": []}, "datasets", "at least 1"),
+    "empty-retrievers": ({"retrievers": []}, "retrievers", "at least 1"),
+}
+
+
+@pytest.mark.parametrize("overrides, value, fix", CONFIG_CASES.values(), ids=CONFIG_CASES.keys())
+def test_bad_config_values_are_named_before_any_work(tmp_path, tiny_files, overrides, value, fix):
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(_config(tmp_path, tiny_files, **overrides)))
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert value in str(e.value) and fix in str(e.value)
+    assert not (tmp_path / "store").exists()
+
+
+FILE_CASES = {
+    "duplicate-top-key": ("datasets: []\nretrievers: [{name: bm25}]\nretrievers: [{name: bm25s}]\n",
+                          "'retrievers' appears twice", ":3"),
+    "duplicate-nested-key": ("depth: 5\nsubsample:\n  size: 3\n  size: 4\n", "'size' appears twice", ":4"),
+    "not-a-mapping": ("- a\n- b\n", "must be a YAML mapping", "list"),
+    "bad-yaml": ("depth: [1, 2\n", "not valid YAML", "line"),
+    "empty-file": ("", "must be a YAML mapping", "NoneType"),
+}
+
+
+@pytest.mark.parametrize("text, what, where", FILE_CASES.values(), ids=FILE_CASES.keys())
+def test_bad_config_files_are_named_with_their_line(tmp_path, text, what, where):
+    path = tmp_path / "exp.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert what in str(e.value) and where in str(e.value) and str(path) in str(e.value)
+
+
+def test_a_config_that_is_not_utf8_is_named(tmp_path):
+    path = tmp_path / "exp.yaml"
+    path.write_bytes(b"name: caf\xe9\n")
+    with pytest.raises(ConfigError, match=r"not UTF-8"):
+        load_config(path)
+
+
+def test_a_config_with_a_byte_order_mark_is_read(tmp_path, tiny_files):
+    path = tmp_path / "exp.yaml"
+    path.write_bytes(b"\xef\xbb\xbf" + yaml.safe_dump(_config(tmp_path, tiny_files)).encode())
+    assert load_config(path).depth == 10
+
+
+def test_a_missing_config_file_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_a_password_in_a_bad_tracking_uri_is_not_repeated(tmp_path, tiny_files):
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(_config(tmp_path, tiny_files, **{"mlflow.tracking_uri": f"htp://me:{SECRET}@host"})))
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert SECRET not in str(e.value) and "me:***@host" in str(e.value)
+
+
+@pytest.mark.parametrize("uri, shown", [
+    (f"http://user:{SECRET}@mlflow:5000", "http://user:***@mlflow:5000"),
+    (f"postgresql+psycopg2://u:{SECRET}@db/mlflow", "postgresql+psycopg2://u:***@db/mlflow"),
+    ("http://mlflow:5000", "http://mlflow:5000"),
+    ("sqlite:////data/mlflow.db", "sqlite:////data/mlflow.db"),
+])
+def test_redact_hides_passwords_only(uri, shown):
+    assert redact(uri) == shown and redact(f"at {uri} failed") == f"at {shown} failed"
+
+
+def _prepare(tmp_path: Path, corpus_lines: list | bytes, queries_lines: list | bytes, **params):
+    corpus, queries = tmp_path / "c.jsonl", tmp_path / "q.jsonl"
+    for path, lines in ((corpus, corpus_lines), (queries, queries_lines)):
+        if isinstance(lines, bytes):
+            path.write_bytes(lines)
+        else:
+            path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
+    dataset = tiny_dataset(corpus, queries)
+    dataset["params"].update(params)
+    from rbench.config import DatasetConfig
+
+    ds = DatasetConfig.model_validate(dataset)
+    store = Store(tmp_path / "store")
+    raw = DOWNLOAD.run(store, [], DownloadConfig.of(ds))
+    return PREPARE.run(store, [raw], ds)
+
+
+def _no_partial_prepare(tmp_path: Path) -> bool:
+    folder = tmp_path / "store" / "prepare"
+    return not folder.exists() or [p.name for p in folder.iterdir()] in ([], [".locks"])
+
+
+Q = QUERIES
+DATA_CASES = {
+    "text-null": ([{**CORPUS[0], "object": None}, *CORPUS[1:]], Q, "c.jsonl:1", "'object'"),
+    "text-list": ([*CORPUS[:2], {**CORPUS[2], "object": ["a"]}, *CORPUS[3:]], Q, "c.jsonl:3", "not text"),
+    "doc-field-null": ([{**CORPUS[0], "source": None}, *CORPUS[1:]], Q, "c.jsonl:1", "'source'"),
+    "doc-field-missing": ([{k: v for k, v in CORPUS[0].items() if k != "source"}, *CORPUS[1:]], Q, "c.jsonl:1", "no field 'source'"),
+    "query-id-null": (CORPUS, [{**Q[0], "query_id": None}, *Q[1:]], "q.jsonl:1", "'query_id'"),
+    "query-text-missing": (CORPUS, [*Q[:1], {k: v for k, v in Q[1].items() if k != "query"}, *Q[2:]], "q.jsonl:2", "no field 'query'"),
+    "query-text-null": (CORPUS, [{**Q[0], "query": None}, *Q[1:]], "q.jsonl:1", "not text"),
+    "gold-number": (CORPUS, [{**Q[0], "document_ids": 3}, *Q[1:]], "q.jsonl:1", "list of document ids"),
+    "gold-list-of-numbers": (CORPUS, [{**Q[0], "document_ids": [1, 2]}, *Q[1:]], "q.jsonl:1", "list of document ids"),
+    "all-gold-empty": (CORPUS, [{**q, "document_ids": []} for q in Q], "5 queries", "empty gold list"),
+    "gold-not-in-corpus": (CORPUS, [{**q, "document_ids": ["Nowhere :: x"]} for q in Q], "5 of 5 queries", "max_missing_gold"),
+    "duplicate-query-ids": (CORPUS, [Q[0], Q[0]], "'q1'", "appears twice"),
+    "malformed-json": ([json.dumps(CORPUS[0]), "{not json", *map(json.dumps, CORPUS[1:])], Q, "c.jsonl:2", "not valid JSON"),
+    "line-is-array": ([json.dumps(CORPUS[0]), "[1, 2]"], Q, "c.jsonl:2", "JSON object"),
+    "not-utf8": (json.dumps(CORPUS[0]).encode() + b"\n" + json.dumps(CORPUS[1]).replace("Andy", "And\\u00ff").encode()
+                 .replace(b"\\u00ff", b"\xff") + b"\n", Q, "c.jsonl:2", "not UTF-8"),
+    "empty-corpus": (["", "   "], Q, "empty corpus", "field names"),
+    "no-queries": (CORPUS, [""], "no queries", "queries file"),
+    "all-texts-empty": ([{**c, "object": "  "} for c in CORPUS], Q, "empty corpus", "field names"),
+}
+
+
+@pytest.mark.parametrize("corpus, queries, where, what", DATA_CASES.values(), ids=DATA_CASES.keys())
+def test_bad_data_is_named_with_the_users_file_and_line(tmp_path, corpus, queries, where, what):
+    with pytest.raises(DataError) as e:
+        _prepare(tmp_path, corpus, queries)
+    message = str(e.value)
+    assert where in message and what in message, message
+    assert "/store/" not in message  # the user's file, not the store's copy
+    assert _no_partial_prepare(tmp_path)
+
+
+def test_counted_warnings_tell_the_truth(tmp_path):
+    corpus = [*CORPUS, CORPUS[0], {**CORPUS[1], "object": ""}]  # a repeated record and an empty text
+    queries = [*QUERIES, {"query_id": "q6", "query": "anything?", "document_ids": []}]
+    info = _prepare(tmp_path, corpus, queries).info
+    assert info["duplicate_records"] == 1 and info["empty_texts_skipped"] == 1
+    assert info["queries_with_empty_gold"] == 1 and info["objects"] == len(CORPUS) + 1
+
+
+def test_a_byte_order_mark_in_a_data_file_is_accepted(tmp_path):
+    text = "".join(json.dumps(c) + "\n" for c in CORPUS).encode()
+    info = _prepare(tmp_path, b"\xef\xbb\xbf" + text, QUERIES).info
+    assert info["objects"] == len(CORPUS)
