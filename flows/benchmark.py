@@ -9,7 +9,7 @@ from prefect.futures import as_completed
 from prefect.states import Failed
 
 from rbench.config import ExperimentConfig, redact
-from rbench.experiment import config_text, resolve_experiment, run_name
+from rbench.experiment import config_text, preflight, resolve_experiment, run_name
 from retrievers.registry import make_retriever
 from tasks.cache import Store, canonical_json
 from tasks.download import DOWNLOAD, DownloadConfig
@@ -146,6 +146,7 @@ def benchmark(config_path: str | None = None, experiment: ExperimentConfig | Non
     """
     cfg = resolve_experiment(config_path, experiment, mirror=mirror, store=store, tracking_uri=tracking_uri,
                              runner=runner, address=address)
+    preflight(cfg)
     results, failures, report = run_with_runner(cfg)
     text = redact(config_text(cfg, config_path if experiment is None else None))
     logged = log_to_mlflow(cfg, results, report, text, failures=failures, return_state=True)

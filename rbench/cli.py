@@ -21,11 +21,12 @@ def _setup_environment() -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from rbench.experiment import resolve_experiment
+    from rbench.experiment import preflight, resolve_experiment
     from rbench.report import metrics_table
 
     cfg = resolve_experiment(args.config, None, mirror=args.mirror, store=args.store,
                              runner=args.runner, address=args.address)
+    preflight(cfg)
     print(f"rbench: experiment {cfg.name!r}: {len(cfg.datasets)} dataset(s) x {len(cfg.retrievers)} "
           f"retriever(s); store {cfg.store}; mirror {cfg.mirror or '(none: download)'}; "
           f"runner {cfg.execution.runner}", flush=True)
@@ -221,6 +222,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``rbench`` command."""
     parser = argparse.ArgumentParser(prog="rbench", description=__doc__)
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an input error")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run an experiment YAML file")
     embeddings = sub.add_parser("embeddings", help="run an experiment and compare its dense models (table, plots)")
@@ -276,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except RbenchError as e:
+        if args.debug:
+            raise
         print(f"rbench: error: {e}", file=sys.stderr)
         return 2
 

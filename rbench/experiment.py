@@ -13,6 +13,7 @@ from rbench.config import ExecutionConfig, ExperimentConfig, load_config, parse_
 from rbench.errors import ConfigError
 
 ENV_MIRROR, ENV_STORE, ENV_TRACKING = "RBENCH_MIRROR", "RBENCH_STORE", "MLFLOW_TRACKING_URI"
+MIN_FREE_BYTES = int(os.environ.get("RBENCH_MIN_FREE_MB", "200")) * 1_000_000
 
 
 def resolve_experiment(config_path: str | None, experiment: ExperimentConfig | dict | None, *,
@@ -42,6 +43,35 @@ def resolve_experiment(config_path: str | None, experiment: ExperimentConfig | d
         except ValueError as e:
             raise ConfigError(f"execution settings: {e}") from None
     return cfg.model_copy(update=update) if update else cfg
+
+
+def preflight(cfg: ExperimentConfig) -> None:
+    """Checks that need the machine, run before any work: every model can be loaded here, and
+    the store is writable with room to spare. Raises ConfigError naming the fix."""
+    import shutil
+    import uuid
+
+    from retrievers.models import check_available
+    from retrievers.registry import make_retriever
+
+    for r in cfg.retrievers:
+        for leaf in make_retriever(r.name, r.params).leaves():
+            model = getattr(leaf.params, "model", None)
+            if model is not None:
+                check_available(model)
+    store = Path(cfg.store)
+    try:
+        store.mkdir(parents=True, exist_ok=True)
+        probe = store / f".write-test-{uuid.uuid4().hex[:8]}"
+        probe.write_bytes(b"rbench")
+        probe.unlink()
+    except OSError as e:
+        raise ConfigError(f"store {store} is not writable ({e.strerror}): pass --store DIR (or set RBENCH_STORE) "
+                          "to a folder you can write") from None
+    free = shutil.disk_usage(store).free
+    if free < MIN_FREE_BYTES:
+        raise ConfigError(f"store {store} has {free / 1e6:.0f} MB free, less than {MIN_FREE_BYTES / 1e6:.0f} MB: "
+                          "free some space or pass --store DIR on another disk")
 
 
 def config_text(cfg: ExperimentConfig, config_path: str | None) -> str:

