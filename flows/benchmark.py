@@ -53,37 +53,37 @@ def run_stages(cfg: ExperimentConfig) -> tuple[list[dict], list[dict], list[dict
         name = dataset_of[future]
         corpus = sub.artifact(future)
         if corpus is None:
-            pairs.extend((name, r, None, [], None) for r in cfg.retrievers)
+            pairs.extend((name, r, None, [], None, {name}) for r in cfg.retrievers)
             continue
         rows = pq.ParquetFile(corpus.file("corpus.parquet")).metadata.num_rows
-        indexes: dict[str, object] = {}
+        indexes: dict[str, tuple[object, set[str]]] = {}
         for r in cfg.retrievers:
             retriever = make_retriever(r.name, r.params)
-            built = []
+            label = f"{name}/{r.label}"
+            built, needs = [], {name, label}
             for leaf, leaf_cfg in zip(retriever.leaves(), IndexConfig.all_of(r)):
                 key = canonical_json(leaf_cfg)
                 if key not in indexes:
-                    label = _index_label(name, leaf)
+                    index_label = _index_label(name, leaf)
                     device = getattr(leaf.params, "device", None)
-                    shards = [sub.submit(encode, [corpus], shard, f"{label}[{shard.start}:{shard.stop}]",
-                                         gpu=leaf.needs_gpu(), device=device)
-                              for shard in leaf_cfg.shards(rows, cfg.execution.shard_size)]
-                    indexes[key] = sub.submit(index, [corpus, *shards], leaf_cfg, label,
-                                              gpu=leaf.needs_gpu() and not shards)
-                built.append(indexes[key])
-            label = f"{name}/{r.label}"
+                    shards = leaf_cfg.shards(rows, cfg.execution.shard_size)
+                    shard_labels = [f"{index_label}[{shard.start}:{shard.stop}]" for shard in shards]
+                    encoded = [sub.submit(encode, [corpus], shard, shard_label, gpu=leaf.needs_gpu(), device=device)
+                               for shard, shard_label in zip(shards, shard_labels)]
+                    indexes[key] = (sub.submit(index, [corpus, *encoded], leaf_cfg, index_label,
+                                               gpu=leaf.needs_gpu() and not shards), {index_label, *shard_labels})
+                built.append(indexes[key][0])
+                needs |= indexes[key][1]
             run = sub.submit(retrieve, [corpus, queries[name], *built], RetrieveConfig.of(r, cfg.depth), label,
                              gpu=retriever.needs_gpu())
             scored = sub.submit(evaluate, [queries[name], run], cfg.metrics, label)
-            pairs.append((name, r, run, built, scored))
+            pairs.append((name, r, run, built, scored, needs))
     report = sub.report()
     results, failures = [], []
-    for name, r, run, built, scored in pairs:
+    for name, r, run, built, scored, needs in pairs:
         evaluation = sub.artifact(scored) if scored is not None else None
         if evaluation is None:
-            label = f"{name}/{r.label}"
-            first = next((row for row in report if row["status"] == "failed"
-                          and (row["label"] in (name, label) or row["label"].startswith(f"{name}/"))), None)
+            first = next((row for row in report if row["status"] == "failed" and row["label"] in needs), None)
             failures.append({"dataset": name, "retriever": r.label,
                              "error": f"{first['stage']}[{first['label']}]: {first['error']}" if first else "not run"})
             continue

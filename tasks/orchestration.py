@@ -87,7 +87,12 @@ def result_storage(store: Store) -> str | None:
     from prefect.filesystems import LocalFileSystem
 
     name = f"rbench-results-{hashlib.sha256(str(store.root).encode()).hexdigest()[:12]}"
-    LocalFileSystem(basepath=str(store.root / RESULTS_FOLDER)).save(name, overwrite=True)
+    block = LocalFileSystem(basepath=str(store.root / RESULTS_FOLDER))
+    try:
+        block.save(name, overwrite=True)
+    except Exception:  # another flow run saved the same block at the same moment
+        if LocalFileSystem.load(name).basepath != block.basepath:
+            raise
     return f"local-file-system/{name}"
 
 
