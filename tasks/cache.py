@@ -1,8 +1,9 @@
 """Content-hash keyed artifact store and the Prefect cache policy built on it.
 
 Every stage output is a folder ``<store>/<stage>/<key>``. The key hashes the stage
-name and version, the stage's resolved configuration and the keys of its input
-artifacts, so a change anywhere upstream changes every key below it. A folder is
+name and version, the part of its configuration that shapes the output, and the
+content digests (or keys) of its inputs, so a change upstream changes exactly the
+keys that read what changed. A folder is
 built under a temporary name and renamed into place once complete; its
 ``_manifest.json`` (written last) lists each file with size, sha256 and a fast
 fingerprint, and a hit is trusted only when every file still matches. Building a

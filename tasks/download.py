@@ -63,8 +63,13 @@ def _fetch(spec: FileSpec, target: Path, mirror: Path | None) -> str:
         _copy(spec.local, target)
         return str(spec.local)
     if mirror is not None and (mirror / spec.name).exists():
-        _copy(mirror / spec.name, target)
-        return str(mirror / spec.name)
+        source = mirror / spec.name
+        if source.is_dir() != bool(spec.patterns):
+            want, got = ("a folder", "a file") if spec.patterns else ("a file", "a folder")
+            raise DataError(f"mirror entry {source} is {got}, but {spec.name} is {want}: "
+                            f"put {want} there (the mirror keeps the source's layout)")
+        _copy(source, target)
+        return str(source)
     where = f"not in the mirror {mirror}; " if mirror else ""
     if spec.hf_repo is None and spec.url is None:
         raise DataError(f"{spec.name}: {where}it has no download source: put it in the mirror folder")

@@ -64,6 +64,8 @@ def prepare_tracking(uri: str) -> None:
     with Lease(path.with_name(f".{path.name}.lease")):
         if path.exists():
             return
+        for stale in path.parent.glob(f".{path.name}.*.tmp"):  # a creation killed midway
+            stale.unlink(missing_ok=True)
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
         try:
             subprocess.run(

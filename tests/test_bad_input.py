@@ -40,6 +40,9 @@ CONFIG_CASES = {
     "depth-below-k": ({"depth": 2}, "depth 2", "largest k"),
     "seed-negative": ({"subsample.seed": -1}, "subsample.seed", "-1"),
     "size-bool": ({"subsample.size": True}, "subsample.size", "got True"),
+    "size-zero": ({"subsample.size": 0}, "subsample.size", "greater than 0"),
+    "recall-denominator-unknown": ({"metrics.recall_denominator": "pooled"}, "recall_denominator", "'pooled'"),
+    "dataset-empty-name": ({"datasets": [{"name": "", "adapter": "fetaqa"}]}, "datasets.0.name", "at least 1"),
     "k-empty": ({"metrics.k": []}, "metrics.k", "at least 1"),
     "k-zero": ({"metrics.k": [0]}, "metrics.k", "greater than 0"),
     "k-bool": ({"metrics.k": [True]}, "metrics.k", "got True"),
@@ -230,3 +233,29 @@ def test_the_cli_prints_one_line_for_a_user_error(tmp_path, capsys):
     assert main(["run", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "appears twice" in err and "Traceback" not in err
+
+
+def _fetaqa_from(mirror: Path):
+    from rbench.config import DatasetConfig
+
+    ds = DatasetConfig(name="fetaqa")
+    return DOWNLOAD.run(Store(mirror.parent / "store"), [], DownloadConfig.of(ds), mirror=mirror)
+
+
+def test_a_folder_where_the_mirror_should_hold_a_file_is_named(tmp_path):
+    from tasks.datasets.fetaqa import DEV
+
+    (tmp_path / "mirror" / DEV.name).mkdir(parents=True)
+    with pytest.raises(DataError, match=r"is a folder, but .* is a file"):
+        _fetaqa_from(tmp_path / "mirror")
+    assert not list((tmp_path / "store" / "download").glob(".tmp-*"))
+
+
+def test_a_mirror_file_with_other_content_is_named_with_both_digests(tmp_path):
+    from rbench.errors import ChecksumError
+    from tasks.datasets.fetaqa import DEV
+
+    (tmp_path / "mirror" / DEV.name).parent.mkdir(parents=True)
+    (tmp_path / "mirror" / DEV.name).write_text("{}\n")
+    with pytest.raises(ChecksumError, match=r"checksum mismatch for .*expected sha256 [0-9a-f]{64}, got [0-9a-f]{64}"):
+        _fetaqa_from(tmp_path / "mirror")

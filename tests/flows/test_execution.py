@@ -196,3 +196,39 @@ def test_a_planted_password_reaches_no_output_and_metrics_survive_a_failed_mlflo
     leaks = [p for folder in (tmp_path / "store", home) for p in folder.rglob("*")
              if p.is_file() and secret.encode() in p.read_bytes()]
     assert leaks == []
+
+
+def _evaluation_bytes(store: Path) -> dict[str, bytes]:
+    return {f"{p.parent.name}/{p.name}": p.read_bytes() for p in sorted((store / "evaluate").glob("*/*"))
+            if p.name in ("per_query.parquet", "aggregate.parquet", "run.trec")}
+
+
+@pytest.mark.slow
+def test_a_run_killed_at_any_stage_boundary_or_in_mlflow_setup_resumes_identically(tmp_path, tiny_files):
+    corpus, queries = tiny_files
+    retrievers = [{"name": "bm25s"}, {"name": "dense", "params": {"model": "static-64d"}}]
+    reference_cfg = _base(tmp_path / "reference", corpus, queries, retrievers, execution={"runner": "sequential"})
+    (tmp_path / "reference").mkdir()
+    benchmark(_write(tmp_path, reference_cfg, "reference.yaml"))
+    expected = _evaluation_bytes(tmp_path / "reference" / "store")
+    assert len(expected) == 6
+
+    def killed_when(folder: Path, ready) -> None:
+        folder.mkdir()
+        config = _write(folder, _base(folder, corpus, queries, retrievers, execution={"runner": "sequential"}))
+        proc = _cli(["run", config], folder / "node")
+        deadline = time.time() + 300
+        while time.time() < deadline and proc.poll() is None and not ready(folder / "store"):
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        assert proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+        result = benchmark(config)
+        assert result["failures"] == [] and result["mlflow_run_id"]
+        assert _evaluation_bytes(folder / "store") == expected
+        assert not list((folder / "store").glob("*/.tmp-*"))
+
+    for finished in (1, 3, 6, 9):
+        killed_when(tmp_path / f"after-{finished}",
+                    lambda store, n=finished: len(list(store.glob("*/*/_manifest.json"))) >= n)
+    killed_when(tmp_path / "mlflow-setup", lambda store: (store / ".mlflow.db.lease").exists())
