@@ -200,6 +200,7 @@ class Submitter:
         return future
 
     def _progress(self, stage: str, label: str, future: PrefectFuture) -> None:
+        future.wait()  # done already: this fixes the future's final state (the API may still say Running)
         row = describe(stage, label, future.state)
         level = logging.INFO if row["status"] in ("ran", "cached") else logging.WARNING
         self._logger.log(level, "%-9s %-32s %-7s %s", stage, label, row["status"], row.get("summary") or row.get("error"))
