@@ -14,7 +14,7 @@ from rbench.errors import ConfigError, DataError
 from tasks.cache import Store
 from tasks.download import DOWNLOAD, DownloadConfig
 from tasks.prepare import PREPARE
-from tests.conftest import CORPUS, QUERIES, tiny_dataset, write_jsonl
+from tests.conftest import CORPUS, QUERIES, tiny_dataset
 
 SECRET = "s3cr3t-pa55"
 
