@@ -73,11 +73,11 @@ def test_a_lease_without_heartbeat_is_broken_after_the_ttl(tmp_path):
 
 def test_a_live_lease_is_kept_alive_and_waited_for(tmp_path):
     path = tmp_path / "k.lease"
-    first = Lease(path, ttl=0.4)
+    first = Lease(path, ttl=1.0)
     assert first.try_acquire()
-    second = Lease(path, ttl=0.4, poll=0.05)
+    second = Lease(path, ttl=1.0, poll=0.05)
     with pytest.raises(TimeoutError):
-        second.acquire(timeout=1.5)  # the heartbeat keeps it fresh for longer than the ttl
+        second.acquire(timeout=3.0)  # the heartbeat keeps it fresh for longer than the ttl
     first.release()
     assert second.try_acquire()
     second.release()
