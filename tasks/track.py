@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -39,6 +41,24 @@ def _experiment_id(mlflow, cfg: ExperimentConfig) -> str:
         if existing is None:
             raise
         return existing.experiment_id
+
+
+@contextmanager
+def tracking(uri: str):
+    """Point MLflow's fluent API at ``uri`` for the block. ``mlflow.set_tracking_uri`` also
+    writes ``MLFLOW_TRACKING_URI`` into this process's environment, which rbench reads as the
+    worker's setting: the previous value is restored on the way out."""
+    import mlflow
+
+    before = os.environ.get("MLFLOW_TRACKING_URI")
+    mlflow.set_tracking_uri(uri)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = before
 
 
 def prepare_tracking(uri: str) -> None:
@@ -169,7 +189,8 @@ def log_experiment(
     from rbench.config import redact
 
     try:
-        return _log_experiment(cfg, results, report, config_text, extra_artifacts, failures)
+        with tracking(cfg.tracking_uri()):
+            return _log_experiment(cfg, results, report, config_text, extra_artifacts, failures)
     except Exception as e:  # MLflow errors quote the tracking URI: never let its password reach a log
         raise RuntimeError(f"MLflow logging to {redact(cfg.tracking_uri())} failed: {redact(str(e))}") from None
 
@@ -181,9 +202,7 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
 
     from evaluation.plots import recall_curves
 
-    uri = cfg.tracking_uri()
-    prepare_tracking(uri)
-    mlflow.set_tracking_uri(uri)
+    prepare_tracking(cfg.tracking_uri())
     experiment_id = _experiment_id(mlflow, cfg)
     with mlflow.start_run(experiment_id=experiment_id, run_name=cfg.name) as parent:
         parent_id = parent.info.run_id
@@ -326,7 +345,13 @@ def log_chunking_grid(cfg, results: Sequence[dict], best: dict, out: Path, repor
     """One MLflow run for a chunking grid: its settings, the best combination's means, the report folder."""
     import mlflow
 
-    mlflow.set_tracking_uri(cfg.mlflow.tracking_uri or f"sqlite:///{cfg.store.resolve() / 'mlflow.db'}")
+    uri = cfg.mlflow.tracking_uri or f"sqlite:///{cfg.store.resolve() / 'mlflow.db'}"
+    prepare_tracking(uri)
+    with tracking(uri):
+        return _log_chunking_grid(mlflow, cfg, results, best, out, report)
+
+
+def _log_chunking_grid(mlflow, cfg, results, best, out, report) -> str:
     experiment = mlflow.get_experiment_by_name(cfg.mlflow.experiment)
     experiment_id = experiment.experiment_id if experiment else mlflow.create_experiment(
         cfg.mlflow.experiment,
@@ -343,14 +368,19 @@ def log_chunking_grid(cfg, results: Sequence[dict], best: dict, out: Path, repor
 
 def log_search(cfg: ExperimentConfig, search, trials: Sequence[dict], best: dict) -> str:
     """A parent run for a configuration search, a child run per trial, the history and its plot."""
+    import mlflow
+
+    prepare_tracking(cfg.tracking_uri())
+    with tracking(cfg.tracking_uri()):
+        return _log_search(mlflow, cfg, search, trials, best)
+
+
+def _log_search(mlflow, cfg, search, trials, best) -> str:
     import csv
     import tempfile
 
-    import mlflow
-
     from evaluation.plots import _pyplot
 
-    mlflow.set_tracking_uri(cfg.tracking_uri())
     experiment_id = _experiment_id(mlflow, cfg)
     metric = f"{search.metric}_at_{search.k}"
     with mlflow.start_run(experiment_id=experiment_id, run_name=f"{cfg.name}-search") as parent:

@@ -115,11 +115,13 @@ def test_cluster_runners_match_the_thread_runner(tmp_path, tiny_files, runner):
     assert set(_status(again).values()) == {"cached"}
 
 
-def _cli(args: list[str], home: Path) -> subprocess.Popen:
+def _cli(args: list[str], home: Path, extra_env: dict | None = None) -> subprocess.Popen:
     """``rbench`` in a process of its own, as on another node: its own Prefect home and server."""
     env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING",
            "PREFECT_HOME": str(home)}
     env.pop("PREFECT_API_URL", None)
+    env.pop("MLFLOW_TRACKING_URI", None)
+    env.update(extra_env or {})
     return subprocess.Popen([sys.executable, "-m", "rbench.cli", *args], cwd=REPO, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
 
@@ -184,13 +186,8 @@ def test_a_planted_password_reaches_no_output_and_metrics_survive_a_failed_mlflo
     home = tmp_path / "node"
     env_extra = {"MLFLOW_TRACKING_URI": f"http://rbench:{secret}@127.0.0.1:9", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
                  "MLFLOW_HTTP_REQUEST_TIMEOUT": "3", "PREFECT_LOGGING_LEVEL": "INFO"}
-    os.environ.update(env_extra)
-    try:
-        proc = _cli(["run", config], home)
-        out, err = proc.communicate(timeout=600)
-    finally:
-        for key in env_extra:
-            os.environ.pop(key, None)
+    proc = _cli(["run", config], home, env_extra)
+    out, err = proc.communicate(timeout=600)
     assert proc.returncode == 1
     assert "tiny / bm25s" in out and "MLflow logging failed" in err and "rbench:***@127.0.0.1:9" in err
     assert secret not in out and secret not in err
