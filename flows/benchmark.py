@@ -1,5 +1,5 @@
-"""The benchmark flow: download -> prepare -> subsample -> (encode) -> index -> retrieve
--> evaluate -> MLflow, with independent work submitted concurrently."""
+"""The benchmark flow: download -> prepare -> subsample -> (encode) -> index -> (rewrite)
+-> retrieve -> evaluate -> MLflow, with independent work submitted concurrently."""
 
 from __future__ import annotations
 
@@ -18,11 +18,12 @@ from tasks.index import ENCODE, INDEX, IndexConfig
 from tasks.orchestration import Submitter, stage_task, task_runner
 from tasks.prepare import PREPARE
 from tasks.retrieve import RETRIEVE, RetrieveConfig
+from tasks.rewrite import REWRITE
 from tasks.subsample import SUBSAMPLE
 from tasks.track import log_experiment, publish_run_link
 
-download, prepare, subsample, encode, index, retrieve, evaluate = map(
-    stage_task, (DOWNLOAD, PREPARE, SUBSAMPLE, ENCODE, INDEX, RETRIEVE, EVALUATE)
+download, prepare, subsample, encode, index, rewrite, retrieve, evaluate = map(
+    stage_task, (DOWNLOAD, PREPARE, SUBSAMPLE, ENCODE, INDEX, REWRITE, RETRIEVE, EVALUATE)
 )
 log_to_mlflow = task(log_experiment, name="mlflow")
 
@@ -53,10 +54,11 @@ def run_stages(cfg: ExperimentConfig) -> tuple[list[dict], list[dict], list[dict
         name = dataset_of[future]
         corpus = sub.artifact(future)
         if corpus is None:
-            pairs.extend((name, r, None, [], None, {name}) for r in cfg.retrievers)
+            pairs.extend((name, r, None, [], [], None, {name}) for r in cfg.retrievers)
             continue
         rows = pq.ParquetFile(corpus.file("corpus.parquet")).metadata.num_rows
         indexes: dict[str, tuple[object, set[str]]] = {}
+        rewritten: dict[str, tuple[object, str]] = {}
         for r in cfg.retrievers:
             retriever = make_retriever(r.name, r.params)
             label = f"{name}/{r.label}"
@@ -74,13 +76,23 @@ def run_stages(cfg: ExperimentConfig) -> tuple[list[dict], list[dict], list[dict
                                                gpu=leaf.needs_gpu() and not shards), {index_label, *shard_labels})
                 built.append(indexes[key][0])
                 needs |= indexes[key][1]
-            run = sub.submit(retrieve, [corpus, queries[name], *built], RetrieveConfig.of(r, cfg.depth), label,
-                             gpu=retriever.needs_gpu())
+            rewrites = []
+            for spec in retriever.rewrites():
+                key = canonical_json(spec.key_view())
+                if key not in rewritten:
+                    rewrite_label = f"{name}/{spec.kind}:{spec.llm.model.rsplit('/', 1)[-1]}"
+                    rewritten[key] = (sub.submit(rewrite, [queries[name]], spec, rewrite_label,
+                                                 gpu=spec.llm.backend != "openai" and spec.llm.device != "cpu"),
+                                          rewrite_label)
+                rewrites.append(rewritten[key][0])
+                needs.add(rewritten[key][1])
+            run = sub.submit(retrieve, [corpus, queries[name], *built, *rewrites], RetrieveConfig.of(r, cfg.depth),
+                             label, gpu=retriever.needs_gpu())
             scored = sub.submit(evaluate, [queries[name], run], cfg.metrics, label)
-            pairs.append((name, r, run, built, scored, needs))
+            pairs.append((name, r, run, built, rewrites, scored, needs))
     report = sub.report()
     results, failures = [], []
-    for name, r, run, built, scored, needs in pairs:
+    for name, r, run, built, rewrites, scored, needs in pairs:
         evaluation = sub.artifact(scored) if scored is not None else None
         if evaluation is None:
             first = next((row for row in report if row["status"] == "failed" and row["label"] in needs), None)
@@ -88,7 +100,8 @@ def run_stages(cfg: ExperimentConfig) -> tuple[list[dict], list[dict], list[dict
                              "error": f"{first['stage']}[{first['label']}]: {first['error']}" if first else "not run"})
             continue
         results.append({"dataset": name, "retriever": r, "indexes": [sub.artifact(b) for b in built],
-                        "run": sub.artifact(run), "evaluation": evaluation})
+                        "rewrites": [sub.artifact(w) for w in rewrites], "run": sub.artifact(run),
+                        "evaluation": evaluation})
     return results, failures, report
 
 

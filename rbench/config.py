@@ -158,9 +158,38 @@ class ExperimentConfig(Strict):
     metrics: MetricsConfig = MetricsConfig()
     mlflow: MlflowConfig = MlflowConfig()
     execution: ExecutionConfig = ExecutionConfig()
+    llms: dict[str, dict[str, Any]] = Field(default_factory=dict)
     sweep: dict[str, list[Any]] = Field(default_factory=dict)
     datasets: list[DatasetConfig] = Field(min_length=1)
     retrievers: list[RetrieverConfig] = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_llms(cls, raw: Any) -> Any:
+        """``llm: NAME`` anywhere in a retriever's params becomes the ``llms.NAME`` section,
+        so that one model is configured once and retrievers refer to it by name."""
+        if not isinstance(raw, dict) or not isinstance(raw.get("retrievers"), list):
+            return raw
+        llms = raw.get("llms") or {}
+        if not isinstance(llms, dict):
+            raise ValueError("llms must be a mapping of names to LLM settings (backend, model, ...)")
+
+        def resolve(value: Any, where: str) -> Any:
+            if isinstance(value, dict):
+                out = {}
+                for k, v in value.items():
+                    if k == "llm" and isinstance(v, str):
+                        if v not in llms:
+                            raise ValueError(f"{where}.llm: unknown LLM {v!r}; define it under llms: (known: "
+                                             f"{sorted(llms) or 'none'})")
+                        v = llms[v]
+                    out[k] = resolve(v, f"{where}.{k}")
+                return out
+            if isinstance(value, list):
+                return [resolve(v, f"{where}[{i}]") for i, v in enumerate(value)]
+            return value
+
+        return {**raw, "retrievers": [resolve(r, f"retrievers[{i}]") for i, r in enumerate(raw["retrievers"])]}
 
     @model_validator(mode="before")
     @classmethod
@@ -206,6 +235,20 @@ class ExperimentConfig(Strict):
                 "raise depth so each query retrieves at least k objects"
             )
         return self
+
+    @field_validator("llms")
+    @classmethod
+    def _check_llms(cls, llms: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        from rbench.llm.config import LLMConfig
+
+        for name, settings in llms.items():
+            try:
+                LLMConfig.model_validate(settings)
+            except ValidationError as e:
+                problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'settings'}: {err['msg']}"
+                                     for err in e.errors())
+                raise ValueError(f"llms.{name}: {problems}") from None
+        return llms
 
     def tracking_uri(self) -> str:
         """The MLflow tracking URI: the configured one, or sqlite inside the store."""

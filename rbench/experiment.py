@@ -54,11 +54,16 @@ def preflight(cfg: ExperimentConfig) -> None:
     from retrievers.models import check_available
     from retrievers.registry import make_retriever
 
+    from rbench.llm.config import check_llm
+
     for r in cfg.retrievers:
-        for leaf in make_retriever(r.name, r.params).leaves():
+        retriever = make_retriever(r.name, r.params)
+        for leaf in retriever.leaves():
             model = getattr(leaf.params, "model", None)
             if model is not None:
                 check_available(model)
+        for spec in retriever.rewrites():
+            check_llm(spec.llm)
     store = Path(cfg.store)
     try:
         store.mkdir(parents=True, exist_ok=True)

@@ -126,6 +126,25 @@ class Retriever(ABC):
         """Counters gathered while searching (reported with the run); none by default."""
         return {}
 
+    def content_digests(self) -> dict[str, str]:
+        """Digests of files whose content changes results (prompts, synonym maps), by role."""
+        return {}
+
+    def own_rewrites(self) -> list:
+        """The query rewrites (``rbench.llm.rewrite.RewriteSpec``) this retriever reads itself."""
+        return []
+
+    def rewrites(self) -> list:
+        """The rewrites this retriever and its components read, in the order of :meth:`use_llm`."""
+        return self.own_rewrites()
+
+    def use_llm(self, session, tables: Sequence[Path]) -> None:
+        """Hand over the stage's ``LLMSession`` and the rewrite tables of :meth:`rewrites`."""
+        self.bind_llm(session, tables)
+
+    def bind_llm(self, session, tables: Sequence[Path]) -> None:
+        """Take this retriever's own share of :meth:`use_llm` (LLM-driven retrievers)."""
+
 
 class Composite(Retriever):
     """A retriever that searches through other retrievers and owns no index itself."""
@@ -156,6 +175,23 @@ class Composite(Retriever):
         for c in self.components():
             versions.update(c.code_versions())
         return versions
+
+    def content_digests(self) -> dict[str, str]:
+        digests = {}
+        for i, c in enumerate(self.components()):
+            digests.update({f"{i}.{role}": d for role, d in c.content_digests().items()})
+        return digests
+
+    def rewrites(self) -> list:
+        return self.own_rewrites() + [r for c in self.components() for r in c.rewrites()]
+
+    def use_llm(self, session, tables: Sequence[Path]) -> None:
+        start = len(self.own_rewrites())
+        self.bind_llm(session, tables[:start])
+        for c in self.components():
+            count = len(c.rewrites())
+            c.use_llm(session, tables[start:start + count])
+            start += count
 
     def open(self, folders: Sequence[Path], corpus: Path) -> None:
         start = 0

@@ -18,6 +18,7 @@ from pathlib import Path
 from rbench.errors import MissingExtraError, RbenchError
 
 MIN_JAVA = 21
+PYSERINI_PLACEHOLDER_KEY = "unused-by-rbench"  # pyserini builds an OpenAI client at import
 
 
 def java_version(home: Path) -> int | None:
@@ -48,13 +49,13 @@ def find_java_home() -> Path:
 
 @lru_cache(maxsize=1)
 def start_pyserini() -> None:
-    """Configure Java and import Pyserini once per process."""
+    """Configure Java and import Pyserini once per process (a placeholder ``OPENAI_API_KEY``
+    exists only during the import, and never replaces a user's key)."""
     spec = importlib.util.find_spec("pyserini")
     if spec is None or spec.origin is None:
         raise MissingExtraError("pyserini", "bm25", "BM25 retrieval")
     home = find_java_home()
     os.environ["JAVA_HOME"] = str(home)
-    os.environ.setdefault("OPENAI_API_KEY", "unused-by-rbench")
     import jnius_config
 
     if not jnius_config.vm_running:
@@ -63,4 +64,12 @@ def start_pyserini() -> None:
             raise RbenchError("Pyserini's Anserini jar is missing; reinstall with: pip install --force-reinstall pyserini")
         jnius_config.add_classpath(max(jars, key=os.path.getctime))
         os.environ["ANSERINI_CLASSPATH"] = str(Path(spec.origin).parent / "no-jars-here")
-    import pyserini.search.lucene  # noqa: F401  (starts the JVM)
+    placeholder = "OPENAI_API_KEY" not in os.environ
+    if placeholder:
+        os.environ["OPENAI_API_KEY"] = PYSERINI_PLACEHOLDER_KEY
+    try:
+        import pyserini.index.lucene  # noqa: F401  (starts the JVM)
+        import pyserini.search.lucene  # noqa: F401
+    finally:  # the placeholder is never left for an LLM client to send
+        if placeholder and os.environ.get("OPENAI_API_KEY") == PYSERINI_PLACEHOLDER_KEY:
+            del os.environ["OPENAI_API_KEY"]

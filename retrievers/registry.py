@@ -6,11 +6,17 @@ from rbench.errors import ConfigError
 from retrievers.base import Retriever
 from retrievers.bm25 import BM25
 from retrievers.bm25_sparse import BM25s
+from retrievers.decompose import Decompose
 from retrievers.dense import Dense
 from retrievers.fusion import Fusion
+from retrievers.llm_rerank import LLMRerank
+from retrievers.multi_query import MultiQuery
 from retrievers.rerank import Rerank
+from retrievers.xrr2 import XRR2
 
-RETRIEVERS: dict[str, type[Retriever]] = {cls.name: cls for cls in (BM25, BM25s, Dense, Rerank, Fusion)}
+RETRIEVERS: dict[str, type[Retriever]] = {
+    cls.name: cls for cls in (BM25, BM25s, Dense, Rerank, Fusion, Decompose, MultiQuery, XRR2, LLMRerank)
+}
 
 
 def get_retriever_class(name: str) -> type[Retriever]:

@@ -25,6 +25,67 @@ def check_model_location(model: str) -> str:
     return model
 
 
+class CrossEncoderParams(BaseModel):
+    """A cross-encoder rescoring step: the model and how it runs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str
+    batch_size: PositiveInt = 32
+    max_length: PositiveInt = 512
+    device: str | None = Field(None, description="torch device; default: CUDA when available")
+
+    @field_validator("model")
+    @classmethod
+    def _exists(cls, model: str) -> str:
+        return check_model_location(model)
+
+
+class CrossEncoderScorer:
+    """A sentence-transformers ``CrossEncoder`` that rescores candidates against a query text."""
+
+    def __init__(self, params: CrossEncoderParams):
+        self.params = params
+        self.pairs, self.seconds = 0, 0.0
+        self._encoder = None
+
+    def load(self) -> None:
+        """Load the model (once)."""
+        if self._encoder is not None:
+            return
+        try:
+            from sentence_transformers import CrossEncoder
+        except ImportError:
+            raise MissingExtraError("sentence-transformers", "dense", "cross-encoder reranking") from None
+        p = self.params
+        self._encoder = CrossEncoder(p.model, device=p.device, max_length=p.max_length)
+
+    def rescore(self, candidates: Mapping[str, tuple[str, Sequence[str]]], texts: Mapping[str, str]) -> Run:
+        """Per query id, its candidates ``(object_id, score)`` best first, scored against its text."""
+        self.load()
+        pairs = [(text, texts[oid]) for text, oids in candidates.values() for oid in oids]
+        started = time.perf_counter()
+        scores = self._encoder.predict(pairs, batch_size=self.params.batch_size, show_progress_bar=False) if pairs else []
+        self.seconds += time.perf_counter() - started
+        self.pairs += len(pairs)
+        run, i = {}, 0
+        for q, (_, oids) in candidates.items():
+            run[q] = sorted(((oid, float(scores[i + j])) for j, oid in enumerate(oids)), key=lambda h: -h[1])
+            i += len(oids)
+        return run
+
+    def stats(self) -> dict[str, Any]:
+        """Pairs scored and throughput."""
+        return {"pairs_scored": self.pairs,
+                "pairs_per_second": round(self.pairs / self.seconds, 1) if self.seconds else None}
+
+
+def corpus_texts(corpus: Path) -> dict[str, str]:
+    """``object_id -> text`` of a prepared corpus."""
+    table = pq.read_table(corpus, columns=["object_id", "text"])
+    return dict(zip(table.column(0).to_pylist(), table.column(1).to_pylist()))
+
+
 class RerankParams(BaseModel):
     """Retrieve ``k * k_multiplier`` candidates with ``first_stage``, rescore with ``model``."""
 
@@ -54,7 +115,9 @@ class Rerank(Composite):
     def __init__(self, params=None):
         super().__init__(params)
         self._first = self.params.first_stage.build()
-        self._pairs, self._seconds = 0, 0.0
+        p = self.params
+        self._scorer = CrossEncoderScorer(CrossEncoderParams(model=p.model, batch_size=p.batch_size,
+                                                             max_length=p.max_length, device=p.device))
 
     def components(self) -> list[Retriever]:
         return [self._first]
@@ -66,28 +129,14 @@ class Rerank(Composite):
 
     def open(self, folders: Sequence[Path], corpus: Path) -> None:
         super().open(folders, corpus)
-        table = pq.read_table(corpus, columns=["object_id", "text"])
-        self._texts = dict(zip(table.column(0).to_pylist(), table.column(1).to_pylist()))
-        try:
-            from sentence_transformers import CrossEncoder
-        except ImportError:
-            raise MissingExtraError("sentence-transformers", "dense", "cross-encoder reranking") from None
-        self._encoder = CrossEncoder(self.params.model, device=self.params.device, max_length=self.params.max_length)
+        self._texts = corpus_texts(corpus)
+        self._scorer.load()
 
     def search(self, queries: Mapping[str, str], k: int) -> Run:
         candidates = self._first.search(queries, k * self.params.k_multiplier)
-        pairs = [(queries[q], self._texts[oid]) for q, hits in candidates.items() for oid, _ in hits]
-        started = time.perf_counter()
-        scores = self._encoder.predict(pairs, batch_size=self.params.batch_size, show_progress_bar=False) if pairs else []
-        self._seconds += time.perf_counter() - started
-        self._pairs += len(pairs)
-        run, i = {}, 0
-        for q, hits in candidates.items():
-            rescored = [(oid, float(scores[i + j])) for j, (oid, _) in enumerate(hits)]
-            i += len(hits)
-            run[q] = sorted(rescored, key=lambda h: -h[1])[:k]
-        return run
+        run = self._scorer.rescore({q: (queries[q], [oid for oid, _ in hits]) for q, hits in candidates.items()},
+                                   self._texts)
+        return {q: hits[:k] for q, hits in run.items()}
 
     def stats(self) -> dict[str, Any]:
-        return {"pairs_scored": self._pairs,
-                "pairs_per_second": round(self._pairs / self._seconds, 1) if self._seconds else None}
+        return self._scorer.stats()

@@ -323,7 +323,8 @@ class Stage:
     input, its content digest of the part this stage reads (``input_parts``: input stage
     name -> part, for example ``("prepare", "corpus")``), else its key. ``options`` (mirror
     folders, devices) never enter the key. A ``resumable`` stage's builder also gets
-    ``checkpoint=`` (a :class:`Checkpoint`) to keep finished items across a killed build.
+    ``checkpoint=`` (a :class:`Checkpoint`) to keep finished items across a killed build;
+    a stage that ``uses_store`` gets ``store=`` (the LLM call cache lives there).
     """
 
     name: str
@@ -332,6 +333,7 @@ class Stage:
     resumable: bool = False
     key_view: Callable[[Any], Any] | None = None
     input_parts: tuple[tuple[str, str], ...] = ()
+    uses_store: bool = False
 
     def key(self, inputs: Sequence[Artifact], config: Any) -> str:
         """Store key for this stage given its inputs and resolved config."""
@@ -344,6 +346,8 @@ class Stage:
     ) -> Artifact:
         """Return the cached artifact when intact, else build it. Plain function; no Prefect."""
         key = self.key(inputs, config)
+        if self.uses_store:
+            options = {**options, "store": store}
         if self.resumable:
             def builder(folder: Path, checkpoint: Checkpoint) -> dict | None:
                 return self.build(folder, list(inputs), config, checkpoint=checkpoint, **options)

@@ -12,8 +12,12 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel
 
 from rbench.config import RetrieverConfig
+from rbench.llm.cache import CallCache
+from rbench.llm.client import LLMSession
+from rbench.llm.config import RUNTIME_FIELDS as LLM_RUNTIME_FIELDS
+from retrievers.llm_common import LLMComposite
 from retrievers.registry import get_retriever_class
-from tasks.cache import Artifact, Checkpoint, Stage
+from tasks.cache import Artifact, Checkpoint, Stage, Store
 
 log = logging.getLogger("rbench")
 
@@ -24,7 +28,7 @@ RUN_SCHEMA = pa.schema(
 QUERY_BATCH = 250
 
 
-RUNTIME_FIELDS = frozenset({"device", "batch_size"})
+RUNTIME_FIELDS = frozenset({"device", "batch_size"}) | LLM_RUNTIME_FIELDS
 
 
 class RetrieveConfig(BaseModel):
@@ -36,17 +40,21 @@ class RetrieveConfig(BaseModel):
     depth: int
     versions: dict[str, int] = {}
     models: list[str] = []
+    contents: dict[str, str] = {}
 
     @classmethod
     def of(cls, retriever: RetrieverConfig, depth: int) -> "RetrieveConfig":
         """The retrieve config of a configured retriever."""
         instance = get_retriever_class(retriever.name)(retriever.params)
         return cls(retriever=retriever.name, params=retriever.params, depth=depth,
-                   versions=instance.code_versions(), models=instance.model_identities())
+                   versions=instance.code_versions(), models=instance.model_identities(),
+                   contents=instance.content_digests())
 
     def key_view(self) -> dict[str, Any]:
-        """The config without the params that cannot change results (devices, batch sizes)."""
-        return {**self.model_dump(mode="json"), "params": _without_runtime(self.params)}
+        """The config without the params that cannot change results (devices, batch sizes,
+        LLM server URLs and limits), with the digests of content files (prompts)."""
+        view = {**self.model_dump(mode="json", exclude={"contents"}), "params": _without_runtime(self.params)}
+        return {**view, "contents": self.contents} if self.contents else view
 
 
 def _without_runtime(value: Any) -> Any:
@@ -57,15 +65,23 @@ def _without_runtime(value: Any) -> Any:
     return value
 
 
-def build_retrieve(folder: Path, inputs: list[Artifact], config: RetrieveConfig, checkpoint: Checkpoint) -> dict:
+def _calls_llm(retriever) -> bool:
+    return isinstance(retriever, LLMComposite) or any(_calls_llm(c) for c in getattr(retriever, "components", list)())
+
+
+def build_retrieve(folder: Path, inputs: list[Artifact], config: RetrieveConfig, checkpoint: Checkpoint,
+                   store: Store) -> dict:
     """Search every query to ``depth`` objects and write ``run.parquet`` (with doc ids).
 
-    ``inputs``: the prepared dataset, the query subsample, then one index per leaf retriever.
-    Each batch of queries is kept in ``checkpoint`` as it finishes, so a killed run resumes
-    with the batches it had not searched.
+    ``inputs``: the prepared dataset, the query subsample, one index per leaf retriever,
+    then one rewrite table per rewrite the retriever reads. Each batch of queries is kept in
+    ``checkpoint`` as it finishes, so a killed run resumes with the batches it had not
+    searched; LLM answers are kept in the store's call cache as they return.
     """
-    prepared, queries_artifact, *indexes = inputs
+    prepared, queries_artifact, *rest = inputs
     retriever = get_retriever_class(config.retriever)(config.params)
+    indexes, rewrites = rest[:len(retriever.leaves())], rest[len(retriever.leaves()):]
+    session = LLMSession(CallCache(store.root))
     queries = pq.read_table(queries_artifact.file("queries.parquet"), columns=["query_id", "text"])
     qids, texts = queries.column(0).to_pylist(), queries.column(1).to_pylist()
     corpus = pq.read_table(prepared.file("corpus.parquet"), columns=["object_id", "doc_id"])
@@ -78,6 +94,7 @@ def build_retrieve(folder: Path, inputs: list[Artifact], config: RetrieveConfig,
             continue
         if not opened:
             retriever.open([index.path for index in indexes], prepared.file("corpus.parquet"))
+            retriever.use_llm(session, [r.file("rewrites.parquet") for r in rewrites])
             opened = True
         batch = dict(zip(qids[start : start + QUERY_BATCH], texts[start : start + QUERY_BATCH]))
         columns: dict[str, list] = {name: [] for name in RUN_SCHEMA.names}
@@ -105,8 +122,9 @@ def build_retrieve(folder: Path, inputs: list[Artifact], config: RetrieveConfig,
         "queries_with_fewer_than_depth": sum(1 for q in qids if per_query.get(q, 0) < config.depth),
         "batches_resumed": resumed,
         **retriever.stats(),
+        **(session.accounting.summary() if _calls_llm(retriever) else {}),
     }
 
 
 RETRIEVE = Stage("retrieve", 3, build_retrieve, resumable=True, key_view=RetrieveConfig.key_view,
-                 input_parts=(("prepare", "corpus"),))
+                 input_parts=(("prepare", "corpus"),), uses_store=True)

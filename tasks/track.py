@@ -163,9 +163,16 @@ def _run_metrics(result: dict) -> dict[str, float]:
     metrics = {}
     run = result.get("run")
     if run is not None:
-        for key in ("queries_per_second", "search_seconds"):
-            if isinstance(run.info.get(key), (int, float)):
-                metrics[key] = run.info[key]
+        for key, value in run.info.items():
+            if (key in ("queries_per_second", "search_seconds") or key.startswith("llm_")) and \
+                    isinstance(value, (int, float)) and not isinstance(value, bool):
+                metrics[key] = value
+    for i, rewrite in enumerate(result.get("rewrites") or []):
+        prefix = "rewrite" if i == 0 else f"rewrite{i}"
+        for key, value in rewrite.info.items():
+            if (key in ("queries_per_second", "rewrite_seconds") or key.startswith("llm_")) and \
+                    isinstance(value, (int, float)) and not isinstance(value, bool):
+                metrics[f"{prefix}_{key}"] = value
     for i, index in enumerate(result.get("indexes") or []):
         suffix = "" if i == 0 else f"_{i}"
         for key in ("build_seconds", "encode_seconds", "passages_per_second"):

@@ -19,6 +19,7 @@ def corpus_file(tmp_path_factory):
         "object_id": [f"o{i}" for i in range(len(CORPUS))],
         "text": [c["object"] for c in CORPUS],
         "doc_id": [f"{c['page_title']} :: {c['source']}" for c in CORPUS],
+        "page_title": [c["page_title"] for c in CORPUS],
     }), path)
     return path
 

@@ -56,7 +56,7 @@ def test_rerank_rescores_first_stage_candidates(corpus_file, tmp_path):
     first = rerank.components()[0].search({"q": "chess board game squares players"}, k=4)["q"]
     hits = rerank.search({"q": "chess board game squares players"}, k=2)["q"]
     assert len(hits) == 2 and {oid for oid, _ in hits} <= {oid for oid, _ in first}
-    expected = rerank._encoder.predict([("chess board game squares players", CORPUS[int(o[1:])]["object"])
+    expected = rerank._scorer._encoder.predict([("chess board game squares players", CORPUS[int(o[1:])]["object"])
                                         for o, _ in first], show_progress_bar=False)
     best = sorted(zip([o for o, _ in first], expected), key=lambda x: -x[1])[:2]
     assert [o for o, _ in hits] == [o for o, _ in best]

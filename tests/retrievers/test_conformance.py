@@ -9,23 +9,33 @@ from tests.conftest import CORPUS, tiny_cross_encoder
 from tests.retrievers.conftest import index_leaves
 
 STATIC = {"name": "dense", "params": {"model": "static-64d"}}
+SMOLLM2 = {"backend": "transformers", "model": "smollm2-135m", "threads": 2}
 FAST_PARAMS = {
     "dense": {"model": "static-64d"},
     "dense-hnsw": {"model": "static-64d", "index": "hnsw"},
     "fusion": {"retrievers": [{"name": "bm25s"}, STATIC]},
+    "decompose": {"llm": SMOLLM2, "first_stage": STATIC, "max_tokens": 48},
+    "llm_rerank": {"llm": SMOLLM2, "first_stage": {"name": "bm25s"}, "window": 4, "step": 2, "max_tokens": 24},
+    "xrr2": {"llm": SMOLLM2, "expansion_tokens": 32, "rounds": 1, "topk1": 2, "max_tokens": 16},
 }
-CASES = sorted(RETRIEVERS) + ["dense-hnsw"]
+CASES = sorted(RETRIEVERS) + ["dense-hnsw", "decompose-rerank"]
+LLM_CASES = {"decompose", "decompose-rerank", "llm_rerank", "multi_query", "xrr2"}  # a 135M model reorders: no known answers
 
 
 def _params(case: str, tmp_path):
     if case == "rerank":  # a random tiny cross-encoder: plumbing only, no known answers
         return {"model": tiny_cross_encoder(tmp_path / "ce"), "first_stage": STATIC}
+    if case == "decompose-rerank":
+        return {**FAST_PARAMS["decompose"], "rerank": {"model": tiny_cross_encoder(tmp_path / "ce")}}
+    if case == "multi_query":
+        return {"llm": SMOLLM2, "first_stage": {"name": "bm25s"}, "max_tokens": 48, "ce_candidates": 6,
+                "ce_keep": 4, "select_max": 3, "cross_encoder": {"model": tiny_cross_encoder(tmp_path / "ce")}}
     return FAST_PARAMS.get(case)
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_retriever_conformance(case, corpus_file, tmp_path):
-    name = case.split("-")[0]
+    name = case.removesuffix("-hnsw").removesuffix("-rerank")
     params = _params(case, tmp_path)
     folders = index_leaves(make_retriever(name, params), corpus_file, tmp_path)
 
@@ -34,7 +44,7 @@ def test_retriever_conformance(case, corpus_file, tmp_path):
     queries = {"volcano": "volcano lava ash rupture", "chess": "chess board game squares players"}
     run = loaded.search(queries, k=3)
     assert set(run) == set(queries)
-    if case != "rerank":
+    if case != "rerank" and case not in LLM_CASES:
         assert run["volcano"][0][0] == "o3" and run["chess"][0][0] == "o5"
     for hits in run.values():
         assert 0 < len(hits) <= 3

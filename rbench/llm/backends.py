@@ -1,0 +1,273 @@
+"""LLM backends: each answers a list of chat requests and reports every answer as it
+returns. ``openai`` talks to any OpenAI-compatible server over HTTP; ``transformers`` and
+``vllm`` run the model in this process (extras ``llm`` and ``vllm``)."""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from abc import ABC, abstractmethod
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Callable
+
+from rbench.errors import ConfigError, MissingExtraError, RbenchError
+from rbench.llm.config import LLMConfig, Sampling
+
+RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+
+
+class LLMError(RbenchError):
+    """A call failed for good (after the configured retries) or the server refused it."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """One chat call: the messages, the sampling settings and the sample's index."""
+
+    messages: tuple[tuple[str, str], ...]
+    sampling: Sampling
+    sample: int = 0
+
+    def as_messages(self) -> list[dict[str, str]]:
+        """The messages in the OpenAI chat format."""
+        return [{"role": role, "content": content} for role, content in self.messages]
+
+    def seed(self) -> int:
+        """The seed this sample is drawn with."""
+        return self.sampling.seed + self.sample
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One answer with its token counts and the seconds it took."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    finish_reason: str | None = None
+
+
+Done = Callable[[int, Completion], None]
+
+
+class Backend(ABC):
+    """Answers requests; ``done(i, completion)`` is called as each one returns."""
+
+    @abstractmethod
+    def generate(self, requests: list[Request], done: Done) -> None:
+        """Answer every request (raise :class:`LLMError` when one fails for good)."""
+
+
+def _stop_at(text: str, stop: tuple[str, ...]) -> str:
+    cut = min((i for i in (text.find(s) for s in stop) if i >= 0), default=-1)
+    return text if cut < 0 else text[:cut]
+
+
+class OpenAIBackend(Backend):
+    """An OpenAI-compatible ``/chat/completions`` endpoint, ``max_concurrency`` calls at once,
+    with bounded retries (exponential backoff with jitter, ``Retry-After`` honoured) on
+    timeouts, connection errors, 429 and 5xx."""
+
+    def __init__(self, config: LLMConfig):
+        import httpx
+
+        from retrievers.java import PYSERINI_PLACEHOLDER_KEY
+
+        self.config = config
+        self._secret = None
+        headers = {}
+        if config.api_key_env:
+            key = os.environ.get(config.api_key_env, "")
+            if not key or key == PYSERINI_PLACEHOLDER_KEY:
+                raise ConfigError(f"the environment variable {config.api_key_env} (api_key_env of LLM "
+                                  f"{config.model!r}) is not set: export it with the server's API key")
+            self._secret = key
+            headers["Authorization"] = f"Bearer {key}"
+        self._http = httpx.Client(base_url=config.base_url, headers=headers, timeout=config.timeout)
+
+    def _hide(self, text: str) -> str:
+        return text.replace(self._secret, "***") if self._secret else text
+
+    def _body(self, request: Request) -> dict:
+        s = request.sampling
+        body = {"model": self.config.model, "messages": request.as_messages(), "max_tokens": s.max_tokens,
+                "temperature": s.temperature, "top_p": s.top_p, "seed": request.seed()}
+        if s.stop:
+            body["stop"] = list(s.stop)
+        return body
+
+    def _call(self, request: Request) -> Completion:
+        import httpx
+
+        problem = ""
+        for attempt in range(self.config.max_retries + 1):
+            started = time.perf_counter()
+            wait_s = min(30.0, 0.5 * 2 ** attempt) * (0.5 + random.random())
+            try:
+                response = self._http.post("/chat/completions", json=self._body(request))
+            except httpx.HTTPError as e:  # timeouts and connection errors: retried
+                problem = f"{type(e).__name__}: {e}"
+            else:
+                if response.status_code == 200:
+                    return self._completion(response.json(), time.perf_counter() - started)
+                problem = f"HTTP {response.status_code}: {response.text[:300]}"
+                if response.status_code not in RETRY_STATUS:
+                    break
+                retry_after = response.headers.get("retry-after", "")
+                if retry_after.replace(".", "", 1).isdigit():
+                    wait_s = min(60.0, float(retry_after))
+            if attempt < self.config.max_retries:
+                time.sleep(wait_s)
+        raise LLMError(self._hide(f"LLM call to {self.config.base_url} (model {self.config.model!r}) failed after "
+                                  f"{attempt + 1} attempt(s): {problem}"))
+
+    def _completion(self, payload: dict, seconds: float) -> Completion:
+        try:
+            choice = payload["choices"][0]
+            text = choice["message"].get("content") or ""
+        except (KeyError, IndexError, TypeError, AttributeError):
+            raise LLMError(f"LLM server {self.config.base_url} answered without choices[0].message: "
+                           f"{str(payload)[:200]}") from None
+        usage = payload.get("usage") or {}
+        return Completion(text, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
+                          seconds, choice.get("finish_reason"))
+
+    def generate(self, requests: list[Request], done: Done) -> None:
+        with ThreadPoolExecutor(self.config.max_concurrency) as pool:
+            futures = {pool.submit(self._call, r): i for i, r in enumerate(requests)}
+            pending = set(futures)
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                for future in finished:
+                    if future.exception() is not None:
+                        for other in pending:
+                            other.cancel()
+                        raise future.exception()
+                    done(futures[future], future.result())
+
+
+class TransformersBackend(Backend):
+    """A causal LM in this process (CPU or GPU): greedy requests in padded batches of
+    ``batch_size``, sampled ones one by one with their own seed. One generation at a time
+    per loaded model."""
+
+    def __init__(self, config: LLMConfig):
+        try:
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+        except ImportError:
+            raise MissingExtraError("transformers", "llm", "the transformers LLM backend") from None
+        from rbench.llm.models import converted_folder, resolve_llm
+
+        self.config = config
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        folder = str(converted_folder(resolve_llm(config.model)))
+        dtype = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16,
+                 "float16": torch.float16}[config.dtype]
+        self.device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.tokenizer = AutoTokenizer.from_pretrained(folder)
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(self.device).eval()
+        self._lock = threading.Lock()
+
+    def generate(self, requests: list[Request], done: Done) -> None:
+        greedy = sorted((i for i, r in enumerate(requests) if r.sampling.greedy),
+                        key=lambda i: sum(len(c) for _, c in requests[i].messages))
+        batches = [greedy[j:j + self.config.batch_size] for j in range(0, len(greedy), self.config.batch_size)]
+        batches += [[i] for i, r in enumerate(requests) if not r.sampling.greedy]
+        for batch in batches:
+            with self._lock:
+                for i, completion in zip(batch, self._run([requests[i] for i in batch])):
+                    done(i, completion)
+
+    def _run(self, requests: list[Request]) -> list[Completion]:
+        import torch
+
+        sampling = requests[0].sampling
+        prompts = [self.tokenizer.apply_chat_template(r.as_messages(), add_generation_prompt=True, tokenize=False)
+                   for r in requests]
+        encoded = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
+        options = {"max_new_tokens": sampling.max_tokens, "pad_token_id": self.tokenizer.pad_token_id}
+        if sampling.greedy:
+            options.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        else:
+            torch.manual_seed(requests[0].seed())
+            options.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=None)
+        if sampling.stop:
+            options.update(stop_strings=list(sampling.stop), tokenizer=self.tokenizer)
+        started = time.perf_counter()
+        with torch.inference_mode():
+            output = self.model.generate(**encoded, **options)
+        seconds = (time.perf_counter() - started) / len(requests)
+        width = encoded["input_ids"].shape[1]
+        completions = []
+        for row, mask in zip(output, encoded["attention_mask"]):
+            new = row[width:]
+            new = new[new != self.tokenizer.pad_token_id] if self.tokenizer.pad_token_id is not None else new
+            text = self.tokenizer.decode(new, skip_special_tokens=True)
+            finish = "length" if len(new) >= sampling.max_tokens else "stop"
+            completions.append(Completion(_stop_at(text, sampling.stop), int(mask.sum()), len(new), seconds, finish))
+        return completions
+
+
+class VLLMBackend(Backend):
+    """vLLM's in-process engine (GPU hosts): every request of a call goes to one batched
+    ``chat``; prefix caching on, since few-shot prompts share long prefixes."""
+
+    def __init__(self, config: LLMConfig):
+        try:
+            from vllm import LLM
+        except ImportError:
+            raise MissingExtraError("vllm", "vllm", "the in-process vLLM backend (in its own environment or "
+                                    "image; see deployments/README.md)") from None
+        from rbench.llm.models import converted_folder, resolve_llm
+
+        options = {"tensor_parallel_size": config.tensor_parallel_size, "enable_prefix_caching": True,
+                   "gpu_memory_utilization": config.gpu_memory_utilization, "dtype": config.dtype}
+        if config.quantization:
+            options["quantization"] = config.quantization
+        if config.max_model_len:
+            options["max_model_len"] = config.max_model_len
+        self.config = config
+        self.engine = LLM(model=str(converted_folder(resolve_llm(config.model))), **options)
+        self._lock = threading.Lock()
+
+    def generate(self, requests: list[Request], done: Done) -> None:
+        from vllm import SamplingParams
+
+        step = 512  # answers are reported (and cached) every `step` requests
+        for start in range(0, len(requests), step):
+            chunk = requests[start:start + step]
+            params = [SamplingParams(temperature=r.sampling.temperature, top_p=r.sampling.top_p,
+                                     max_tokens=r.sampling.max_tokens, seed=r.seed(), stop=list(r.sampling.stop))
+                      for r in chunk]
+            started = time.perf_counter()
+            with self._lock:
+                outputs = self.engine.chat([r.as_messages() for r in chunk], sampling_params=params, use_tqdm=False)
+            seconds = (time.perf_counter() - started) / len(chunk)
+            for j, out in enumerate(outputs):
+                answer = out.outputs[0]
+                done(start + j, Completion(answer.text, len(out.prompt_token_ids or ()), len(answer.token_ids),
+                                           seconds, answer.finish_reason))
+
+
+BACKENDS: dict[str, type[Backend]] = {"openai": OpenAIBackend, "transformers": TransformersBackend,
+                                      "vllm": VLLMBackend}
+_LOADED: dict[str, Backend] = {}
+_LOAD_LOCK = threading.Lock()
+
+
+def backend_for(config: LLMConfig) -> Backend:
+    """The backend of ``config``, loaded once per process and shared by every caller."""
+    key = config.model_dump_json()
+    with _LOAD_LOCK:
+        if key not in _LOADED:
+            _LOADED[key] = BACKENDS[config.backend](config)
+        return _LOADED[key]

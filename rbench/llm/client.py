@@ -1,0 +1,118 @@
+"""A configured LLM with its call cache and accounting: what every LLM retriever calls."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from rbench.llm.backends import Completion, Request, backend_for
+from rbench.llm.cache import CallCache, call_key
+from rbench.llm.config import LLMConfig, Sampling
+
+Messages = Sequence[tuple[str, str]]
+
+
+class Accounting:
+    """Counts of one run's LLM use: calls made and served from cache, tokens, latency,
+    generation time, and parse failures (with the fallback each one took)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.calls = self.cached = self.prompt_tokens = self.completion_tokens = 0
+        self.latencies: list[float] = []
+        self.generation_seconds = 0.0
+        self.parse: dict[str, int] = {}
+
+    def answered(self, completion: Completion) -> None:
+        """Count one call made."""
+        with self._lock:
+            self.calls += 1
+            self.prompt_tokens += completion.prompt_tokens
+            self.completion_tokens += completion.completion_tokens
+            self.latencies.append(completion.seconds)
+
+    def hit(self, count: int) -> None:
+        """Count calls served from the cache."""
+        with self._lock:
+            self.cached += count
+
+    def parsed(self, status: str) -> None:
+        """Count one parse outcome (``ok``, ``repaired`` or ``fallback``)."""
+        with self._lock:
+            self.parse[status] = self.parse.get(status, 0) + 1
+
+    def summary(self) -> dict[str, Any]:
+        """Flat counters for a stage summary and MLflow (``llm_`` prefixed)."""
+        ordered = sorted(self.latencies)
+        p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] if ordered else None
+        out = {
+            "llm_calls": self.calls, "llm_calls_cached": self.cached,
+            "llm_prompt_tokens": self.prompt_tokens, "llm_completion_tokens": self.completion_tokens,
+            "llm_latency_mean_s": round(sum(ordered) / len(ordered), 4) if ordered else None,
+            "llm_latency_p95_s": round(p95, 4) if p95 is not None else None,
+            "llm_completion_tokens_per_s": round(self.completion_tokens / self.generation_seconds, 1)
+            if self.generation_seconds else None,
+        }
+        out.update({f"llm_parse_{status}": n for status, n in sorted(self.parse.items())})
+        return out
+
+
+class LLM:
+    """Chat calls to one configured model through the call cache (``cache=None``: no cache)."""
+
+    def __init__(self, config: LLMConfig | dict, cache: CallCache | None = None,
+                 accounting: Accounting | None = None):
+        self.config = config if isinstance(config, LLMConfig) else LLMConfig.model_validate(config)
+        self.cache = cache
+        self.accounting = accounting or Accounting()
+        self._model_key = None
+
+    def chat(self, prompts: Sequence[Messages], sampling: Sampling, samples: int = 1) -> list[list[str]]:
+        """The answers to each prompt (``samples`` per prompt), from the cache where answered
+        before; new answers are stored as each one returns."""
+        if self._model_key is None:
+            self._model_key = self.config.key_view()
+        requests = [Request(tuple(map(tuple, p)), sampling, s) for p in prompts for s in range(samples)]
+        keys = [call_key(self._model_key, r.as_messages(), sampling.key_view(r.sample)) for r in requests]
+        texts: list[str | None] = [None] * len(requests)
+        for i, key in enumerate(keys):
+            record = self.cache.get(key) if self.cache is not None else None
+            if record is not None:
+                texts[i] = record["text"]
+        missing = [i for i, t in enumerate(texts) if t is None]
+        self.accounting.hit(len(requests) - len(missing))
+        if missing:
+            def done(j: int, completion: Completion) -> None:
+                i = missing[j]
+                texts[i] = completion.text
+                self.accounting.answered(completion)
+                if self.cache is not None:
+                    self.cache.put(keys[i], {"text": completion.text, "prompt_tokens": completion.prompt_tokens,
+                                             "completion_tokens": completion.completion_tokens,
+                                             "seconds": round(completion.seconds, 4),
+                                             "finish_reason": completion.finish_reason})
+
+            backend = backend_for(self.config)
+            started = time.perf_counter()
+            backend.generate([requests[i] for i in missing], done)
+            with self.accounting._lock:
+                self.accounting.generation_seconds += time.perf_counter() - started
+        return [[texts[i * samples + s] for s in range(samples)] for i in range(len(prompts))]
+
+    def chat_one(self, prompts: Sequence[Messages], sampling: Sampling) -> list[str]:
+        """One answer per prompt."""
+        return [answers[0] for answers in self.chat(prompts, sampling)]
+
+
+@dataclass
+class LLMSession:
+    """What the LLM-driven retrievers of one stage share: the call cache and the accounting."""
+
+    cache: CallCache | None = None
+    accounting: Accounting = field(default_factory=Accounting)
+
+    def llm(self, config: LLMConfig | dict) -> LLM:
+        """The configured model, called through this session's cache and accounting."""
+        return LLM(config, self.cache, self.accounting)

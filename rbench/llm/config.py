@@ -1,0 +1,124 @@
+"""Typed settings of one LLM (backend, model, limits) and of one generation (sampling)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
+
+PositiveInt = Annotated[StrictInt, Field(gt=0)]
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+BACKEND_FIELDS = {
+    "openai": {"base_url", "api_key_env", "max_concurrency", "timeout", "max_retries", "revision"},
+    "transformers": {"device", "batch_size", "dtype", "threads"},
+    "vllm": {"tensor_parallel_size", "quantization", "gpu_memory_utilization", "max_model_len", "dtype", "batch_size"},
+}
+RUNTIME_FIELDS = frozenset({"base_url", "api_key_env", "max_concurrency", "timeout", "max_retries", "device",
+                            "batch_size", "threads", "tensor_parallel_size", "gpu_memory_utilization"})
+
+
+class LLMConfig(BaseModel):
+    """One LLM: which ``backend`` runs which ``model``, and the backend's settings.
+
+    ``openai``: any OpenAI-compatible server at ``base_url``; the API key is read at call
+    time from the environment variable *named* by ``api_key_env`` (the key itself never
+    appears in a config); ``revision`` pins what the server serves for the call cache.
+    ``transformers``: in-process, from a hub id, a local folder, a ``.gguf`` file or a
+    packaged model (``smollm2-135m``). ``vllm``: vLLM's in-process engine on a GPU host.
+    Settings that cannot change an answer (URLs, limits, devices, batch sizes) are left
+    out of cache keys.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backend: Literal["openai", "vllm", "transformers"]
+    model: str = Field(min_length=1)
+    revision: str | None = None
+    base_url: str = "https://api.openai.com/v1"
+    api_key_env: str | None = None
+    max_concurrency: PositiveInt = 8
+    timeout: float = Field(120.0, gt=0)
+    max_retries: StrictInt = Field(4, ge=0, le=20)
+    device: str | None = None
+    batch_size: PositiveInt = 8
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    threads: PositiveInt | None = None
+    tensor_parallel_size: PositiveInt = 1
+    quantization: str | None = None
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    max_model_len: PositiveInt | None = None
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, name: str | None) -> str | None:
+        if name is not None and not ENV_NAME.match(name):
+            raise ValueError("api_key_env must be the *name* of an environment variable holding the key "
+                             "(such as OPENAI_API_KEY), not the key itself")
+        return name
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, url: str) -> str:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url {url!r} must start with http:// or https:// (e.g. http://localhost:8000/v1)")
+        return url.rstrip("/")
+
+    @model_validator(mode="after")
+    def _fields_of_backend(self) -> "LLMConfig":
+        others = set().union(*(f for b, f in BACKEND_FIELDS.items() if b != self.backend)) - BACKEND_FIELDS[self.backend]
+        misplaced = sorted(others & self.model_fields_set)
+        if misplaced:
+            raise ValueError(f"{misplaced} do not apply to backend {self.backend!r}: remove them, or pick the "
+                             f"backend they belong to")
+        return self
+
+    def key_view(self) -> dict[str, Any]:
+        """What an answer can depend on: backend, model identity and numeric settings."""
+        from rbench.llm.models import llm_identity
+
+        view = {k: v for k, v in self.model_dump(mode="json").items() if k not in RUNTIME_FIELDS}
+        view["model"] = llm_identity(self)
+        return view
+
+
+class Sampling(BaseModel):
+    """Generation settings of one call. ``temperature: 0`` is greedy decoding; sampled calls
+    are told apart (and cached) by ``seed`` and the sample's index."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    temperature: float = Field(0.0, ge=0, le=2)
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_tokens: PositiveInt = 256
+    seed: StrictInt = 0
+    stop: tuple[str, ...] = ()
+
+    @property
+    def greedy(self) -> bool:
+        """Whether the answer is deterministic (seed and sample index do not matter)."""
+        return self.temperature == 0
+
+    def key_view(self, sample: int) -> dict[str, Any]:
+        """The sampling fields an answer depends on, with the sample index for sampled calls."""
+        view = {"max_tokens": self.max_tokens, "stop": list(self.stop)}
+        if not self.greedy:
+            view.update(temperature=self.temperature, top_p=self.top_p, seed=self.seed, sample=sample)
+        return view
+
+
+def check_llm(config: LLMConfig) -> None:
+    """Raise a ConfigError unless ``config`` can run here: its API key variable is set
+    (``openai``), or its model resolves to packaged weights, a file, a folder or a hub id."""
+    import os
+
+    from rbench.errors import ConfigError
+
+    if config.backend == "openai":
+        if config.api_key_env and not os.environ.get(config.api_key_env):
+            raise ConfigError(f"the environment variable {config.api_key_env} (api_key_env of LLM {config.model!r}) "
+                              "is not set: export it with the server's API key")
+        return
+    from rbench.llm.models import resolve_llm
+
+    resolve_llm(config.model)

@@ -1,0 +1,98 @@
+"""Permissive parsers of LLM output. None of them raises: each returns what it could use
+and a status, ``ok`` (as asked), ``repaired`` (usable after dropping or adding items) or
+``fallback`` (nothing usable: the caller keeps its previous result), which is counted."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+NUMBER = re.compile(r"\d+")
+BULLET = re.compile(r"^\s*(?:[-*•·]+|\(?\d{1,2}[.):]|(?:sub-?)?query\s*\d*\s*[:.)-]|q\d+\s*[:.)-])\s*", re.I)
+MASTER = re.compile(r"^\s*\**\s*master(?:\s+query)?\s*\**\s*[:\-]\s*", re.I)
+
+
+@dataclass
+class Parsed:
+    """Parsed items, the status and, for rewrites, the master query."""
+
+    items: list = field(default_factory=list)
+    status: str = "ok"
+    master: str | None = None
+
+
+def parse_ranking(text: str, count: int) -> Parsed:
+    """A permutation of ``0..count-1`` from identifiers ``1..count`` in any wrapping
+    (``[2] > [1]``, ``2, 1``, prose): non-digits ignored, duplicates and out-of-range
+    numbers dropped, missing identifiers appended in their previous order."""
+    seen: list[int] = []
+    clean = True
+    for match in NUMBER.findall(text):
+        number = int(match)
+        if 1 <= number <= count and number - 1 not in seen:
+            seen.append(number - 1)
+        else:
+            clean = False
+    if not seen:
+        return Parsed(list(range(count)), "fallback" if count else "ok")
+    complete = len(seen) == count
+    return Parsed(seen + [i for i in range(count) if i not in seen], "ok" if clean and complete else "repaired")
+
+
+def parse_selection(text: str, count: int, k: int) -> Parsed:
+    """The first ``k`` distinct identifiers in ``1..count`` (as 0-based positions); extra,
+    repeated and out-of-range numbers are dropped (``repaired``), none is ``fallback``."""
+    chosen: list[int] = []
+    clean = True
+    for match in NUMBER.findall(text):
+        number = int(match)
+        if 1 <= number <= count and number - 1 not in chosen and len(chosen) < k:
+            chosen.append(number - 1)
+        else:
+            clean = False
+    if not chosen:
+        return Parsed([], "fallback")
+    return Parsed(chosen, "ok" if clean else "repaired")
+
+
+def _latin_share(text: str) -> float:
+    letters = [c for c in text if c.isalpha()]
+    return sum(c.isascii() for c in letters) / len(letters) if letters else 0.0
+
+
+def parse_queries(text: str, question: str, limit: int) -> Parsed:
+    """Search queries, one per line: bullets and numbering stripped, preambles (lines ending
+    in ':'), blank and repeated lines dropped, lines in another script than the question
+    dropped, at most ``limit``; none usable falls back to the question itself. A ``MASTER:``
+    line, when present, becomes the master query."""
+    queries, master, dropped = [], None, False
+    latin_question = _latin_share(question) >= 0.9
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        if MASTER.match(line):
+            master = MASTER.sub("", line).strip().strip("\"'*").strip() or master
+            continue
+        line = BULLET.sub("", line).strip().strip("\"'`*").strip()
+        if not line or line.endswith(":") or (latin_question and _latin_share(line) < 0.5) or len(line) > 500:
+            dropped = True
+            continue
+        if line.lower() in {q.lower() for q in queries}:
+            dropped = True
+            continue
+        queries.append(line)
+    if len(queries) > limit:
+        queries, dropped = queries[:limit], True
+    if not queries:
+        return Parsed([question], "fallback", master)
+    return Parsed(queries, "repaired" if dropped else "ok", master)
+
+
+def parse_passage(text: str, question: str) -> Parsed:
+    """An expansion passage: the text stripped of surrounding whitespace and quotes; an
+    empty answer falls back to the question."""
+    passage = text.strip().strip("\"'`").strip()
+    if not passage:
+        return Parsed([question], "fallback")
+    return Parsed([passage], "ok")

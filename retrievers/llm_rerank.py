@@ -1,0 +1,79 @@
+"""Listwise LLM reranking after any first stage: a sliding window moved from the back of
+the candidate list to the front (window 20, step 10, as rank_llm does), or top-k selection
+from the whole list (as XRR2 does); the number of passes is configurable."""
+
+from __future__ import annotations
+
+from typing import Literal, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictInt, model_validator
+
+from rbench.llm.config import LLMConfig, Sampling
+from retrievers.base import Retriever, RetrieverSpec, Run
+from retrievers.llm_common import LLMComposite, ranked
+
+
+class LLMRerankParams(BaseModel):
+    """The first stage, how many of its hits the LLM reorders, and how."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    llm: LLMConfig
+    first_stage: RetrieverSpec = Field(default_factory=lambda: RetrieverSpec(name="bm25"))
+    mode: Literal["sliding", "topk"] = "sliding"
+    candidates: PositiveInt = 100
+    window: StrictInt = Field(20, ge=2)
+    step: PositiveInt = 10
+    passes: PositiveInt = 1
+    select: PositiveInt = Field(10, description="topk mode: how many the LLM picks")
+    prompt: str | None = Field(None, description="default: listwise_rerank (sliding) or select_topk (topk)")
+    passage_chars: PositiveInt = 300
+    max_tokens: PositiveInt = 160
+
+    @model_validator(mode="after")
+    def _check(self) -> "LLMRerankParams":
+        if self.step >= self.window:
+            raise ValueError(f"step {self.step} must be smaller than window {self.window} (windows must overlap)")
+        if self.prompt is None:
+            object.__setattr__(self, "prompt", "listwise_rerank" if self.mode == "sliding" else "select_topk")
+        return self
+
+
+class LLMRerank(LLMComposite):
+    """First stage -> listwise LLM reordering of its top ``candidates``; the rest follow."""
+
+    name = "llm_rerank"
+    description = "listwise LLM reranking (sliding window or top-k selection) of any first stage"
+    Params = LLMRerankParams
+
+    def __init__(self, params=None):
+        super().__init__(params)
+        self._first = self.params.first_stage.build()
+
+    def components(self) -> list[Retriever]:
+        return [self._first]
+
+    def search(self, queries: Mapping[str, str], k: int) -> Run:
+        from rbench.llm.listwise import select_top, sliding_window
+        from rbench.llm.prompts import load_prompt
+
+        p = self.params
+        first = self._first.search(queries, max(k, p.candidates))
+        candidates = {q: (queries[q], [oid for oid, _ in hits[:p.candidates]]) for q, hits in first.items()}
+        llm, sampling = self.llm(p.llm), Sampling(max_tokens=p.max_tokens)
+        if p.mode == "sliding":
+            prompt = load_prompt(p.prompt, {"question", "passages", "count"})
+            order = sliding_window(llm, prompt, sampling, candidates, self._texts, p.window, p.step, p.passes,
+                                   p.passage_chars)
+        else:
+            prompt = load_prompt(p.prompt, {"question", "passages", "k"})
+            order = candidates
+            for _ in range(p.passes):
+                reordered = select_top(llm, prompt, sampling, order, self._texts, p.select, p.passage_chars)
+                order = {q: (queries[q], oids) for q, oids in reordered.items()}
+            order = {q: oids for q, (_, oids) in order.items()}
+        run = {}
+        for q, hits in first.items():
+            head = order.get(q, [])
+            run[q] = ranked(head + [oid for oid, _ in hits if oid not in set(head)])[:k]
+        return run

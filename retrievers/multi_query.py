@@ -1,0 +1,182 @@
+"""The MS MARCO v2.1 multi-query pipeline: the LLM writes 2-8 keyword queries and one master
+query; each query is optionally expanded with synonyms; every query searches BM25; hits
+are collapsed to one object per document and fused by RRF; the top ``ce_candidates`` are
+rescored by a cross-encoder against the master query down to ``ce_keep``; the LLM sees the
+kept documents' titles and first words and selects those to read. Final order: the
+selected documents, the rest of the kept ones in cross-encoder order, then the remaining
+fused candidates."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictInt, field_validator, model_validator
+
+from rbench.errors import ConfigError
+from rbench.llm.config import LLMConfig, Sampling
+from retrievers.base import Retriever, RetrieverSpec, Run
+from retrievers.fusion import rrf
+from retrievers.llm_common import LLMComposite, collapse_documents, ranked, search_many
+from retrievers.rerank import CrossEncoderParams, CrossEncoderScorer
+
+WORD = re.compile(r"\w+")
+
+
+@lru_cache(maxsize=None)
+def read_synonyms(path: str) -> dict[str, tuple[str, ...]]:
+    """A synonym map file: one ``term: synonym, synonym`` per line; ``#`` starts a comment."""
+    synonyms: dict[str, tuple[str, ...]] = {}
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        term, sep, rest = line.partition(":")
+        values = tuple(v.strip() for v in rest.split(",") if v.strip())
+        if not sep or not term.strip() or not values:
+            raise ConfigError(f"{path}:{number}: expected 'term: synonym, synonym', got {line!r}")
+        synonyms[term.strip().lower()] = values
+    return synonyms
+
+
+def wordnet_synonyms(term: str) -> tuple[str, ...]:
+    """Synonyms of ``term`` from WordNet (nltk with its ``wordnet`` data)."""
+    from nltk.corpus import wordnet
+
+    try:
+        names = [lemma.name().replace("_", " ") for synset in wordnet.synsets(term) for lemma in synset.lemmas()]
+    except LookupError:
+        raise ConfigError("synonyms: wordnet needs the WordNet data: python -m nltk.downloader wordnet") from None
+    return tuple(dict.fromkeys(n for n in names if n.lower() != term))
+
+
+class MultiQueryParams(BaseModel):
+    """Query writing, synonym expansion, BM25 fan-out, cross-encoder cut and LLM selection."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    llm: LLMConfig
+    prompt: str = "multi_query"
+    max_queries: StrictInt = Field(4, ge=2, le=8)
+    max_tokens: PositiveInt = 160
+    synonyms: str | None = Field(None, description="'wordnet' or a file of 'term: synonym, synonym' lines")
+    max_synonyms: StrictInt = Field(2, ge=1)
+    first_stage: RetrieverSpec = Field(default_factory=lambda: RetrieverSpec(name="bm25"))
+    rrf_k: float = Field(60, ge=0)
+    cross_encoder: CrossEncoderParams
+    ce_candidates: PositiveInt = 600
+    ce_keep: PositiveInt = 75
+    select_prompt: str = "select_read"
+    select_max: PositiveInt = 20
+    snippet_chars: PositiveInt = 200
+
+    @field_validator("synonyms")
+    @classmethod
+    def _synonyms(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if value == "wordnet":
+            if importlib.util.find_spec("nltk") is None:
+                raise ValueError("synonyms: wordnet needs nltk: pip install nltk && python -m nltk.downloader wordnet")
+            return value
+        path = Path(value).expanduser()
+        if not path.is_file():
+            raise ValueError(f"synonyms file {value!r} does not exist (or use 'wordnet')")
+        read_synonyms(str(path.resolve()))
+        return str(path.resolve())
+
+    @model_validator(mode="after")
+    def _cut(self) -> "MultiQueryParams":
+        if self.ce_keep > self.ce_candidates:
+            raise ValueError(f"ce_keep {self.ce_keep} is larger than ce_candidates {self.ce_candidates}")
+        return self
+
+
+class MultiQuery(LLMComposite):
+    """LLM keyword queries (+ synonyms) -> BM25 each -> doc collapse + RRF -> cross-encoder
+    against the master query -> LLM selection of documents to read."""
+
+    name = "multi_query"
+    description = "LLM writes 2-8 BM25 queries + a master query; synonyms; RRF over doc-collapsed runs; " \
+                  "cross-encoder cut; LLM selects documents"
+    Params = MultiQueryParams
+
+    def __init__(self, params=None):
+        super().__init__(params)
+        self._first = self.params.first_stage.build()
+        self._scorer = CrossEncoderScorer(self.params.cross_encoder)
+
+    def components(self) -> list[Retriever]:
+        return [self._first]
+
+    def own_rewrites(self) -> list:
+        from rbench.llm.rewrite import RewriteSpec
+
+        p = self.params
+        return [RewriteSpec.of("multi_query", p.llm, p.prompt, max_queries=p.max_queries,
+                               sampling=Sampling(max_tokens=p.max_tokens))]
+
+    def own_digests(self) -> dict[str, str]:
+        digests = super().own_digests()
+        if self.params.synonyms not in (None, "wordnet"):
+            digests["synonyms"] = hashlib.sha256(Path(self.params.synonyms).read_bytes()).hexdigest()
+        return digests
+
+    def model_identities(self) -> list[str]:
+        from retrievers.models import model_identity
+
+        return [*super().model_identities(), model_identity(self.params.cross_encoder.model)]
+
+    def open(self, folders: Sequence[Path], corpus: Path) -> None:
+        super().open(folders, corpus)
+        self._scorer.load()
+
+    def expand(self, query: str) -> str:
+        """``query`` followed by up to ``max_synonyms`` synonyms of each of its words."""
+        if self.params.synonyms is None:
+            return query
+        added = []
+        for word in dict.fromkeys(w.lower() for w in WORD.findall(query)):
+            found = wordnet_synonyms(word) if self.params.synonyms == "wordnet" else \
+                read_synonyms(self.params.synonyms).get(word, ())
+            added += [s for s in found[:self.params.max_synonyms] if s.lower() not in query.lower()]
+        return " ".join([query, *added])
+
+    def search(self, queries: Mapping[str, str], k: int) -> Run:
+        from rbench.llm.listwise import clip
+        from rbench.llm.parse import parse_selection
+        from rbench.llm.prompts import load_prompt
+
+        p = self.params
+        rewritten = self.rewritten(0, queries)
+        asked = {q: [self.expand(s) for s in rewritten[q].queries] for q in queries}
+        runs = search_many(self._first, asked, p.ce_candidates)
+        fused = {q: rrf([collapse_documents(h, self._doc_of) for h in runs[q]], p.rrf_k) for q in queries}
+        masters = {q: rewritten[q].master or queries[q] for q in queries}
+        scored = self._scorer.rescore({q: (masters[q], [o for o, _ in fused[q][:p.ce_candidates]]) for q in queries},
+                                      self._texts)
+        kept = {q: [o for o, _ in scored[q][:p.ce_keep]] for q in queries}
+        ids = [q for q in queries if kept[q]]
+        prompt = load_prompt(p.select_prompt, {"question", "documents", "k"})
+        messages = [prompt.render(question=queries[q], k=str(p.select_max), documents="\n".join(
+            f"[{i}] {self._title_of.get(o) or self._doc_of[o]} (id {self._doc_of[o]}): "
+            f"{clip(self._texts[o], p.snippet_chars)}" for i, o in enumerate(kept[q], 1))) for q in ids]
+        llm = self.llm(p.llm)
+        answers = dict(zip(ids, llm.chat_one(messages, Sampling(max_tokens=4 * p.select_max + 16))))
+        run = {}
+        for q in queries:
+            chosen = []
+            if q in answers:
+                parsed = parse_selection(answers[q], len(kept[q]), p.select_max)
+                llm.accounting.parsed(parsed.status)
+                chosen = [kept[q][i] for i in parsed.items]
+            head = chosen + [o for o in kept[q] if o not in set(chosen)]
+            run[q] = ranked(head + [o for o, _ in fused[q] if o not in set(head)])[:k]
+        return run
+
+    def stats(self) -> dict[str, Any]:
+        return {**super().stats(), **self._scorer.stats()}

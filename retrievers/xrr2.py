@@ -1,0 +1,83 @@
+"""XRR2 (eXpand -> Retrieve -> Rerank -> Rerank, from BRIGHT): the LLM writes an answer-like
+expansion; question + expansion search BM25 with query-term weighting (each repeated term
+counts, the BRIGHT trick); the LLM picks the ``topk1`` most relevant of the top ``topk0``;
+that short list is reranked ``rounds`` more times, each shown in a different order, and
+ordered by mean rank. ``rounds: 0`` is the ``rr`` variant, the default 5 is ``rr2``."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictInt
+
+from rbench.llm.config import LLMConfig, Sampling
+from retrievers.base import Retriever, RetrieverSpec, Run
+from retrievers.llm_common import LLMComposite, ranked
+
+
+def _weighted_bm25() -> RetrieverSpec:
+    return RetrieverSpec(name="bm25s", params={"query_weighting": "tf"})
+
+
+class XRR2Params(BaseModel):
+    """Expansion, first stage and the two LLM reranking steps."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    llm: LLMConfig
+    expand_prompt: str = "expand"
+    expansion_tokens: PositiveInt = 256
+    first_stage: RetrieverSpec = Field(default_factory=_weighted_bm25)
+    topk0: PositiveInt = 100
+    topk1: PositiveInt = 10
+    rounds: StrictInt = Field(5, ge=0, le=20)
+    select_prompt: str = "select_topk"
+    rerank_prompt: str = "listwise_rerank"
+    passage_chars: PositiveInt = 300
+    max_tokens: PositiveInt = 160
+
+
+class XRR2(LLMComposite):
+    """Expand -> BM25 -> LLM top-k selection -> averaged LLM reranks of the top k."""
+
+    name = "xrr2"
+    description = "LLM expansion -> weighted BM25 -> LLM picks topk1 of topk0 -> topk1 reranked N times, ranks averaged"
+    Params = XRR2Params
+
+    def __init__(self, params=None):
+        super().__init__(params)
+        self._first = self.params.first_stage.build()
+
+    def components(self) -> list[Retriever]:
+        return [self._first]
+
+    def own_rewrites(self) -> list:
+        from rbench.llm.rewrite import RewriteSpec
+
+        p = self.params
+        return [RewriteSpec.of("expand", p.llm, p.expand_prompt, sampling=Sampling(max_tokens=p.expansion_tokens))]
+
+    def search(self, queries: Mapping[str, str], k: int) -> Run:
+        from rbench.llm.listwise import averaged_reranks, select_top
+        from rbench.llm.prompts import load_prompt
+
+        p = self.params
+        expanded = self.rewritten(0, queries)
+        searched = {q: f"{queries[q]} {expanded[q].queries[0]}" if expanded[q].status != "fallback" else queries[q]
+                    for q in queries}
+        first = self._first.search(searched, max(k, p.topk0))
+        llm, sampling = self.llm(p.llm), Sampling(max_tokens=p.max_tokens)
+        candidates = {q: (queries[q], [oid for oid, _ in hits[:p.topk0]]) for q, hits in first.items()}
+        picked = select_top(llm, load_prompt(p.select_prompt, {"question", "passages", "k"}), sampling, candidates,
+                            self._texts, p.topk1, p.passage_chars)
+        top = {q: (queries[q], oids[:p.topk1]) for q, oids in picked.items()}
+        if p.rounds:
+            reranked = averaged_reranks(llm, load_prompt(p.rerank_prompt, {"question", "passages", "count"}),
+                                        sampling, top, self._texts, p.rounds, p.passage_chars)
+        else:
+            reranked = {q: oids for q, (_, oids) in top.items()}
+        run = {}
+        for q, hits in first.items():
+            head = reranked[q] + [o for o in picked[q] if o not in set(reranked[q])]
+            run[q] = ranked(head + [oid for oid, _ in hits if oid not in set(head)])[:k]
+        return run
