@@ -18,11 +18,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 RECORD = Path(__file__).with_name("fingerprints.json")
+LLM_SHARED = ["rbench/llm/parse.py", "rbench/llm/listwise.py", "rbench/llm/backends.py", "retrievers/llm_common.py"]
 ADAPTER_SHARED = ["tasks/datasets/base.py", "tasks/datasets/serialize.py", "tasks/datasets/chunking.py"]
 
 
 def components() -> dict[str, tuple[str, list[str]]]:
     """``{component: (version, source files)}`` for every stage, adapter and retriever."""
+    from retrievers.llm_common import LLMComposite
     from retrievers.registry import RETRIEVERS
     from tasks.chunking_eval import CHUNK_EMBED, CHUNK_EVAL
     from tasks.datasets import ADAPTERS
@@ -31,6 +33,7 @@ def components() -> dict[str, tuple[str, list[str]]]:
     from tasks.index import ENCODE, INDEX
     from tasks.prepare import PREPARE
     from tasks.retrieve import RETRIEVE
+    from tasks.rewrite import REWRITE
     from tasks.subsample import SUBSAMPLE
 
     metrics = sorted(str(p.relative_to(REPO)) for p in (REPO / "evaluation" / "metrics").glob("*.py"))
@@ -40,6 +43,7 @@ def components() -> dict[str, tuple[str, list[str]]]:
         "stage:subsample": (SUBSAMPLE.version, ["tasks/subsample.py"]),
         "stage:encode+index": (f"{ENCODE.version}.{INDEX.version}", ["tasks/index.py"]),
         "stage:retrieve": (RETRIEVE.version, ["tasks/retrieve.py"]),
+        "stage:rewrite": (REWRITE.version, ["tasks/rewrite.py", "rbench/llm/rewrite.py", *LLM_SHARED]),
         "stage:evaluate": (EVALUATE.version, ["tasks/evaluate.py", "evaluation/evaluate.py", "evaluation/runs.py", *metrics]),
         "stage:chunking": (f"{CHUNK_EMBED.version}.{CHUNK_EVAL.version}",
                            ["tasks/chunking_eval.py", "tasks/chunkers.py", "evaluation/span_metrics.py"]),
@@ -47,7 +51,8 @@ def components() -> dict[str, tuple[str, list[str]]]:
     for name, adapter in ADAPTERS.items():
         found[f"adapter:{name}"] = (adapter.version, [_source(adapter), *ADAPTER_SHARED])
     for name, retriever in RETRIEVERS.items():
-        found[f"retriever:{name}"] = (f"{retriever.version}.{retriever.index_version}", [_source(retriever)])
+        shared = LLM_SHARED if issubclass(retriever, LLMComposite) else []
+        found[f"retriever:{name}"] = (f"{retriever.version}.{retriever.index_version}", [_source(retriever), *shared])
     return {k: (str(v), files) for k, (v, files) in found.items()}
 
 

@@ -9,7 +9,7 @@ import random
 import threading
 import time
 from abc import ABC, abstractmethod
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Callable
 
@@ -137,17 +137,13 @@ class OpenAIBackend(Backend):
                           seconds, choice.get("finish_reason"))
 
     def generate(self, requests: list[Request], done: Done) -> None:
-        with ThreadPoolExecutor(self.config.max_concurrency) as pool:
+        pool = ThreadPoolExecutor(self.config.max_concurrency, thread_name_prefix="rbench-llm")
+        try:
             futures = {pool.submit(self._call, r): i for i, r in enumerate(requests)}
-            pending = set(futures)
-            while pending:
-                finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
-                for future in finished:
-                    if future.exception() is not None:
-                        for other in pending:
-                            other.cancel()
-                        raise future.exception()
-                    done(futures[future], future.result())
+            for future in as_completed(futures):
+                done(futures[future], future.result())
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 class TransformersBackend(Backend):

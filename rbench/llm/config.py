@@ -67,7 +67,8 @@ class LLMConfig(BaseModel):
     @model_validator(mode="after")
     def _fields_of_backend(self) -> "LLMConfig":
         others = set().union(*(f for b, f in BACKEND_FIELDS.items() if b != self.backend)) - BACKEND_FIELDS[self.backend]
-        misplaced = sorted(others & self.model_fields_set)
+        fields = type(self).model_fields
+        misplaced = sorted(f for f in others & self.model_fields_set if getattr(self, f) != fields[f].default)
         if misplaced:
             raise ValueError(f"{misplaced} do not apply to backend {self.backend!r}: remove them, or pick the "
                              f"backend they belong to")
