@@ -101,7 +101,8 @@ def _validate_params(model: type[BaseModel], params: dict[str, Any]) -> dict[str
             where = ".".join(str(p) for p in err["loc"])
             msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
             got = err.get("input")
-            shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+            secret = "api_key" in where  # a key pasted where its variable's name belongs is not repeated
+            shown = "" if isinstance(got, (dict, list)) or got is None or secret else f" (got {got!r})"
             problems.append(f"params.{where}: {msg}{shown}")
         raise ValueError("; ".join(problems)) from None
 

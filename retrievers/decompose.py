@@ -10,6 +10,7 @@ from typing import Any, Literal, Mapping, Sequence
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictBool, StrictInt
 
 from rbench.llm.config import LLMConfig, Sampling
+from rbench.llm.prompts import QuestionPrompt
 from retrievers.base import Retriever, RetrieverSpec, Run
 from retrievers.llm_common import LLMComposite, merge, search_many
 from retrievers.rerank import CrossEncoderParams, CrossEncoderScorer
@@ -21,7 +22,7 @@ class DecomposeParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     llm: LLMConfig
-    prompt: str = "decompose"
+    prompt: QuestionPrompt = "decompose"
     max_queries: StrictInt = Field(4, ge=1, le=16)
     max_tokens: PositiveInt = 128
     include_question: StrictBool = True

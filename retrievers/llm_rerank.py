@@ -9,6 +9,7 @@ from typing import Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictInt, model_validator
 
 from rbench.llm.config import LLMConfig, Sampling
+from rbench.llm.prompts import PassagesPrompt
 from retrievers.base import Retriever, RetrieverSpec, Run
 from retrievers.llm_common import LLMComposite, ranked
 
@@ -26,7 +27,7 @@ class LLMRerankParams(BaseModel):
     step: PositiveInt = 10
     passes: PositiveInt = 1
     select: PositiveInt = Field(10, description="topk mode: how many the LLM picks")
-    prompt: str | None = Field(None, description="default: listwise_rerank (sliding) or select_topk (topk)")
+    prompt: PassagesPrompt | None = Field(None, description="default: listwise_rerank (sliding) or select_topk (topk)")
     passage_chars: PositiveInt = 300
     max_tokens: PositiveInt = 160
 
@@ -62,11 +63,11 @@ class LLMRerank(LLMComposite):
         candidates = {q: (queries[q], [oid for oid, _ in hits[:p.candidates]]) for q, hits in first.items()}
         llm, sampling = self.llm(p.llm), Sampling(max_tokens=p.max_tokens)
         if p.mode == "sliding":
-            prompt = load_prompt(p.prompt, {"question", "passages", "count"})
+            prompt = load_prompt(p.prompt)
             order = sliding_window(llm, prompt, sampling, candidates, self._texts, p.window, p.step, p.passes,
                                    p.passage_chars)
         else:
-            prompt = load_prompt(p.prompt, {"question", "passages", "k"})
+            prompt = load_prompt(p.prompt)
             order = candidates
             for _ in range(p.passes):
                 reordered = select_top(llm, prompt, sampling, order, self._texts, p.select, p.passage_chars)

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictInt, field
 
 from rbench.errors import ConfigError
 from rbench.llm.config import LLMConfig, Sampling
+from rbench.llm.prompts import DocumentsPrompt, QuestionPrompt
 from retrievers.base import Retriever, RetrieverSpec, Run
 from retrievers.fusion import rrf
 from retrievers.llm_common import LLMComposite, collapse_documents, ranked, search_many
@@ -60,7 +61,7 @@ class MultiQueryParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     llm: LLMConfig
-    prompt: str = "multi_query"
+    prompt: QuestionPrompt = "multi_query"
     max_queries: StrictInt = Field(4, ge=2, le=8)
     max_tokens: PositiveInt = 160
     synonyms: str | None = Field(None, description="'wordnet' or a file of 'term: synonym, synonym' lines")
@@ -70,7 +71,7 @@ class MultiQueryParams(BaseModel):
     cross_encoder: CrossEncoderParams
     ce_candidates: PositiveInt = 600
     ce_keep: PositiveInt = 75
-    select_prompt: str = "select_read"
+    select_prompt: DocumentsPrompt = "select_read"
     select_max: PositiveInt = 20
     snippet_chars: PositiveInt = 200
 
@@ -161,7 +162,7 @@ class MultiQuery(LLMComposite):
                                       self._texts)
         kept = {q: [o for o, _ in scored[q][:p.ce_keep]] for q in queries}
         ids = [q for q in queries if kept[q]]
-        prompt = load_prompt(p.select_prompt, {"question", "documents", "k"})
+        prompt = load_prompt(p.select_prompt)
         messages = [prompt.render(question=queries[q], k=str(p.select_max), documents="\n".join(
             f"[{i}] {self._title_of.get(o) or self._doc_of[o]} (id {self._doc_of[o]}): "
             f"{clip(self._texts[o], p.snippet_chars)}" for i, o in enumerate(kept[q], 1))) for q in ids]

@@ -11,6 +11,7 @@ from typing import Mapping
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictInt
 
 from rbench.llm.config import LLMConfig, Sampling
+from rbench.llm.prompts import PassagesPrompt, QuestionPrompt
 from retrievers.base import Retriever, RetrieverSpec, Run
 from retrievers.llm_common import LLMComposite, ranked
 
@@ -25,14 +26,14 @@ class XRR2Params(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     llm: LLMConfig
-    expand_prompt: str = "expand"
+    expand_prompt: QuestionPrompt = "expand"
     expansion_tokens: PositiveInt = 256
     first_stage: RetrieverSpec = Field(default_factory=_weighted_bm25)
     topk0: PositiveInt = 100
     topk1: PositiveInt = 10
     rounds: StrictInt = Field(5, ge=0, le=20)
-    select_prompt: str = "select_topk"
-    rerank_prompt: str = "listwise_rerank"
+    select_prompt: PassagesPrompt = "select_topk"
+    rerank_prompt: PassagesPrompt = "listwise_rerank"
     passage_chars: PositiveInt = 300
     max_tokens: PositiveInt = 160
 
@@ -68,11 +69,11 @@ class XRR2(LLMComposite):
         first = self._first.search(searched, max(k, p.topk0))
         llm, sampling = self.llm(p.llm), Sampling(max_tokens=p.max_tokens)
         candidates = {q: (queries[q], [oid for oid, _ in hits[:p.topk0]]) for q, hits in first.items()}
-        picked = select_top(llm, load_prompt(p.select_prompt, {"question", "passages", "k"}), sampling, candidates,
+        picked = select_top(llm, load_prompt(p.select_prompt), sampling, candidates,
                             self._texts, p.topk1, p.passage_chars)
         top = {q: (queries[q], oids[:p.topk1]) for q, oids in picked.items()}
         if p.rounds:
-            reranked = averaged_reranks(llm, load_prompt(p.rerank_prompt, {"question", "passages", "count"}),
+            reranked = averaged_reranks(llm, load_prompt(p.rerank_prompt),
                                         sampling, top, self._texts, p.rounds, p.passage_chars)
         else:
             reranked = {q: oids for q, (_, oids) in top.items()}

@@ -4,6 +4,7 @@ warning, before work where it can, and never leaves a partial artifact."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,30 @@ CONFIG_CASES = {
     "sweep-no-target": ({"sweep": {"nothing": [1, 2]}}, "nothing", "no dataset"),
     "empty-datasets": ({"datasets": []}, "datasets", "at least 1"),
     "empty-retrievers": ({"retrievers": []}, "retrievers", "at least 1"),
+    "llm-unknown-name": ({"retrievers": [{"name": "decompose", "params": {"llm": "big"}}]}, "'big'", "llms:"),
+    "llm-unknown-backend": ({"llms": {"x": {"backend": "ollama", "model": "m"}}}, "llms.x", "'openai'"),
+    "llm-key-instead-of-its-name": ({"llms": {"x": {"backend": "openai", "model": "m", "api_key_env": "sk-" + SECRET}}},
+                                    "api_key_env", "*name* of an environment variable"),
+    "llm-field-of-another-backend": ({"llms": {"x": {"backend": "transformers", "model": "m", "tensor_parallel_size": 2}}},
+                                     "tensor_parallel_size", "do not apply"),
+    "llm-url-without-scheme": ({"llms": {"x": {"backend": "openai", "model": "m", "base_url": "localhost:8000"}}},
+                               "localhost:8000", "http://"),
+    "llm-inline-key-instead-of-its-name": (
+        {"retrievers": [{"name": "decompose", "params": {"llm": {"backend": "openai", "model": "m",
+                                                                 "api_key_env": "sk-" + SECRET}}}]},
+        "params.llm.api_key_env", "*name* of an environment variable"),
+    "decompose-unknown-merge": ({"llms": {"s": {"backend": "openai", "model": "m"}}, "retrievers": [
+        {"name": "decompose", "params": {"llm": "s", "merge": "max"}}]}, "'max'", "rrf"),
+    "llm-rerank-step-not-below-window": ({"llms": {"s": {"backend": "openai", "model": "m"}}, "retrievers": [
+        {"name": "llm_rerank", "params": {"llm": "s", "window": 10, "step": 10}}]}, "step 10", "smaller than window"),
+    "prompt-file-missing": ({"llms": {"s": {"backend": "openai", "model": "m"}}, "retrievers": [
+        {"name": "decompose", "params": {"llm": "s", "prompt": "/nope/prompt.yaml"}}]}, "/nope/prompt.yaml", "built-in"),
+    "synonyms-file-missing": ({"llms": {"s": {"backend": "openai", "model": "m"}}, "retrievers": [
+        {"name": "multi_query", "params": {"llm": "s", "synonyms": "/nope/syn.txt", "cross_encoder": {"model": "a/b"}}}]},
+        "/nope/syn.txt", "wordnet"),
+    "multi-query-keep-above-candidates": ({"llms": {"s": {"backend": "openai", "model": "m"}}, "retrievers": [
+        {"name": "multi_query", "params": {"llm": "s", "ce_keep": 700, "cross_encoder": {"model": "a/b"}}}]},
+        "ce_keep 700", "larger than ce_candidates"),
 }
 
 
@@ -80,7 +105,37 @@ def test_bad_config_values_are_named_before_any_work(tmp_path, tiny_files, overr
     with pytest.raises(ConfigError) as e:
         load_config(path)
     assert value in str(e.value) and fix in str(e.value)
+    assert SECRET not in str(e.value)
     assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("text, what", [
+    ("user: [unclosed\n", "not valid YAML"),
+    ("system: hi\n", "needs a 'user' template"),
+    ("user: 'Q: {question}'\nexamples: [{user: a}]\n", "example 1 must have exactly"),
+    ("user: 'Q: {question}'\ntemperature: 0\n", "unknown keys ['temperature']"),
+    ("user: 'Q: the question'\n", "must contain ['{question}']"),
+])
+def test_a_bad_prompt_file_is_named(tmp_path, tiny_files, text, what):
+    prompt = tmp_path / "prompt.yaml"
+    prompt.write_text(text)
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(_config(tmp_path, tiny_files, llms={"s": {"backend": "openai", "model": "m"}},
+                                           retrievers=[{"name": "decompose", "params": {"llm": "s", "prompt": str(prompt)}}])))
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert str(prompt) in str(e.value) and what in str(e.value)
+
+
+def test_a_bad_synonyms_line_is_named_with_file_and_line(tmp_path, tiny_files):
+    synonyms = tmp_path / "synonyms.txt"
+    synonyms.write_text("# term: synonyms\ncar: automobile, motorcar\nbicycle bike\n")
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(_config(tmp_path, tiny_files, llms={"s": {"backend": "openai", "model": "m"}},
+                                           retrievers=[{"name": "multi_query", "params": {
+                                               "llm": "s", "synonyms": str(synonyms), "cross_encoder": {"model": "a/b"}}}])))
+    with pytest.raises(ConfigError, match=rf"{synonyms}:3: expected 'term: synonym, synonym', got 'bicycle bike'"):
+        load_config(path)
 
 
 FILE_CASES = {
@@ -206,6 +261,20 @@ def test_a_byte_order_mark_in_a_data_file_is_accepted(tmp_path):
     text = "".join(json.dumps(c) + "\n" for c in CORPUS).encode()
     info = _prepare(tmp_path, b"\xef\xbb\xbf" + text, QUERIES).info
     assert info["objects"] == len(CORPUS)
+
+
+def test_preflight_names_an_unknown_llm_and_an_unset_api_key(tmp_path, tiny_files, monkeypatch):
+    from rbench.experiment import preflight
+
+    monkeypatch.delenv("RBENCH_NO_SUCH_KEY", raising=False)
+    for llm, what in (({"backend": "transformers", "model": "no-such-llm"}, "unknown LLM 'no-such-llm'"),
+                      ({"backend": "openai", "model": "m", "api_key_env": "RBENCH_NO_SUCH_KEY"},
+                       "RBENCH_NO_SUCH_KEY (api_key_env of LLM 'm') is not set")):
+        path = tmp_path / "exp.yaml"
+        path.write_text(yaml.safe_dump(_config(tmp_path, tiny_files, llms={"s": llm}, retrievers=[
+            {"name": "decompose", "params": {"llm": "s", "first_stage": {"name": "bm25s"}}}])))
+        with pytest.raises(ConfigError, match=re.escape(what)):
+            preflight(load_config(path))
 
 
 def test_preflight_names_an_unreachable_model_and_an_unwritable_store(tmp_path, tiny_files, monkeypatch):

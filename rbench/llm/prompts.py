@@ -13,6 +13,9 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Annotated
+
+from pydantic import AfterValidator
 
 import yaml
 
@@ -103,3 +106,22 @@ def load_prompt(ref: str, needs: set[str] | frozenset[str] = frozenset()) -> Pro
     if missing:
         raise ConfigError(f"prompt {path}: the user template must contain {sorted('{' + v + '}' for v in missing)}")
     return prompt
+
+
+def prompt_ref(*needs: str):
+    """The type of a retriever param naming a prompt (built-in name or path) whose template
+    must use the ``needs`` variables; checked when the config is read."""
+
+    def check(ref: str) -> str:
+        try:
+            load_prompt(ref, set(needs))
+        except ConfigError as e:
+            raise ValueError(str(e)) from None
+        return ref
+
+    return Annotated[str, AfterValidator(check)]
+
+
+QuestionPrompt = prompt_ref("question")
+PassagesPrompt = prompt_ref("question", "passages")
+DocumentsPrompt = prompt_ref("question", "documents")

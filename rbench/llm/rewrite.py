@@ -16,8 +16,6 @@ from rbench.llm.parse import Parsed, parse_passage, parse_queries
 from rbench.llm.prompts import Prompt, load_prompt, parse_prompt
 
 Kind = Literal["decompose", "multi_query", "expand"]
-PROMPT_VARIABLES = {"decompose": {"question", "max_queries"}, "multi_query": {"question", "max_queries"},
-                    "expand": {"question"}}
 REWRITE_SCHEMA = pa.schema([("query_id", pa.string()), ("text", pa.string()), ("queries", pa.list_(pa.string())),
                             ("master", pa.string()), ("raw", pa.string()), ("status", pa.string())])
 
@@ -38,7 +36,7 @@ class RewriteSpec(BaseModel):
     @classmethod
     def of(cls, kind: Kind, llm: LLMConfig, prompt: str, **options: Any) -> "RewriteSpec":
         """The spec for a prompt given by built-in name or path (checked for its variables)."""
-        loaded = load_prompt(prompt, PROMPT_VARIABLES[kind])
+        loaded = load_prompt(prompt, {"question"})
         return cls(kind=kind, llm=llm, prompt_source=loaded.source, prompt_text=loaded.text, **options)
 
     def prompt(self) -> Prompt:
