@@ -226,7 +226,8 @@ class VLLMBackend(Backend):
         from rbench.llm.models import converted_folder, resolve_llm
 
         options = {"tensor_parallel_size": config.tensor_parallel_size, "enable_prefix_caching": True,
-                   "gpu_memory_utilization": config.gpu_memory_utilization, "dtype": config.dtype}
+                   "gpu_memory_utilization": config.gpu_memory_utilization, "dtype": config.dtype,
+                   "enforce_eager": config.enforce_eager}
         if config.quantization:
             options["quantization"] = config.quantization
         if config.max_model_len:

@@ -5,14 +5,15 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
 
 PositiveInt = Annotated[StrictInt, Field(gt=0)]
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 BACKEND_FIELDS = {
     "openai": {"base_url", "api_key_env", "max_concurrency", "timeout", "max_retries", "revision"},
     "transformers": {"device", "batch_size", "dtype", "threads"},
-    "vllm": {"tensor_parallel_size", "quantization", "gpu_memory_utilization", "max_model_len", "dtype", "batch_size"},
+    "vllm": {"tensor_parallel_size", "quantization", "gpu_memory_utilization", "max_model_len", "dtype", "batch_size",
+             "enforce_eager"},
 }
 RUNTIME_FIELDS = frozenset({"base_url", "api_key_env", "max_concurrency", "timeout", "max_retries", "device",
                             "batch_size", "threads", "tensor_parallel_size", "gpu_memory_utilization"})
@@ -48,6 +49,7 @@ class LLMConfig(BaseModel):
     quantization: str | None = None
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
     max_model_len: PositiveInt | None = None
+    enforce_eager: StrictBool = False
 
     @field_validator("api_key_env")
     @classmethod

@@ -70,3 +70,37 @@ def test_rewrite_stage_through_a_vllm_server_matches_transformers(vllm_url, tmp_
 
     sampled = LLM(llm).chat([[("user", "Name a colour.")]], Sampling(temperature=1.0, seed=3, max_tokens=8), samples=2)
     assert len(sampled[0]) == 2 and all(isinstance(t, str) for t in sampled[0])
+
+
+IN_PROCESS = """
+import json, sys
+from rbench.llm.cache import CallCache
+from rbench.llm.client import LLM
+from rbench.llm.config import Sampling
+llm = LLM({"backend": "vllm", "model": sys.argv[1], "dtype": "float32", "enforce_eager": True,
+           "max_model_len": 2048}, CallCache(sys.argv[2]))
+prompts = [[("user", f"Question: which year did film number {i} win an award")] for i in range(6)]
+texts = llm.chat_one(prompts, Sampling(max_tokens=24))
+again = LLM(llm.config, CallCache(sys.argv[2]))
+assert again.chat_one(prompts, Sampling(max_tokens=24)) == texts
+print(json.dumps({"texts": texts, "first": llm.accounting.summary(), "second": again.accounting.summary()}))
+"""
+
+
+@pytest.mark.slow
+def test_the_in_process_vllm_backend_runs_in_vllms_own_environment(tmp_path):
+    if not VLLM_PYTHON.exists():
+        pytest.skip(f"vLLM's environment is not installed at {VLLM_PYTHON}: run `make vllm-env`")
+    import json
+    import subprocess
+
+    from rbench.llm.models import converted_folder, resolve_llm
+
+    folder = converted_folder(resolve_llm("smollm2-135m"))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    done = subprocess.run([str(VLLM_PYTHON), "-c", IN_PROCESS, str(folder), str(tmp_path / "store")], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert all(out["texts"]) and out["first"]["llm_calls"] == 6 and out["first"]["llm_completion_tokens"] > 0
+    assert out["second"]["llm_calls"] == 0 and out["second"]["llm_calls_cached"] == 6
