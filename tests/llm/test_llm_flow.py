@@ -1,5 +1,5 @@
 """LLM retrievers through the benchmark flow: the rewrite stage is shared and cached (a
-changed first stage asks the LLM nothing), accounting reaches the summary and MLflow, and
+changed first stage or reranker asks the LLM nothing), accounting reaches the summary and MLflow, and
 a planted API key reaches no file, log, param or artifact."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import yaml
 from prefect.testing.utilities import prefect_test_harness
 
 from flows.benchmark import benchmark
-from tests.conftest import tiny_dataset
+from tests.conftest import tiny_cross_encoder, tiny_dataset
 from tests.llm.server import ChatServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,23 +58,27 @@ def test_changing_the_first_stage_asks_the_llm_nothing(tmp_path, tiny_files, mon
                  "params": {"llm": "server", "first_stage": {"name": "dense", "params": {"model": "static-64d"}}}}
         rerank = {"name": "llm_rerank", "params": {"llm": "server", "window": 3, "step": 1, "candidates": 4,
                                                    "first_stage": {"name": "dense", "params": {"model": "static-64d"}}}}
-        cfg["retrievers"] = [first, other, rerank]
+        reranked = {"name": "decompose", "label": "dec-reranked",
+                    "params": {**first["params"], "rerank": {"model": tiny_cross_encoder(tmp_path / "ce")}}}
+        cfg["retrievers"] = [first, other, reranked, rerank]
         result = benchmark(config_path=_write(tmp_path, cfg))
         assert _stage(result, "rewrite", "decompose")["status"] == "cached"
         assert _stage(result, "retrieve", "dec-bm25s")["status"] == "cached"
         assert _stage(result, "retrieve", "dec-dense")["status"] == "ran"
+        assert _stage(result, "retrieve", "dec-reranked")["status"] == "ran"
         asked_by_rerank = server.requests - 5
         assert asked_by_rerank == 5 * 2  # two windows of 3 over 4 candidates, five queries
         labels = {m["retriever"] for m in result["metrics"]}
-        assert labels == {"dec-bm25s", "dec-dense", "llm_rerank"}
+        assert labels == {"dec-bm25s", "dec-dense", "dec-reranked", "llm_rerank"}
 
     import mlflow
 
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["llm"], filter_string="tags.`rbench.retriever` = 'llm_rerank'")
     assert runs["metrics.llm_calls"].iloc[0] == 10
-    runs = mlflow.search_runs(experiment_names=["llm"], filter_string="tags.`rbench.retriever` = 'dec-dense'")
-    assert runs["metrics.rewrite_llm_calls_cached"].iloc[0] == 0 and runs["metrics.llm_calls"].iloc[0] == 0
+    for label in ("dec-dense", "dec-reranked"):  # a new first stage or reranker reads the cached rewrites
+        runs = mlflow.search_runs(experiment_names=["llm"], filter_string=f"tags.`rbench.retriever` = '{label}'")
+        assert runs["metrics.rewrite_llm_calls"].iloc[0] == 5 and runs["metrics.llm_calls"].iloc[0] == 0
 
 
 @pytest.mark.slow
