@@ -129,7 +129,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     if what in ("retrievers", "all"):
         print("retrievers:")
         for name, cls in sorted(RETRIEVERS.items()):
-            params = ", ".join(f"{k}={v.default!r}" for k, v in cls.Params.model_fields.items())
+            params = ", ".join(f"{k}={_shown_default(v)}" for k, v in cls.Params.model_fields.items())
             print(f"  {name:<12} {cls.description}\n  {'':<12} params: {params}")
     if what in ("models", "all"):
         print("embedding models:")
@@ -269,6 +269,16 @@ def build_parser() -> argparse.ArgumentParser:
     verify.set_defaults(func=cmd_verify)
     report.set_defaults(func=cmd_report)
     return parser
+
+
+def _shown_default(field) -> str:
+    """A param's default as the listing shows it: ``<required>``, a retriever by its name, or the value."""
+    from retrievers.base import RetrieverSpec
+
+    if field.is_required():
+        return "<required>"
+    value = field.default_factory() if field.default_factory is not None else field.default
+    return f"<{value.name}>" if isinstance(value, RetrieverSpec) else repr(value)
 
 
 def main(argv: list[str] | None = None) -> int:
