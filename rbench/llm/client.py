@@ -16,7 +16,7 @@ Messages = Sequence[tuple[str, str]]
 
 class Accounting:
     """Counts of one run's LLM use: calls made and served from cache, tokens, latency,
-    generation time, and parse failures (with the fallback each one took)."""
+    generation time, and parse outcomes (ok, repaired, fallback)."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -32,6 +32,11 @@ class Accounting:
             self.prompt_tokens += completion.prompt_tokens
             self.completion_tokens += completion.completion_tokens
             self.latencies.append(completion.seconds)
+
+    def generated(self, seconds: float) -> None:
+        """Add the wall time of one batch of calls (for tokens per second)."""
+        with self._lock:
+            self.generation_seconds += seconds
 
     def hit(self, count: int) -> None:
         """Count calls served from the cache."""
@@ -97,8 +102,7 @@ class LLM:
             backend = backend_for(self.config)
             started = time.perf_counter()
             backend.generate([requests[i] for i in missing], done)
-            with self.accounting._lock:
-                self.accounting.generation_seconds += time.perf_counter() - started
+            self.accounting.generated(time.perf_counter() - started)
         return [[texts[i * samples + s] for s in range(samples)] for i in range(len(prompts))]
 
     def chat_one(self, prompts: Sequence[Messages], sampling: Sampling) -> list[str]:
