@@ -44,11 +44,14 @@ def main() -> None:
     parser.add_argument("--cross-encoder", default=None)
     parser.add_argument("--store", default=str(REPO / ".rbench"))
     parser.add_argument("--mirror", default=str(REPO.parent / "shared" / "data"))
+    parser.add_argument("--only", nargs="*", help="run only these retriever labels")
     parser.add_argument("--runner", default="sequential",
                         help="sequential by default: on two cores, torch tasks side by side slow each other down")
     args = parser.parse_args()
     raw = yaml.safe_load((REPO / "configs" / "llm.yaml").read_text())
     ce = args.cross_encoder or untrained_minilm_cross_encoder(Path(args.store) / "models" / "minilm-untrained-ce")
+    if args.only:
+        raw["retrievers"] = [r for r in raw["retrievers"] if r.get("label", r["name"]) in args.only]
     for r in raw["retrievers"]:
         params = r.get("params", {})
         if params.get("llm"):
