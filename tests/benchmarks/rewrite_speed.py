@@ -53,7 +53,7 @@ def main() -> None:
     def subset(round_: int) -> tuple[list[str], Artifact]:
         chosen = questions[round_ * args.queries:(round_ + 1) * args.queries]  # new questions each round: no cache
         folder = work / f"queries-{round_}"
-        folder.mkdir()
+        folder.mkdir(exist_ok=True)
         pq.write_table(pa.table({"query_id": [f"q{i}" for i in range(len(chosen))], "text": chosen}),
                        folder / "queries.parquet")
         return chosen, Artifact("subsample", f"bench-{round_}", folder)
