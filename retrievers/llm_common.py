@@ -9,7 +9,7 @@ from typing import Any, Literal, Mapping, Sequence
 
 import pyarrow.parquet as pq
 
-from retrievers.base import Composite, Hits, Run
+from retrievers.base import Composite, Hits
 from retrievers.fusion import rrf
 
 
