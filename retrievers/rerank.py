@@ -86,22 +86,11 @@ def corpus_texts(corpus: Path) -> dict[str, str]:
     return dict(zip(table.column(0).to_pylist(), table.column(1).to_pylist()))
 
 
-class RerankParams(BaseModel):
+class RerankParams(CrossEncoderParams):
     """Retrieve ``k * k_multiplier`` candidates with ``first_stage``, rescore with ``model``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    model: str
     first_stage: RetrieverSpec = Field(default_factory=lambda: RetrieverSpec(name="dense"))
     k_multiplier: PositiveInt = 3
-    batch_size: PositiveInt = 32
-    max_length: PositiveInt = 512
-    device: str | None = Field(None, description="torch device; default: CUDA when available")
-
-    @field_validator("model")
-    @classmethod
-    def _exists(cls, model: str) -> str:
-        return check_model_location(model)
 
 
 class Rerank(Composite):
@@ -115,9 +104,7 @@ class Rerank(Composite):
     def __init__(self, params=None):
         super().__init__(params)
         self._first = self.params.first_stage.build()
-        p = self.params
-        self._scorer = CrossEncoderScorer(CrossEncoderParams(model=p.model, batch_size=p.batch_size,
-                                                             max_length=p.max_length, device=p.device))
+        self._scorer = CrossEncoderScorer(self.params)
 
     def components(self) -> list[Retriever]:
         return [self._first]
