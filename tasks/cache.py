@@ -325,6 +325,8 @@ class Stage:
     folders, devices) never enter the key. A ``resumable`` stage's builder also gets
     ``checkpoint=`` (a :class:`Checkpoint`) to keep finished items across a killed build;
     a stage that ``uses_store`` gets ``store=`` (the LLM call cache lives there).
+    ``check(artifact, config)`` runs on every built or reused artifact: a policy that
+    does not shape the output (a threshold) refuses there, so it stays out of the key.
     """
 
     name: str
@@ -334,6 +336,7 @@ class Stage:
     key_view: Callable[[Any], Any] | None = None
     input_parts: tuple[tuple[str, str], ...] = ()
     uses_store: bool = False
+    check: Callable[[Artifact, Any], None] | None = None
 
     def key(self, inputs: Sequence[Artifact], config: Any) -> str:
         """Store key for this stage given its inputs and resolved config."""
@@ -357,6 +360,8 @@ class Stage:
         artifact, built = store.build(self.name, key, builder)
         verb = "built" if built else "reused"
         log.debug("%s %s %s: %s", self.name, verb, key[:12], summarize(artifact.info))
+        if self.check is not None:
+            self.check(artifact, config)
         return artifact
 
 

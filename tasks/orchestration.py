@@ -5,7 +5,9 @@ Prefect's own policies are not used: INPUTS hashes a ``Path`` by name, and a cac
 hit would hand back a path whose files may have been deleted. ``StageCachePolicy``
 uses the stage's content key and, when the artifact behind an existing Prefect
 record is missing or corrupt, returns a one-off key so that the task runs and
-rebuilds it instead of reporting a stale hit. Artifacts handed between tasks are
+rebuilds it instead of reporting a stale hit; likewise when the stage's ``check``
+refuses the artifact under this run's config, so that the task runs and fails with
+that refusal. Artifacts handed between tasks are
 re-addressed inside the receiving worker's store (:meth:`Store.attach`), so a record
 written on one node is valid on another that mounts the store elsewhere.
 """
@@ -45,8 +47,13 @@ class StageCachePolicy(CachePolicy):
         store = Store(inputs["store"])
         content_key = self.stage.key(inputs["inputs"], inputs["config"])
         key = f"{self.stage.name}-{content_key}"
-        intact = store.load(self.stage.name, content_key) is not None
-        if not intact and task_ctx.result_store.exists(key):
+        artifact = store.load(self.stage.name, content_key)
+        if artifact is not None and self.stage.check is not None:
+            try:
+                self.stage.check(artifact, inputs["config"])
+            except Exception:  # refused under this config: run the task, which raises the refusal
+                return f"{key}-refused-{uuid.uuid4().hex}"
+        if artifact is None and task_ctx.result_store.exists(key):
             return f"{key}-rebuild-{uuid.uuid4().hex}"
         return key
 

@@ -16,7 +16,7 @@ from rbench.errors import DataError
 from tasks.cache import Artifact, Stage, write_atomic
 from tasks.datasets import get_adapter
 from tasks.datasets.base import object_id
-from tasks.validate import validate
+from tasks.validate import check_missing_gold, validate
 
 log = logging.getLogger("rbench")
 
@@ -86,8 +86,7 @@ def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -
     write_batches(folder / "queries.parquet", QUERY_SCHEMA, query_rows())
     digests = {"corpus": table_digest(folder / "corpus.parquet", CORPUS_KEY_COLUMNS),
                "queries": table_digest(folder / "queries.parquet", QUERY_SCHEMA.names)}
-    report = validate(folder / "corpus.parquet", folder / "queries.parquet", config.name,
-                      config.max_missing_gold, empty)
+    report = validate(folder / "corpus.parquet", folder / "queries.parquet", config.name, empty)
     write_atomic(folder / "validation.json", json.dumps(report, indent=2, ensure_ascii=False))
     if report["queries_without_gold_in_corpus"] or report["queries_with_some_gold_missing"]:
         log.warning("%s: %d queries have no gold document in the corpus, %d miss some (e.g. %s)", config.name,
@@ -115,10 +114,15 @@ def table_digest(path: Path, columns: list[str]) -> str:
 
 def prepare_key(config: DatasetConfig) -> dict:
     """What shapes the prepared tables: the adapter, its code version, and its params without
-    file paths; not the dataset's name (a label)."""
+    file paths; not the dataset's name (a label) nor ``max_missing_gold`` (a policy)."""
     adapter = get_adapter(config.adapter)
-    return {"adapter": adapter.name, "adapter_version": adapter.version,
-            "params": adapter.key_params(config.params), "max_missing_gold": config.max_missing_gold}
+    return {"adapter": adapter.name, "adapter_version": adapter.version, "params": adapter.key_params(config.params)}
 
 
-PREPARE = Stage("prepare", 4, build_prepare, key_view=prepare_key)
+def check_prepared(artifact: Artifact, config: DatasetConfig) -> None:
+    """Apply the dataset's ``max_missing_gold`` to a built or reused prepared table."""
+    report = json.loads(artifact.file("validation.json").read_text())
+    check_missing_gold(report, config.name, config.max_missing_gold)
+
+
+PREPARE = Stage("prepare", 5, build_prepare, key_view=prepare_key, check=check_prepared)

@@ -15,11 +15,12 @@ from rbench.errors import DataError
 EXAMPLES = 5
 
 
-def validate(corpus: Path, queries: Path, dataset: str, max_missing_gold: float, empty_skipped: int) -> dict:
+def validate(corpus: Path, queries: Path, dataset: str, empty_skipped: int) -> dict:
     """Report duplicate object ids, empty texts and queries whose gold documents are absent.
 
-    Raises DataError when the corpus or the query set is empty, object ids repeat, or more
-    than ``max_missing_gold`` of the queries have no gold document in the corpus.
+    Raises DataError when the corpus or the query set is empty, object ids repeat, every
+    query's gold list is empty, or no query has a gold document in the corpus (the share a
+    user allows is checked by :func:`check_missing_gold`, on built and reused tables alike).
     """
     objects = pl.scan_parquet(corpus)
     counts = objects.select(
@@ -64,11 +65,11 @@ def validate(corpus: Path, queries: Path, dataset: str, max_missing_gold: float,
             for r in pl.concat([none, partial]).head(EXAMPLES).iter_rows(named=True)
         ],
     }
-    _refuse(report, dataset, max_missing_gold)
+    _refuse(report, dataset)
     return report
 
 
-def _refuse(report: dict, dataset: str, max_missing_gold: float) -> None:
+def _refuse(report: dict, dataset: str) -> None:
     if report["objects"] == 0:
         raise DataError(f"dataset {dataset!r} produced an empty corpus: check its files and field names")
     if report["queries"] == 0:
@@ -81,11 +82,23 @@ def _refuse(report: dict, dataset: str, max_missing_gold: float) -> None:
     if report["queries_with_empty_gold"] == report["queries"]:
         raise DataError(f"dataset {dataset!r}: all {report['queries']} queries have an empty gold list: "
                         "check the gold field of the queries file (for jsonl: gold_field)")
-    share = report["queries_without_gold_in_corpus"] / report["queries"]
-    if share > max_missing_gold or report["queries_without_gold_in_corpus"] == report["queries"]:
+    if report["queries_without_gold_in_corpus"] == report["queries"]:
         raise DataError(
-            f"dataset {dataset!r}: {report['queries_without_gold_in_corpus']} of {report['queries']} queries "
-            f"({share:.0%}) have no gold document in the corpus (allowed: {max_missing_gold:.0%}), e.g. "
-            f"{report['missing_gold_examples'][:2]}. Check that gold ids match the corpus doc ids "
-            "(for jsonl: doc_id_fields, doc_id_separator and gold_field), or raise max_missing_gold"
+            f"dataset {dataset!r}: {report['queries']} of {report['queries']} queries have no gold document in the "
+            f"corpus, e.g. {report['missing_gold_examples'][:2]}. Check that gold ids match the corpus doc ids "
+            "(for jsonl: doc_id_fields, doc_id_separator and gold_field)"
         )
+
+
+def check_missing_gold(report: dict, dataset: str, max_missing_gold: float) -> None:
+    """Refuse a query set where more than ``max_missing_gold`` of the queries have no gold
+    document in the corpus."""
+    share = report["queries_without_gold_in_corpus"] / report["queries"]
+    if share <= max_missing_gold:
+        return
+    raise DataError(
+        f"dataset {dataset!r}: {report['queries_without_gold_in_corpus']} of {report['queries']} queries "
+        f"({share:.0%}) have no gold document in the corpus (allowed: {max_missing_gold:.0%}), e.g. "
+        f"{report['missing_gold_examples'][:2]}. Check that gold ids match the corpus doc ids "
+        "(for jsonl: doc_id_fields, doc_id_separator and gold_field), or raise max_missing_gold"
+    )

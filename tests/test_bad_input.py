@@ -193,7 +193,8 @@ def test_redact_hides_passwords_only(uri, shown):
     assert redact(uri) == shown and redact(f"at {uri} failed") == f"at {shown} failed"
 
 
-def _prepare(tmp_path: Path, corpus_lines: list | bytes, queries_lines: list | bytes, **params):
+def _prepare(tmp_path: Path, corpus_lines: list | bytes, queries_lines: list | bytes, max_missing_gold: float = 0.5,
+             **params):
     corpus, queries = tmp_path / "c.jsonl", tmp_path / "q.jsonl"
     for path, lines in ((corpus, corpus_lines), (queries, queries_lines)):
         if isinstance(lines, bytes):
@@ -202,6 +203,7 @@ def _prepare(tmp_path: Path, corpus_lines: list | bytes, queries_lines: list | b
             path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
     dataset = tiny_dataset(corpus, queries)
     dataset["params"].update(params)
+    dataset["max_missing_gold"] = max_missing_gold
     from rbench.config import DatasetConfig
 
     ds = DatasetConfig.model_validate(dataset)
@@ -227,7 +229,7 @@ DATA_CASES = {
     "gold-number": (CORPUS, [{**Q[0], "document_ids": 3}, *Q[1:]], "q.jsonl:1", "list of document ids"),
     "gold-list-of-numbers": (CORPUS, [{**Q[0], "document_ids": [1, 2]}, *Q[1:]], "q.jsonl:1", "list of document ids"),
     "all-gold-empty": (CORPUS, [{**q, "document_ids": []} for q in Q], "5 queries", "empty gold list"),
-    "gold-not-in-corpus": (CORPUS, [{**q, "document_ids": ["Nowhere :: x"]} for q in Q], "5 of 5 queries", "max_missing_gold"),
+    "gold-not-in-corpus": (CORPUS, [{**q, "document_ids": ["Nowhere :: x"]} for q in Q], "5 of 5 queries", "gold ids match"),
     "duplicate-query-ids": (CORPUS, [Q[0], Q[0]], "'q1'", "appears twice"),
     "malformed-json": ([json.dumps(CORPUS[0]), "{not json", *map(json.dumps, CORPUS[1:])], Q, "c.jsonl:2", "not valid JSON"),
     "line-is-array": ([json.dumps(CORPUS[0]), "[1, 2]"], Q, "c.jsonl:2", "JSON object"),
@@ -247,6 +249,15 @@ def test_bad_data_is_named_with_the_users_file_and_line(tmp_path, corpus, querie
     assert where in message and what in message, message
     assert "/store/" not in message  # the user's file, not the store's copy
     assert _no_partial_prepare(tmp_path)
+
+
+def test_max_missing_gold_refuses_without_entering_the_key(tmp_path):
+    queries = [*Q[:2], *({**q, "document_ids": ["Nowhere :: x"]} for q in Q[2:])]  # 3 of 5 without gold
+    with pytest.raises(DataError, match=r"3 of 5 queries \(60%\).*allowed: 50%.*max_missing_gold"):
+        _prepare(tmp_path, CORPUS, queries)
+    (built,) = [p for p in (tmp_path / "store" / "prepare").iterdir() if not p.name.startswith(".")]
+    lax = _prepare(tmp_path, CORPUS, queries, max_missing_gold=0.6)  # the table is complete: reused, not rebuilt
+    assert lax.path == built and not lax.built and lax.info["queries_without_gold_in_corpus"] == 3
 
 
 def test_counted_warnings_tell_the_truth(tmp_path):

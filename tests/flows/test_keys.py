@@ -19,12 +19,12 @@ def prefect_server():
         yield
 
 
-def _run(tmp_path, datasets, retrievers, name="exp.yaml") -> dict:
+def _run(tmp_path, datasets, retrievers, name="exp.yaml", **options) -> dict:
     path = tmp_path / name
     path.write_text(yaml.safe_dump({
         "store": str(tmp_path / "store"), "depth": 10, "subsample": {"size": 5}, "metrics": {"k": [1, 3]},
         "mlflow": {"experiment": "keys"}, "datasets": datasets, "retrievers": retrievers}))
-    return benchmark(str(path))
+    return benchmark(str(path), **options)
 
 
 def _ran(result) -> set[tuple[str, str]]:
@@ -65,10 +65,21 @@ def test_moved_files_renamed_datasets_devices_and_batch_sizes_keep_every_key(tmp
     shutil.move(corpus, moved / "c.jsonl")
     shutil.move(queries, moved / "q.jsonl")
     dense = {"name": "dense", "params": {"model": "static-64d", "device": "cpu", "batch_size": 7}}
-    again = _run(tmp_path, [tiny_dataset(moved / "c.jsonl", moved / "q.jsonl", name="renamed")],
-                 [{"name": "bm25s", "label": "relabelled"}, dense], "again.yaml")
+    strict = {**tiny_dataset(moved / "c.jsonl", moved / "q.jsonl", name="renamed"), "max_missing_gold": 0.0}
+    again = _run(tmp_path, [strict], [{"name": "bm25s", "label": "relabelled"}, dense], "again.yaml")
     assert _ran(again) == set()
     assert sorted(_keys(first).values()) == sorted(_keys(again).values())
+
+
+def test_a_stricter_max_missing_gold_refuses_a_cached_table(tmp_path, tiny_files):
+    corpus, queries = tiny_files
+    one_lost = write_jsonl(tmp_path / "lost.jsonl", [{**QUERIES[0], "document_ids": ["Nowhere :: x"]}, *QUERIES[1:]])
+    first = _run(tmp_path, [tiny_dataset(corpus, one_lost)], [{"name": "bm25s"}])
+    assert ("prepare", "tiny") in _ran(first)
+    strict = {**tiny_dataset(corpus, one_lost), "max_missing_gold": 0.1}
+    state = _run(tmp_path, [strict], [{"name": "bm25s"}], "strict.yaml", return_state=True)
+    (failure,) = state.result(raise_on_failure=False)["failures"]
+    assert "1 of 5 queries (20%)" in failure["error"] and "allowed: 10%" in failure["error"]
 
 
 def test_code_versions_and_model_weights_change_exactly_the_keys_below_them(tmp_path, tiny_files, monkeypatch):
