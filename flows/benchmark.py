@@ -45,7 +45,7 @@ def run_stages(cfg: ExperimentConfig) -> tuple[list[dict], list[dict], list[dict
     sub = Submitter(str(cfg.store), cfg.execution)
     prepared, queries = {}, {}
     for ds in cfg.datasets:
-        raw = sub.submit(download, [], DownloadConfig.of(ds), ds.name, mirror=cfg.mirror)
+        raw = sub.submit(download, [], DownloadConfig.of(ds, cfg.mirror), ds.name, mirror=cfg.mirror)
         prepared[ds.name] = sub.submit(prepare, [raw], ds, ds.name)
         queries[ds.name] = sub.submit(subsample, [prepared[ds.name]], cfg.subsample, ds.name)
     dataset_of = {future: name for name, future in prepared.items()}

@@ -109,7 +109,8 @@ def chunking_grid(config_path: str, mirror: str | None = None, store: str | None
     """Chunk, embed, retrieve and score every grid combination; write the table and figures."""
     cfg = load_grid_config(config_path, mirror, store)
     root, report, results = str(cfg.store.resolve()), [], []
-    raw = call_stage(download, root, [], DownloadConfig(files=cfg.files()), "chunking-data", report, mirror=cfg.mirror)
+    files = DownloadConfig.resolved(cfg.files(), cfg.mirror)
+    raw = call_stage(download, root, [], files, "chunking-data", report, mirror=cfg.mirror)
     for chunker in cfg.chunkers():
         label = f"{chunker.kind}-{chunker.size}-{chunker.overlap}"
         embedded = call_stage(chunk_embed, root, [raw], ChunkEmbedConfig(chunker=chunker, model=cfg.model), label, report)
@@ -135,7 +136,8 @@ def chunking_search(config_path: str, mirror: str | None = None, store: str | No
     if cfg.search is None:
         raise ConfigError(f"{config_path} has no 'search:' section; run it as a grid instead")
     root, report, trials = str(cfg.store.resolve()), [], []
-    raw = call_stage(download, root, [], DownloadConfig(files=cfg.files()), "chunking-data", report, mirror=cfg.mirror)
+    files = DownloadConfig.resolved(cfg.files(), cfg.mirror)
+    raw = call_stage(download, root, [], files, "chunking-data", report, mirror=cfg.mirror)
 
     def objective(params: dict) -> float:
         size = int(params.get("chunk_size", cfg.chunk_sizes[0]))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import re
 import shutil
 import tempfile
 import urllib.request
@@ -12,11 +14,12 @@ from pydantic import BaseModel
 
 from rbench.config import DatasetConfig
 from rbench.errors import ChecksumError, DataError, MissingExtraError
-from tasks.cache import Artifact, Stage, file_digest
+from tasks.cache import Artifact, Stage, fast_fingerprint, file_digest
 from tasks.datasets import get_adapter
 from tasks.datasets.base import FileSpec
 
 log = logging.getLogger("rbench")
+COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 class DownloadConfig(BaseModel):
@@ -25,10 +28,48 @@ class DownloadConfig(BaseModel):
     files: list[FileSpec]
 
     @classmethod
-    def of(cls, dataset: DatasetConfig) -> "DownloadConfig":
-        """The raw files a configured dataset needs."""
+    def of(cls, dataset: DatasetConfig, mirror: Path | None = None) -> "DownloadConfig":
+        """The raw files a configured dataset needs, resolved against ``mirror``."""
         adapter = get_adapter(dataset.adapter)
-        return cls(files=adapter.files(adapter.Params.model_validate(dataset.params)))
+        return cls.resolved(adapter.files(adapter.Params.model_validate(dataset.params)), mirror)
+
+    @classmethod
+    def resolved(cls, files: list[FileSpec], mirror: Path | None = None) -> "DownloadConfig":
+        """Key unpinned files by what will be read: a mirror copy by its fingerprint, a
+        Hugging Face branch or tag by the commit it points at now (when the hub answers)."""
+        return cls(files=[_resolve(spec, Path(mirror) if mirror else None) for spec in files])
+
+
+def _resolve(spec: FileSpec, mirror: Path | None) -> FileSpec:
+    if spec.sha256 is not None or spec.local is not None:
+        return spec
+    if mirror is not None and (mirror / spec.name).exists():
+        return spec.model_copy(update={"observed": tree_fingerprint(mirror / spec.name)})
+    if spec.hf_repo and not COMMIT.fullmatch(spec.revision):
+        commit = _hub_commit(spec.hf_repo, spec.revision)
+        if commit is not None:
+            return spec.model_copy(update={"revision": commit})
+        log.warning("%s: could not resolve revision %r of %s; keyed by that name, so a new commit there "
+                    "is not noticed: pin revision to a commit", spec.name, spec.revision, spec.hf_repo)
+    return spec
+
+
+def _hub_commit(repo: str, revision: str) -> str | None:
+    try:
+        from huggingface_hub import HfApi
+
+        return HfApi().dataset_info(repo, revision=revision, timeout=20).sha
+    except Exception:  # offline, unknown repo or revision: the download step names it
+        return None
+
+
+def tree_fingerprint(path: Path) -> str:
+    """Fingerprint of a file or folder: relative names, sizes and each file's fast fingerprint."""
+    h = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for p in files:
+        h.update(f"{p.relative_to(path).as_posix() if path.is_dir() else ''}\0{fast_fingerprint(p)}\n".encode())
+    return h.hexdigest()
 
 
 def _copy(source: Path, target: Path) -> None:
@@ -112,4 +153,4 @@ def build_download(folder: Path, inputs: list[Artifact], config: DownloadConfig,
     return {"files": len(config.files), "bytes": total, "unverified": unpinned}
 
 
-DOWNLOAD = Stage("download", 1, build_download)
+DOWNLOAD = Stage("download", 2, build_download)

@@ -22,6 +22,8 @@ class FileSpec(BaseModel):
     else the file ``hf_path``, default ``name``), then ``url``. ``local`` is excluded
     from the cache key, so moving an unchanged file reruns nothing. Without ``sha256``
     the content is not verified; pin ``revision`` to a commit for reproducible keys.
+    ``observed`` is set when a download is planned (:meth:`DownloadConfig.resolved`): the
+    fingerprint of an unpinned file's mirror copy, so that the key follows what is read.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -33,6 +35,7 @@ class FileSpec(BaseModel):
     hf_path: str | None = None
     revision: str = "main"
     patterns: list[str] | None = None
+    observed: str | None = None
     local: Path | None = Field(default=None, exclude=True)
 
 

@@ -57,6 +57,33 @@ def test_mirror_path_is_not_part_of_the_key(tmp_path):
     assert DOWNLOAD.key([], DownloadConfig(files=[local])) == DOWNLOAD.key([], config)
 
 
+def test_an_unpinned_mirror_file_is_keyed_by_its_content_not_its_place(tmp_path):
+    files = [FileSpec(name="ds/a.txt", hf_repo="org/data")]
+    for folder, text in (("m1", "v1"), ("m2", "v1"), ("m3", "v2")):
+        (tmp_path / folder / "ds").mkdir(parents=True)
+        (tmp_path / folder / "ds" / "a.txt").write_text(text)
+    keys = {m: DOWNLOAD.key([], DownloadConfig.resolved(files, tmp_path / m)) for m in ("m1", "m2", "m3")}
+    assert keys["m1"] == keys["m2"] != keys["m3"]
+    store = Store(tmp_path / "s")
+    first = DOWNLOAD.run(store, [], DownloadConfig.resolved(files, tmp_path / "m1"), mirror=tmp_path / "m1")
+    changed = DOWNLOAD.run(store, [], DownloadConfig.resolved(files, tmp_path / "m3"), mirror=tmp_path / "m3")
+    assert first.file("ds/a.txt").read_text() == "v1" and changed.file("ds/a.txt").read_text() == "v2"
+
+
+def test_a_hub_branch_is_keyed_by_the_commit_it_points_at(tmp_path, monkeypatch, caplog):
+    import tasks.download as download
+
+    files = [FileSpec(name="a.txt", hf_repo="org/data", revision="main")]
+    commits = iter(["a" * 40, "b" * 40, None])
+    monkeypatch.setattr(download, "_hub_commit", lambda repo, revision: next(commits))
+    first, second = DownloadConfig.resolved(files), DownloadConfig.resolved(files)
+    assert first.files[0].revision == "a" * 40 and DOWNLOAD.key([], first) != DOWNLOAD.key([], second)
+    offline = DownloadConfig.resolved(files)
+    assert offline.files[0].revision == "main" and "pin revision to a commit" in caplog.text
+    pinned = [FileSpec(name="a.txt", hf_repo="org/data", revision="c" * 40)]
+    assert DownloadConfig.resolved(pinned).files == pinned  # a commit is not looked up
+
+
 def test_fetaqa_from_shared_mirror(shared_data, tmp_path):
     art = DOWNLOAD.run(Store(tmp_path), [], DownloadConfig(files=[DEV]), mirror=shared_data)
     assert art.info["bytes"] == (shared_data / DEV.name).stat().st_size
