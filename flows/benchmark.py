@@ -20,6 +20,7 @@ from tasks.prepare import PREPARE
 from tasks.retrieve import RETRIEVE, RetrieveConfig
 from tasks.rewrite import REWRITE
 from tasks.subsample import SUBSAMPLE
+from tasks.pending import log_pending_for, save_pending
 from tasks.track import log_experiment, publish_run_link
 
 download, prepare, subsample, encode, index, rewrite, retrieve, evaluate = map(
@@ -135,15 +136,16 @@ def summarize_results(cfg: ExperimentConfig, results: list[dict], report: list[d
 
 def finish(cfg: ExperimentConfig, summary: dict):
     """The flow's final state: Completed with the summary, or Failed naming the failed pairs
-    (and an MLflow logging failure: the metrics are in the store, and a rerun, all cached, logs them)."""
+    (and an MLflow logging failure: the metrics are in the store, the logging is kept for later)."""
     problems = []
     if summary["failures"]:
         names = "; ".join(f"{f['dataset']}/{f['retriever']} ({f['error']})" for f in summary["failures"])
         total = len(cfg.datasets) * len(cfg.retrievers)
         problems.append(f"{len(summary['failures'])} of {total} dataset x retriever pairs failed: {names}")
     if summary.get("mlflow_error"):
-        problems.append(f"MLflow logging failed ({summary['mlflow_error']}); the metrics are in the store: "
-                        "rerun (every stage is cached) to log them")
+        problems.append(f"MLflow logging failed ({summary['mlflow_error']}); the metrics are in the store and "
+                        f"the logging is kept in {summary['mlflow_pending']}: `rbench log` logs it, and so does the "
+                        "next run that logs to this tracking URI")
     return Failed(message=redact("; ".join(problems)), data=summary) if problems else summary
 
 
@@ -166,7 +168,9 @@ def benchmark(config_path: str | None = None, experiment: ExperimentConfig | Non
     run_id = logged.result() if logged.is_completed() else None
     if run_id is not None:
         publish_run_link(cfg, run_id)
+        log_pending_for(cfg)
     summary = summarize_results(cfg, results, report, run_id, failures)
     if run_id is None:
         summary["mlflow_error"] = redact(logged.message or "MLflow logging failed")
+        summary["mlflow_pending"] = str(save_pending(cfg, results, report, text, failures, summary["mlflow_error"]))
     return finish(cfg, summary)

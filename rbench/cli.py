@@ -62,8 +62,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"MLflow run {result['mlflow_run_id']} at {result['tracking_uri']}")
         print(f"show it again with: rbench show {result['mlflow_run_id']} --tracking-uri {result['tracking_uri']}")
     else:
-        print(f"MLflow logging failed: {result.get('mlflow_error')}; the metrics above are in the store: "
-              "rerun the same command (every stage is cached) to log them", file=sys.stderr)
+        print(f"MLflow logging failed: {result.get('mlflow_error')}; the metrics above are in the store, and the "
+              f"logging is kept in {result.get('mlflow_pending')}: run `rbench log --store {cfg.store}` (or any run "
+              "that logs to this tracking URI) to log it", file=sys.stderr)
     if "models" in result:
         print(f"embedding-model comparison (also logged to MLflow): {result['report_folder']}")
         print((Path(result["report_folder"]) / "models.md").read_text())
@@ -219,6 +220,23 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 1 if damaged and not args.remove else 0
 
 
+def cmd_log(args: argparse.Namespace) -> int:
+    from rbench.config import DEFAULT_STORE
+    from tasks.cache import Store
+    from tasks.pending import log_pending, pending_records
+
+    store = Store(args.store or os.environ.get("RBENCH_STORE") or DEFAULT_STORE)
+    records = [Path(r) for r in args.records] or pending_records(store)
+    if not records:
+        print(f"rbench: no pending MLflow logging in {store.root}")
+        return 0
+    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or None
+    for record in records:
+        run_id = log_pending(record, uri)
+        print(f"rbench: logged {record.name} as MLflow run {run_id}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``rbench`` command."""
     parser = argparse.ArgumentParser(prog="rbench", description=__doc__)
@@ -268,6 +286,12 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--remove", action="store_true", help="delete damaged artifacts so that they are rebuilt")
     verify.set_defaults(func=cmd_verify)
     report.set_defaults(func=cmd_report)
+    logging_ = sub.add_parser("log", help="log to MLflow the runs whose logging failed (kept in the store)")
+    logging_.add_argument("records", nargs="*", help="pending records (default: every one in the store)")
+    logging_.add_argument("--store", help="store folder (default: $RBENCH_STORE, else ./.rbench)")
+    logging_.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the "
+                          "recorded one)")
+    logging_.set_defaults(func=cmd_log)
     return parser
 
 

@@ -77,6 +77,36 @@ def preflight(cfg: ExperimentConfig) -> None:
     if free < MIN_FREE_BYTES:
         raise ConfigError(f"store {store} has {free / 1e6:.0f} MB free, less than {MIN_FREE_BYTES / 1e6:.0f} MB: "
                           "free some space or pass --store DIR on another disk")
+    check_tracking(cfg.tracking_uri())
+
+
+def check_tracking(uri: str) -> None:
+    """A tracking server that does not answer is named before any work; the run goes on (its
+    logging is kept in the store for ``rbench log``). A sqlite database must be creatable."""
+    import logging
+    import urllib.error
+    import urllib.request
+
+    from rbench.config import redact
+
+    if uri.startswith("sqlite:///"):
+        folder = Path(uri[len("sqlite:///"):]).parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"the MLflow database folder {folder} cannot be created ({e.strerror}): "
+                              "fix mlflow.tracking_uri (or MLFLOW_TRACKING_URI)") from None
+        return
+    if uri.startswith(("http://", "https://")):
+        try:
+            with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=5):
+                pass
+        except urllib.error.HTTPError:
+            pass  # it answers (a server without /health, or one that wants credentials for it)
+        except (OSError, ValueError) as e:
+            logging.getLogger("rbench").warning(
+                "the MLflow tracking server %s does not answer (%s): the run goes on, and its logging is kept in "
+                "the store for `rbench log`", redact(uri), redact(str(getattr(e, "reason", e))))
 
 
 def config_text(cfg: ExperimentConfig, config_path: str | None) -> str:

@@ -303,6 +303,17 @@ def test_preflight_names_an_unreachable_model_and_an_unwritable_store(tmp_path, 
     path.write_text(yaml.safe_dump(_config(tmp_path, tiny_files, store=str(a_file / "store"))))
     with pytest.raises(ConfigError, match="a-file/store is not writable"):
         preflight(resolve_experiment(str(path), None))
+    path.write_text(yaml.safe_dump(_config(tmp_path, tiny_files, **{"mlflow.tracking_uri": f"sqlite:///{a_file}/m.db"})))
+    with pytest.raises(ConfigError, match="a-file cannot be created.*tracking_uri"):
+        preflight(resolve_experiment(str(path), None))
+
+
+def test_preflight_names_a_tracking_server_that_does_not_answer(tmp_path, tiny_files, caplog):
+    from rbench.experiment import check_tracking
+
+    check_tracking(f"http://user:{SECRET}@127.0.0.1:9")
+    assert "127.0.0.1:9 does not answer" in caplog.text and "rbench log" in caplog.text
+    assert SECRET not in caplog.text
 
 
 def test_the_cli_prints_one_line_for_a_user_error(tmp_path, capsys):

@@ -16,6 +16,7 @@ import yaml
 from prefect.testing.utilities import prefect_test_harness
 
 from flows.benchmark import benchmark
+from tasks.track import load_results
 from tests.conftest import CORPUS, QUERIES, tiny_cross_encoder, tiny_dataset, write_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
@@ -178,6 +179,33 @@ def test_killed_dense_build_resumes_with_the_missing_shards(tmp_path):
     assert info["indexed"] == 1200 and info["shards"] == 8
 
 
+def test_a_failed_mlflow_logging_is_kept_and_logged_by_the_next_run(tmp_path, tiny_files, monkeypatch):
+    import tasks.track as track
+    from mlflow.tracking import MlflowClient
+
+    corpus, queries = tiny_files
+    config = _write(tmp_path, _base(tmp_path, corpus, queries, [{"name": "bm25s"}]))
+    real = track._log_experiment
+
+    def down(*args, **kwargs):
+        raise ConnectionError("tracking server down")
+
+    monkeypatch.setattr(track, "_log_experiment", down)
+    state = benchmark(config, return_state=True)
+    summary = state.result(raise_on_failure=False)
+    assert state.is_failed() and "rbench log" in state.message and summary["metrics"]
+    assert Path(summary["mlflow_pending"]).exists()
+    monkeypatch.setattr(track, "_log_experiment", real)
+    again = benchmark(config)
+    assert again["mlflow_run_id"] and not Path(summary["mlflow_pending"]).exists()
+    client = MlflowClient(f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("exec").experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert len(parents) == 2 and len(runs) == 4
+    ran = sum(s["status"] == "ran" for s in summary["stages"])
+    assert sorted(r.data.metrics["stages_ran"] for r in parents) == [0, ran]
+
+
 @pytest.mark.slow
 def test_a_planted_password_reaches_no_output_and_metrics_survive_a_failed_mlflow(tmp_path, tiny_files):
     secret = "pl4nted-s3cret"
@@ -194,6 +222,19 @@ def test_a_planted_password_reaches_no_output_and_metrics_survive_a_failed_mlflo
     leaks = [p for folder in (tmp_path / "store", home) for p in folder.rglob("*")
              if p.is_file() and secret.encode() in p.read_bytes()]
     assert leaks == []
+
+    (record,) = (tmp_path / "store" / "_mlflow-pending").glob("*.json")  # the logging is kept for later
+    store = ["--store", str(tmp_path / "store")]
+    proc = _cli(["log", *store], home, {})
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2 and "password is not stored" in err and "--tracking-uri" in err and record.exists()
+    uri = f"sqlite:///{tmp_path / 'later.db'}"
+    proc = _cli(["log", *store, "--tracking-uri", uri], home, {})
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert f"logged {record.name}" in out and not record.exists()
+    _, rows, _ = load_results(uri, ["latest"], "exec")
+    assert {(r["dataset"], r["retriever"]) for r in rows} == {("tiny", "bm25s")} and rows
 
 
 def _evaluation_bytes(store: Path) -> dict[str, bytes]:
