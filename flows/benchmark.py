@@ -10,6 +10,7 @@ from prefect.states import Failed
 
 from rbench.config import ExperimentConfig, redact
 from rbench.experiment import config_text, preflight, resolve_experiment, run_name
+from rbench.errors import quiet_user_errors
 from retrievers.registry import make_retriever
 from tasks.cache import Store, canonical_json
 from tasks.download import DOWNLOAD, DownloadConfig
@@ -159,6 +160,7 @@ def benchmark(config_path: str | None = None, experiment: ExperimentConfig | Non
     store and tracking URI come from the parameters, else from the worker's environment
     (``RBENCH_MIRROR``, ``RBENCH_STORE``, ``MLFLOW_TRACKING_URI``) at run time, else the file.
     """
+    quiet_user_errors()
     cfg = resolve_experiment(config_path, experiment, mirror=mirror, store=store, tracking_uri=tracking_uri,
                              runner=runner, address=address)
     preflight(cfg)

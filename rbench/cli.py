@@ -240,7 +240,8 @@ def cmd_log(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``rbench`` command."""
     parser = argparse.ArgumentParser(prog="rbench", description=__doc__)
-    parser.add_argument("--debug", action="store_true", help="show the traceback of an input error")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an input error (also in "
+                        "Prefect's task logs)")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run an experiment YAML file")
     embeddings = sub.add_parser("embeddings", help="run an experiment and compare its dense models (table, plots)")
@@ -308,6 +309,8 @@ def _shown_default(field) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``rbench`` command."""
     args = build_parser().parse_args(argv)
+    if args.debug:
+        os.environ["RBENCH_DEBUG"] = "1"
     _setup_environment()
     try:
         return args.func(args)

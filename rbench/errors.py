@@ -1,5 +1,8 @@
 """Errors rbench raises for bad input: each message names the value, what was expected and the fix."""
 
+import logging
+import os
+
 
 class RbenchError(Exception):
     """Base class for errors caused by the user's input or environment."""
@@ -25,3 +28,23 @@ class MissingExtraError(RbenchError):
             f"{purpose} needs the package '{package}', which is not installed. "
             f"Install it with: pip install 'rbench[{extra}]'"
         )
+
+
+class _UserErrorFilter(logging.Filter):
+    """Drops the traceback of a logged RbenchError: its message already names the value and the fix."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], RbenchError):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def quiet_user_errors() -> None:
+    """Log a user error raised inside a Prefect task or flow as its message alone, without the
+    engine's traceback (set ``RBENCH_DEBUG=1``, or pass ``rbench --debug``, to keep it)."""
+    if os.environ.get("RBENCH_DEBUG"):
+        return
+    for name in ("prefect.task_runs", "prefect.flow_runs"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _UserErrorFilter) for f in logger.filters):
+            logger.addFilter(_UserErrorFilter())

@@ -23,3 +23,26 @@ def test_bad_config_exits_2_with_the_reason(tmp_path, capsys):
 def test_show_unknown_run_is_a_named_error(tmp_path, capsys):
     assert main(["show", "0123456789abcdef", "--store", str(tmp_path)]) == 2
     assert "cannot read run '0123456789abcdef'" in capsys.readouterr().err
+
+
+def test_a_user_error_in_a_task_is_logged_without_the_engines_traceback(monkeypatch):
+    import io
+    import logging
+
+    from rbench.errors import DataError, quiet_user_errors
+
+    monkeypatch.delenv("RBENCH_DEBUG", raising=False)
+    quiet_user_errors()
+    logger, out = logging.getLogger("prefect.task_runs"), io.StringIO()
+    handler = logging.StreamHandler(out)
+    logger.addHandler(handler)
+    try:
+        for error in (DataError("dataset 'x': bad gold"), KeyError("a bug")):
+            try:
+                raise error
+            except Exception:
+                logger.error("Task run failed with exception: %r", error, exc_info=True)
+    finally:
+        logger.removeHandler(handler)
+    text = out.getvalue()
+    assert "bad gold" in text and text.count("Traceback") == 1 and "KeyError: 'a bug'" in text
