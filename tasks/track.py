@@ -150,13 +150,29 @@ def run_tags(cfg: ExperimentConfig, config_text: str) -> dict[str, str]:
             tags[f"version.{package}"] = version(package)
         except PackageNotFoundError:
             continue
-    try:
-        import torch
-
-        tags["rbench.device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-    except ImportError:
-        tags["rbench.device"] = "cpu"
+    tags["rbench.device"] = _device_name()
     return tags
+
+
+def _device_name() -> str:
+    """The first GPU's name, else ``cpu``: from torch when a stage already loaded it, else from
+    nvidia-smi (importing torch only for this tag costs seconds on a fully cached run)."""
+    import shutil
+    import subprocess
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    if shutil.which("nvidia-smi") is None:
+        return "cpu"
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return "cpu"
+    names = out.stdout.strip().splitlines() if out.returncode == 0 else []
+    return names[0].strip() if names else "cpu"
 
 
 def _run_metrics(result: dict) -> dict[str, float]:
