@@ -92,15 +92,34 @@ class OpenAIBackend(Backend):
     def _hide(self, text: str) -> str:
         return text.replace(self._secret, "***") if self._secret else text
 
-    def _body(self, request: Request) -> dict:
+    def _body(self, request: Request, retry: int = 0) -> dict:
         s = request.sampling
         body = {"model": self.config.model, "messages": request.as_messages(), "max_tokens": s.max_tokens,
-                "temperature": s.temperature, "top_p": s.top_p, "seed": request.seed()}
+                "temperature": s.temperature, "top_p": s.top_p, "seed": request.seed() + retry}
+        if retry:  # a constrained answer asked again: a greedy repeat would give the same one
+            body["temperature"] = max(s.temperature, 0.7)
         if s.stop:
             body["stop"] = list(s.stop)
+        if s.constraint is not None and self.config.structured_outputs:
+            body["structured_outputs"] = {"regex": s.constraint.pattern}
         return body
 
-    def _call(self, request: Request) -> Completion:
+    def _constrained(self, request: Request) -> Completion:
+        """A constrained call: enforced by a vLLM server, else checked and asked again at most twice."""
+        s = request.sampling
+        if s.beams > 1 or (s.constraint is not None and s.constraint.kind != "regex"):
+            raise LLMError("n-gram constraints and beam search run on the transformers backend: give this step an "
+                           "LLM with backend: transformers")
+        completion = self._call(request)
+        if s.constraint is None or self.config.structured_outputs:
+            return completion
+        for retry in (1, 2):
+            if s.constraint.accepts(completion.text.strip()):
+                break
+            completion = self._call(request, retry)
+        return completion
+
+    def _call(self, request: Request, retry: int = 0) -> Completion:
         import httpx
 
         problem = ""
@@ -108,7 +127,7 @@ class OpenAIBackend(Backend):
             started = time.perf_counter()
             wait_s = min(30.0, 0.5 * 2 ** attempt) * (0.5 + random.random())
             try:
-                response = self._http.post("/chat/completions", json=self._body(request))
+                response = self._http.post("/chat/completions", json=self._body(request, retry))
             except httpx.HTTPError as e:  # timeouts and connection errors: retried
                 problem = f"{type(e).__name__}: {e}"
             else:
@@ -139,7 +158,7 @@ class OpenAIBackend(Backend):
     def generate(self, requests: list[Request], done: Done) -> None:
         pool = ThreadPoolExecutor(self.config.max_concurrency, thread_name_prefix="rbench-llm")
         try:
-            futures = {pool.submit(self._call, r): i for i, r in enumerate(requests)}
+            futures = {pool.submit(self._constrained, r): i for i, r in enumerate(requests)}
             for future in as_completed(futures):
                 done(futures[future], future.result())
         finally:
@@ -198,18 +217,30 @@ class TransformersBackend(Backend):
             options.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=None)
         if sampling.stop:
             options.update(stop_strings=list(sampling.stop), tokenizer=self.tokenizer)
+        width = encoded["input_ids"].shape[1]
+        if sampling.constraint is not None:
+            from transformers import LogitsProcessorList
+
+            from rbench.llm.constrain import ConstrainedLogits
+
+            options["logits_processor"] = LogitsProcessorList([ConstrainedLogits(sampling.constraint, self.tokenizer,
+                                                                                 width)])
+        if sampling.beams > 1:
+            options.update(num_beams=sampling.beams, num_return_sequences=sampling.beams, do_sample=False)
         started = time.perf_counter()
         with torch.inference_mode():
             output = self.model.generate(**encoded, **options)
         seconds = (time.perf_counter() - started) / len(requests)
-        width = encoded["input_ids"].shape[1]
         completions = []
-        for row, mask in zip(output, encoded["attention_mask"]):
-            new = row[width:]
-            new = new[new != self.tokenizer.pad_token_id] if self.tokenizer.pad_token_id is not None else new
-            text = self.tokenizer.decode(new, skip_special_tokens=True)
-            finish = "length" if len(new) >= sampling.max_tokens else "stop"
-            completions.append(Completion(_stop_at(text, sampling.stop), int(mask.sum()), len(new), seconds, finish))
+        for i, mask in enumerate(encoded["attention_mask"]):
+            texts, tokens = [], 0
+            for row in output[i * sampling.beams:(i + 1) * sampling.beams]:
+                new = row[width:]
+                new = new[new != self.tokenizer.pad_token_id] if self.tokenizer.pad_token_id is not None else new
+                texts.append(_stop_at(self.tokenizer.decode(new, skip_special_tokens=True), sampling.stop))
+                tokens = max(tokens, len(new))
+            finish = "length" if tokens >= sampling.max_tokens else "stop"
+            completions.append(Completion("\n".join(texts), int(mask.sum()), tokens, seconds, finish))
         return completions
 
 
@@ -243,8 +274,8 @@ class VLLMBackend(Backend):
         for start in range(0, len(requests), step):
             chunk = requests[start:start + step]
             params = [SamplingParams(temperature=r.sampling.temperature, top_p=r.sampling.top_p,
-                                     max_tokens=r.sampling.max_tokens, seed=r.seed(), stop=list(r.sampling.stop))
-                      for r in chunk]
+                                     max_tokens=r.sampling.max_tokens, seed=r.seed(), stop=list(r.sampling.stop),
+                                     **_vllm_constraint(r.sampling)) for r in chunk]
             started = time.perf_counter()
             with self._lock:
                 outputs = self.engine.chat([r.as_messages() for r in chunk], sampling_params=params, use_tqdm=False)
@@ -253,6 +284,18 @@ class VLLMBackend(Backend):
                 answer = out.outputs[0]
                 done(start + j, Completion(answer.text, len(out.prompt_token_ids or ()), len(answer.token_ids),
                                            seconds, answer.finish_reason))
+
+
+def _vllm_constraint(sampling: Sampling) -> dict:
+    """vLLM's structured-output setting for a regex constraint (n-grams and beams need transformers)."""
+    if sampling.beams > 1 or (sampling.constraint is not None and sampling.constraint.kind != "regex"):
+        raise LLMError("n-gram constraints and beam search run on the transformers backend: give this step an "
+                       "LLM with backend: transformers")
+    if sampling.constraint is None:
+        return {}
+    from vllm.sampling_params import StructuredOutputsParams
+
+    return {"structured_outputs": StructuredOutputsParams(regex=sampling.constraint.pattern)}
 
 
 BACKENDS: dict[str, type[Backend]] = {"openai": OpenAIBackend, "transformers": TransformersBackend,

@@ -7,10 +7,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
 
+from rbench.llm.constrain import Constraint
+
 PositiveInt = Annotated[StrictInt, Field(gt=0)]
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 BACKEND_FIELDS = {
-    "openai": {"base_url", "api_key_env", "max_concurrency", "timeout", "max_retries", "revision"},
+    "openai": {"base_url", "api_key_env", "max_concurrency", "timeout", "max_retries", "revision", "structured_outputs"},
     "transformers": {"device", "batch_size", "dtype", "threads"},
     "vllm": {"tensor_parallel_size", "quantization", "gpu_memory_utilization", "max_model_len", "dtype", "batch_size",
              "enforce_eager"},
@@ -25,6 +27,8 @@ class LLMConfig(BaseModel):
     ``openai``: any OpenAI-compatible server at ``base_url``; the API key is read at call
     time from the environment variable *named* by ``api_key_env`` (the key itself never
     appears in a config); ``revision`` pins what the server serves for the call cache.
+    ``structured_outputs: true`` says the server is vLLM and enforces output constraints
+    itself (otherwise a constrained answer is checked and asked again, at most twice).
     ``transformers``: in-process, from a hub id, a local folder, a ``.gguf`` file or a
     packaged model (``smollm2-135m``). ``vllm``: vLLM's in-process engine on a GPU host.
     Settings that cannot change an answer (URLs, limits, devices, batch sizes) are left
@@ -41,6 +45,7 @@ class LLMConfig(BaseModel):
     max_concurrency: PositiveInt = 8
     timeout: float = Field(120.0, gt=0)
     max_retries: StrictInt = Field(4, ge=0, le=20)
+    structured_outputs: StrictBool = False
     device: str | None = None
     batch_size: PositiveInt = 8
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
@@ -82,12 +87,16 @@ class LLMConfig(BaseModel):
 
         view = {k: v for k, v in self.model_dump(mode="json").items() if k not in RUNTIME_FIELDS}
         view["model"] = llm_identity(self)
+        if not view["structured_outputs"]:  # only constrained calls differ: other keys stay as they were
+            del view["structured_outputs"]
         return view
 
 
 class Sampling(BaseModel):
     """Generation settings of one call. ``temperature: 0`` is greedy decoding; sampled calls
-    are told apart (and cached) by ``seed`` and the sample's index."""
+    are told apart (and cached) by ``seed`` and the sample's index. ``constraint`` limits
+    what the answer may be (:mod:`rbench.llm.constrain`); ``beams`` > 1 runs beam search
+    and answers with every beam, one per line (transformers backend)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -96,6 +105,8 @@ class Sampling(BaseModel):
     max_tokens: PositiveInt = 256
     seed: StrictInt = 0
     stop: tuple[str, ...] = ()
+    constraint: Constraint | None = None
+    beams: PositiveInt = 1
 
     @property
     def greedy(self) -> bool:
@@ -105,6 +116,10 @@ class Sampling(BaseModel):
     def key_view(self, sample: int) -> dict[str, Any]:
         """The sampling fields an answer depends on, with the sample index for sampled calls."""
         view = {"max_tokens": self.max_tokens, "stop": list(self.stop)}
+        if self.constraint is not None:
+            view["constraint"] = self.constraint.key_view()
+        if self.beams > 1:
+            view["beams"] = self.beams
         if not self.greedy:
             view.update(temperature=self.temperature, top_p=self.top_p, seed=self.seed, sample=sample)
         return view
