@@ -130,6 +130,11 @@ class Retriever(ABC):
         """Digests of files whose content changes results (prompts, synonym maps), by role."""
         return {}
 
+    def take_traces(self) -> list[dict]:
+        """Per-query records of how results were reached (agents' turns), gathered since the
+        last call; each has a ``query_id``. None by default."""
+        return []
+
     def own_rewrites(self) -> list:
         """The query rewrites (``rbench.llm.rewrite.RewriteSpec``) this retriever reads itself."""
         return []
@@ -184,6 +189,9 @@ class Composite(Retriever):
 
     def rewrites(self) -> list:
         return self.own_rewrites() + [r for c in self.components() for r in c.rewrites()]
+
+    def take_traces(self) -> list[dict]:
+        return [t for c in self.components() for t in c.take_traces()]
 
     def use_llm(self, session, tables: Sequence[Path]) -> None:
         start = len(self.own_rewrites())

@@ -41,6 +41,7 @@ class Decompose(LLMComposite):
     description = "LLM query decomposition; sub-queries searched by a first stage, merged (RRF/round-robin), " \
                   "optional cross-encoder rerank"
     Params = DecomposeParams
+    version = 2
 
     def __init__(self, params=None):
         super().__init__(params)

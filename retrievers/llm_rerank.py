@@ -46,6 +46,7 @@ class LLMRerank(LLMComposite):
     name = "llm_rerank"
     description = "listwise LLM reranking (sliding window or top-k selection) of any first stage"
     Params = LLMRerankParams
+    version = 2
 
     def __init__(self, params=None):
         super().__init__(params)

@@ -105,6 +105,7 @@ class MultiQuery(LLMComposite):
     description = "LLM writes 2-8 BM25 queries + a master query; synonyms; RRF over doc-collapsed runs; " \
                   "cross-encoder cut; LLM selects documents"
     Params = MultiQueryParams
+    version = 2
 
     def __init__(self, params=None):
         super().__init__(params)

@@ -12,10 +12,12 @@ from retrievers.fusion import Fusion
 from retrievers.llm_rerank import LLMRerank
 from retrievers.multi_query import MultiQuery
 from retrievers.rerank import Rerank
+from retrievers.react import ReAct
 from retrievers.xrr2 import XRR2
 
 RETRIEVERS: dict[str, type[Retriever]] = {
-    cls.name: cls for cls in (BM25, BM25s, Dense, Rerank, Fusion, Decompose, MultiQuery, XRR2, LLMRerank)
+    cls.name: cls
+    for cls in (BM25, BM25s, Dense, Rerank, Fusion, Decompose, MultiQuery, XRR2, LLMRerank, ReAct)
 }
 
 

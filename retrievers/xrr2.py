@@ -44,6 +44,7 @@ class XRR2(LLMComposite):
     name = "xrr2"
     description = "LLM expansion -> weighted BM25 -> LLM picks topk1 of topk0 -> topk1 reranked N times, ranks averaged"
     Params = XRR2Params
+    version = 2
 
     def __init__(self, params=None):
         super().__init__(params)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
@@ -25,6 +26,7 @@ RUN_SCHEMA = pa.schema(
     [("query_id", pa.string()), ("object_id", pa.string()), ("doc_id", pa.string()),
      ("rank", pa.int32()), ("score", pa.float64())]
 )
+TRACE_SCHEMA = pa.schema([("query_id", pa.string()), ("trace", pa.string())])
 QUERY_BATCH = 250
 
 
@@ -75,7 +77,8 @@ def build_retrieve(folder: Path, inputs: list[Artifact], config: RetrieveConfig,
 
     ``inputs``: the prepared dataset, the query subsample, one index per leaf retriever,
     then one rewrite table per rewrite the retriever reads. Each batch of queries is kept in
-    ``checkpoint`` as it finishes, so a killed run resumes with the batches it had not
+    ``checkpoint`` as it finishes (with the agents' traces, written to ``traces.parquet``),
+    so a killed run resumes with the batches it had not
     searched; LLM answers are kept in the store's call cache as they return.
     """
     prepared, queries_artifact, *rest = inputs
@@ -108,11 +111,20 @@ def build_retrieve(folder: Path, inputs: list[Artifact], config: RetrieveConfig,
                 columns["score"].append(score)
         seconds += time.perf_counter() - started
         searched += len(batch)
+        traces = retriever.take_traces()
+        if traces:
+            checkpoint.write_parquet(f"traces-{start:09d}.parquet", pa.table(
+                {"query_id": [t["query_id"] for t in traces],
+                 "trace": [json.dumps(t, ensure_ascii=False) for t in traces]}, schema=TRACE_SCHEMA))
         checkpoint.write_parquet(name, pa.table(columns, schema=RUN_SCHEMA))
         log.info("%s: searched %d/%d queries", config.retriever, min(start + QUERY_BATCH, len(qids)), len(qids))
     batches = [checkpoint.read_parquet(f"batch-{start:09d}.parquet") for start in range(0, len(qids), QUERY_BATCH)]
     run = pa.concat_tables(batches) if batches else RUN_SCHEMA.empty_table()
     pq.write_table(run, folder / "run.parquet")
+    traces = [checkpoint.read_parquet(f"traces-{start:09d}.parquet") for start in range(0, len(qids), QUERY_BATCH)
+              if checkpoint.done(f"traces-{start:09d}.parquet")]
+    if traces:
+        pq.write_table(pa.concat_tables(traces), folder / "traces.parquet")
     per_query: dict[str, int] = {}
     for qid in run.column("query_id").to_pylist():
         per_query[qid] = per_query.get(qid, 0) + 1
@@ -126,5 +138,5 @@ def build_retrieve(folder: Path, inputs: list[Artifact], config: RetrieveConfig,
     }
 
 
-RETRIEVE = Stage("retrieve", 3, build_retrieve, resumable=True, key_view=RetrieveConfig.key_view,
+RETRIEVE = Stage("retrieve", 4, build_retrieve, resumable=True, key_view=RetrieveConfig.key_view,
                  input_parts=(("prepare", "corpus"),), uses_store=True)

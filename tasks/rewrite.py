@@ -38,4 +38,4 @@ def rewrite_key_view(config: RewriteSpec) -> dict:
     return config.key_view()
 
 
-REWRITE = Stage("rewrite", 1, build_rewrite, key_view=rewrite_key_view, uses_store=True)
+REWRITE = Stage("rewrite", 2, build_rewrite, key_view=rewrite_key_view, uses_store=True)

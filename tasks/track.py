@@ -268,6 +268,9 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
                 mlflow.log_metrics(_run_metrics(result))
                 for name in ("per_query.parquet", "aggregate.parquet", "run.trec"):
                     mlflow.log_artifact(str(evaluation.file(name)))
+                run = result.get("run")
+                if run is not None and run.file("traces.parquet").is_file():
+                    mlflow.log_artifact(str(run.file("traces.parquet")))
         if rows:
             mlflow.log_table({k: [r[k] for r in rows] for k in rows[0]}, "aggregate.json")
             with tempfile.TemporaryDirectory() as tmp:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 RECORD = Path(__file__).with_name("fingerprints.json")
-LLM_SHARED = ["rbench/llm/parse.py", "rbench/llm/listwise.py", "rbench/llm/backends.py", "retrievers/llm_common.py"]
+LLM_SHARED = ["rbench/llm/parse.py", "rbench/llm/listwise.py", "rbench/llm/backends.py", "rbench/llm/constrain.py",
+              "retrievers/llm_common.py"]
 ADAPTER_SHARED = ["tasks/datasets/base.py", "tasks/datasets/serialize.py", "tasks/datasets/chunking.py"]
 
 

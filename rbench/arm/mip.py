@@ -74,7 +74,7 @@ def _hint(relevance: np.ndarray, is_table: Sequence[bool], k: int) -> list[int]:
 
 
 def select(relevance: Sequence[float], compat: np.ndarray, is_table: Sequence[bool], k: int,
-           formulation: Formulation = "degree", solver: Solver = "scip", time_limit: float = 10.0,
+           formulation: Formulation = "degree", solver: Solver = "cp_sat", time_limit: float = 10.0,
            threads: int = 1) -> Selection:
     """Solve one instance; ``compat`` is a symmetric ``n x n`` matrix (its diagonal is ignored).
 

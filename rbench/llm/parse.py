@@ -96,3 +96,28 @@ def parse_passage(text: str, question: str) -> Parsed:
     if not passage:
         return Parsed([question], "fallback")
     return Parsed([passage], "ok")
+
+
+THOUGHT = re.compile(r"^\s*thought\s*[:\-]?\s*(.*)", re.IGNORECASE)
+ACTION = re.compile(r"Action\s*:\s*(?P<action>.*)", re.IGNORECASE)
+SEARCH = re.compile(r"Search\s*[\[(:]\s*(?P<keywords>[^\])\n]*?)\s*[\])]?\s*$", re.IGNORECASE)
+
+
+def parse_action(text: str) -> Parsed:
+    """One ReAct turn: ``items`` is ``[thought, action, keywords]`` with action ``search``,
+    ``finish`` or ``none``. ``Action: Search[k]`` and ``Action: Finish`` are ``ok``;
+    ``Search(k)``, ``Search: k``, other letter case or text around them are ``repaired``;
+    no usable action is ``fallback`` (action ``none``)."""
+    thought = next((m.group(1).strip() for m in map(THOUGHT.match, text.splitlines()) if m), "")
+    found = ACTION.search(text)
+    raw = found.group("action").strip() if found else ""
+    if re.fullmatch(r"Search\[[^\]\n]+\]", raw) or raw == "Finish":
+        status = "ok"
+    else:
+        status = "repaired"
+    if raw.lower().startswith("finish"):
+        return Parsed([thought, "finish", ""], status)
+    search = SEARCH.match(raw)
+    if search and search.group("keywords").strip():
+        return Parsed([thought, "search", search.group("keywords").strip()], status)
+    return Parsed([thought, "none", ""], "fallback")

@@ -17,9 +17,10 @@ FAST_PARAMS = {
     "decompose": {"llm": SMOLLM2, "first_stage": STATIC, "max_tokens": 48},
     "llm_rerank": {"llm": SMOLLM2, "first_stage": {"name": "bm25s"}, "window": 4, "step": 2, "max_tokens": 24},
     "xrr2": {"llm": SMOLLM2, "expansion_tokens": 32, "rounds": 1, "topk1": 2, "max_tokens": 16},
+    "react": {"llm": SMOLLM2, "max_iterations": 2, "k_search": 3, "max_tokens": 48, "thought_chars": 60},
 }
 CASES = sorted(RETRIEVERS) + ["dense-hnsw", "decompose-rerank"]
-LLM_CASES = {"decompose", "decompose-rerank", "llm_rerank", "multi_query", "xrr2"}  # a 135M model reorders: no known answers
+LLM_CASES = {"decompose", "decompose-rerank", "llm_rerank", "multi_query", "xrr2", "react"}  # a 135M model reorders: no known answers
 
 
 def _params(case: str, tmp_path):
