@@ -196,30 +196,47 @@ class ExperimentConfig(Strict):
     @classmethod
     def _expand_sweep(cls, raw: Any) -> Any:
         """``sweep: {granularity: [table, row, cell]}`` turns each dataset whose adapter has
-        that parameter into one dataset per value, named ``name[granularity=row]``."""
-        if not isinstance(raw, dict) or not raw.get("sweep") or not isinstance(raw.get("datasets"), list):
+        that parameter into one dataset per value, named ``name[granularity=row]``; a
+        parameter of a retriever (``selection: [mip, rerank]``) turns each retriever that has
+        it into one per value, labelled ``label[selection=rerank]``. Several keys: the grid."""
+        if not isinstance(raw, dict) or not raw.get("sweep"):
             return raw
+        from retrievers.registry import RETRIEVERS
         from tasks.datasets import get_adapter
 
-        datasets = raw["datasets"]
+        def dataset_fields(ds):
+            return get_adapter(ds.get("adapter") or ds.get("name")).Params.model_fields if isinstance(ds, dict) else {}
+
+        def retriever_fields(r):
+            known = isinstance(r, dict) and r.get("name") in RETRIEVERS
+            return RETRIEVERS[r["name"]].Params.model_fields if known else {}
+
+        datasets, retrievers = list(raw.get("datasets") or []), list(raw.get("retrievers") or [])
         for key, values in raw["sweep"].items():
             if not isinstance(values, list) or not values:
                 raise ValueError(f"sweep.{key} must be a non-empty list of values")
-            expanded, swept = [], False
+            swept = False
+            expanded = []
             for ds in datasets:
-                fields = get_adapter(ds.get("adapter") or ds.get("name")).Params.model_fields if isinstance(ds, dict) else {}
-                if key not in fields:
+                if key not in dataset_fields(ds):
                     expanded.append(ds)
                     continue
                 swept = True
-                for value in values:
-                    expanded.append({**ds, "name": f"{ds['name']}[{key}={value}]",
-                                     "adapter": ds.get("adapter") or ds["name"],
-                                     "params": {**ds.get("params", {}), key: value}})
+                expanded += [{**ds, "name": f"{ds['name']}[{key}={value}]", "adapter": ds.get("adapter") or ds["name"],
+                              "params": {**ds.get("params", {}), key: value}} for value in values]
+            datasets, expanded = expanded, []
+            for r in retrievers:
+                if key not in retriever_fields(r):
+                    expanded.append(r)
+                    continue
+                swept = True
+                label = r.get("label") or r["name"]
+                expanded += [{**r, "label": f"{label}[{key}={value}]", "params": {**(r.get("params") or {}), key: value}}
+                             for value in values]
+            retrievers = expanded
             if not swept:
-                raise ValueError(f"sweep.{key}: no dataset has a parameter {key!r} to sweep")
-            datasets = expanded
-        return {**raw, "datasets": datasets}
+                raise ValueError(f"sweep.{key}: no dataset or retriever has a parameter {key!r} to sweep")
+        return {**raw, "datasets": datasets, "retrievers": retrievers}
 
     @model_validator(mode="after")
     def _check(self) -> "ExperimentConfig":

@@ -104,6 +104,17 @@ def test_sweep_expands_datasets_with_that_parameter(tmp_path, tiny_files):
                         "datasets": [{"name": "fetaqa"}, tiny_dataset(corpus, queries)]})
     assert [d.name for d in cfg.datasets] == ["fetaqa[granularity=table]", "fetaqa[granularity=row]", "tiny"]
     assert cfg.datasets[0].adapter == "fetaqa" and cfg.datasets[0].params["granularity"] == "table"
-    assert "no dataset has a parameter 'granularity'" in _error(
+    assert "no dataset or retriever has a parameter 'granularity'" in _error(
         {**BASE, "sweep": {"granularity": ["row"]}, "datasets": [tiny_dataset(corpus, queries)]})
     assert "granularity" in _error({**BASE, "sweep": {"granularity": ["rows"]}})
+
+
+def test_sweep_expands_retrievers_with_that_parameter_into_a_grid(tmp_path, tiny_files):
+    corpus, queries = tiny_files
+    cfg = parse_config({**BASE, "datasets": [tiny_dataset(corpus, queries)],
+                        "sweep": {"query_weighting": ["unique", "tf"], "stemmer": ["english", "none"]},
+                        "retrievers": [{"name": "bm25s", "label": "b"}, {"name": "dense", "params": {"model": "static-64d"}}]})
+    assert [r.label for r in cfg.retrievers] == [
+        "b[query_weighting=unique][stemmer=english]", "b[query_weighting=unique][stemmer=none]",
+        "b[query_weighting=tf][stemmer=english]", "b[query_weighting=tf][stemmer=none]", "dense"]
+    assert cfg.retrievers[3].params["query_weighting"] == "tf" and cfg.retrievers[3].params["stemmer"] == "none"
