@@ -85,6 +85,8 @@ class RetrieverConfig(Strict):
         from retrievers.registry import get_retriever_class
 
         cls = get_retriever_class(self.name)
+        if not cls.searchable:
+            raise ValueError(f"{self.name!r} is not a retriever: {cls.description}")
         params = _validate_params(cls.Params, self.params)
         object.__setattr__(self, "params", params)
         if self.label is None:
@@ -146,6 +148,11 @@ class MlflowConfig(Strict):
             raise ValueError(f"tracking URI {redact(uri)!r} has no known scheme; use one of "
                              f"{', '.join(s + '://' for s in TRACKING_SCHEMES)} (e.g. http://mlflow:5000)")
         return uri
+
+
+def _shown(value: Any) -> Any:
+    """A swept value in a label: a retriever by its name, else the value."""
+    return value.get("name", value) if isinstance(value, dict) else value
 
 
 class ExperimentConfig(Strict):
@@ -231,8 +238,8 @@ class ExperimentConfig(Strict):
                     continue
                 swept = True
                 label = r.get("label") or r["name"]
-                expanded += [{**r, "label": f"{label}[{key}={value}]", "params": {**(r.get("params") or {}), key: value}}
-                             for value in values]
+                expanded += [{**r, "label": f"{label}[{key}={_shown(value)}]",
+                              "params": {**(r.get("params") or {}), key: value}} for value in values]
             retrievers = expanded
             if not swept:
                 raise ValueError(f"sweep.{key}: no dataset or retriever has a parameter {key!r} to sweep")

@@ -25,7 +25,10 @@ class RetrieverSpec(BaseModel):
     def _known(self) -> "RetrieverSpec":
         from retrievers.registry import get_retriever_class
 
-        normalized = get_retriever_class(self.name).Params.model_validate(self.params).model_dump(mode="json")
+        cls = get_retriever_class(self.name)
+        if not cls.searchable:
+            raise ValueError(f"{self.name!r} is not a retriever: {cls.description}")
+        normalized = cls.Params.model_validate(self.params).model_dump(mode="json")
         object.__setattr__(self, "params", normalized)
         return self
 
@@ -49,7 +52,8 @@ class Retriever(ABC):
     ``index_fields`` (the params that shape the index: only those enter the index's
     cache key); bump ``index_version`` whenever the index a retriever writes changes, and
     ``version`` whenever its search results would. Params named ``device`` or
-    ``batch_size`` never enter a key: they must not change results. ``index`` writes everything ``load`` needs into a folder; ``search``
+    ``batch_size`` never enter a key: they must not change results (``searchable = False``
+    marks an index that only a composite reads, such as ARM's n-grams). ``index`` writes everything ``load`` needs into a folder; ``search``
     returns, per query id, ``(object_id, score)`` pairs best first. Retrievers built
     on others (rerankers, fusion) subclass :class:`Composite` instead.
     """
@@ -63,6 +67,7 @@ class Retriever(ABC):
     shard_fields: ClassVar[tuple[str, ...]] = ()
     shard_version: ClassVar[int] = 1
     uses_model: ClassVar[bool] = False
+    searchable: ClassVar[bool] = True
 
     def __init__(self, params: BaseModel | Mapping[str, Any] | None = None):
         if isinstance(params, self.Params):

@@ -50,6 +50,7 @@ class BM25s(Retriever):
     Params = BM25sParams
     index_fields = ("k1", "b", "method", "stemmer", "stopwords")
     index_version = 2
+    version = 2
 
     def _tokenizer(self):
         _, Stemmer, Tokenizer = _import()
@@ -84,7 +85,7 @@ class BM25s(Retriever):
         vocab = self._engine.vocab_dict
         counts: dict[str, int] = {}
         for t in terms:
-            if t in vocab:
+            if t and t in vocab:  # bm25s keeps "" in its vocabulary (a query of stopwords alone) but not in the index
                 counts[t] = counts.get(t, 0) + 1
         scores = np.zeros(len(self._ids), dtype=np.float32)
         if self.params.query_weighting == "unique":

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator
 
 from rbench.errors import MissingExtraError
-from retrievers.base import Retriever, Run
+from retrievers.base import Hits, Retriever, Run
 from retrievers.models import canonical_id, load_encoder, model_identity, resolve_model
 
 log = logging.getLogger("rbench")
@@ -60,6 +60,7 @@ class Dense(Retriever):
     index_fields = ("model", "index", "hnsw_m", "ef_construction")
     shard_fields = ("model",)
     uses_model = True
+    version = 2
 
     def model_identities(self) -> list[str]:
         return [model_identity(self.params.model)]
@@ -150,7 +151,24 @@ class Dense(Retriever):
             index = faiss.index_cpu_to_all_gpus(index)
         self._index = index
         self._ids = pq.read_table(folder / "ids.parquet").column("object_id").to_pylist()
+        self._rows = None
         self._encoder()
+
+    def vectors(self, object_ids: Sequence[str]) -> np.ndarray:
+        """The stored unit vectors of indexed objects (read back from the index, not re-encoded)."""
+        if getattr(self, "_rows", None) is None:
+            self._rows = {oid: i for i, oid in enumerate(self._ids)}
+        if not object_ids:
+            return np.zeros((0, self._index.d), dtype=np.float32)
+        return np.vstack([self._index.reconstruct(self._rows[oid]) for oid in object_ids]).astype(np.float32)
+
+    def neighbours(self, object_ids: Sequence[str], k: int) -> dict[str, Hits]:
+        """Per indexed object, its ``k`` nearest other objects (searched with its stored vector)."""
+        if not object_ids:
+            return {}
+        scores, rows = self._index.search(self.vectors(object_ids), min(k + 1, len(self._ids)))
+        return {oid: [(self._ids[r], float(s)) for r, s in zip(row, score) if r >= 0 and self._ids[r] != oid][:k]
+                for oid, row, score in zip(object_ids, rows, scores)}
 
     def search(self, queries: Mapping[str, str], k: int) -> Run:
         qids = list(queries)

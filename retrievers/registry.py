@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rbench.errors import ConfigError
+from retrievers.arm import ARM
 from retrievers.base import Retriever
 from retrievers.bm25 import BM25
 from retrievers.bm25_sparse import BM25s
@@ -11,13 +12,15 @@ from retrievers.dense import Dense
 from retrievers.fusion import Fusion
 from retrievers.llm_rerank import LLMRerank
 from retrievers.multi_query import MultiQuery
+from retrievers.ngrams import NgramIndex
 from retrievers.rerank import Rerank
 from retrievers.react import ReAct
 from retrievers.xrr2 import XRR2
 
 RETRIEVERS: dict[str, type[Retriever]] = {
     cls.name: cls
-    for cls in (BM25, BM25s, Dense, Rerank, Fusion, Decompose, MultiQuery, XRR2, LLMRerank, ReAct)
+    for cls in (BM25, BM25s, Dense, Rerank, Fusion, Decompose, MultiQuery, XRR2, LLMRerank, ReAct, ARM,
+                NgramIndex)
 }
 
 

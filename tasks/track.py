@@ -180,7 +180,8 @@ def _run_metrics(result: dict) -> dict[str, float]:
     run = result.get("run")
     if run is not None:
         for key, value in run.info.items():
-            if (key in ("queries_per_second", "search_seconds") or key.startswith("llm_")) and \
+            if (key in ("queries_per_second", "search_seconds", "pairs_scored", "pairs_per_second")
+                    or key.startswith(("llm_", "arm_", "react_"))) and \
                     isinstance(value, (int, float)) and not isinstance(value, bool):
                 metrics[key] = value
     for i, rewrite in enumerate(result.get("rewrites") or []):

@@ -121,3 +121,23 @@ def parse_action(text: str) -> Parsed:
     if search and search.group("keywords").strip():
         return Parsed([thought, "search", search.group("keywords").strip()], status)
     return Parsed([thought, "none", ""], "fallback")
+
+
+def parse_keywords(text: str, limit: int) -> Parsed:
+    """Keywords separated by ``|`` (``ok``); separated by lines, commas or semicolons, or
+    with bullets and quotes, they are ``repaired``; none is ``fallback`` (empty list)."""
+    status = "ok"
+    parts = text.split("|")
+    if len(parts) == 1 and re.search(r"[\n,;]", text):
+        parts, status = re.split(r"[\n,;]", text), "repaired"
+    keywords, seen = [], set()
+    for part in parts:
+        cleaned = BULLET.sub("", part).strip().strip("\"'`*").strip()
+        if cleaned != part.strip():
+            status = "repaired" if status == "ok" and part.strip() else status
+        if cleaned and cleaned.lower() not in seen:
+            seen.add(cleaned.lower())
+            keywords.append(cleaned)
+    if len(keywords) > limit:
+        keywords, status = keywords[:limit], "repaired"
+    return Parsed(keywords, status if keywords else "fallback")

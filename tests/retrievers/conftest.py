@@ -20,6 +20,7 @@ def corpus_file(tmp_path_factory):
         "text": [c["object"] for c in CORPUS],
         "doc_id": [f"{c['page_title']} :: {c['source']}" for c in CORPUS],
         "page_title": [c["page_title"] for c in CORPUS],
+        "modality": ["text"] * len(CORPUS),
     }), path)
     return path
 

@@ -68,3 +68,13 @@ def test_bm25s_keeps_words_unseen_in_the_first_batch_and_first_query(tmp_path):
     retriever.load(tmp_path)
     assert retriever.search({"q1": "common"}, k=1)["q1"]
     assert retriever.search({"q2": "zanzibar"}, k=1)["q2"][0][0] == f"d{n - 1}"
+
+
+def test_bm25s_answers_a_query_of_stopwords_alone_with_nothing(corpus_file, tmp_path):
+    from retrievers.registry import make_retriever
+
+    bm25s = make_retriever("bm25s")
+    bm25s.index(corpus_file, tmp_path)
+    bm25s.load(tmp_path)
+    run = bm25s.search({"stop": "the of and", "mixed": "the volcano"}, k=3)
+    assert run["stop"] == [] and run["mixed"][0][0] == "o3"

@@ -17,10 +17,13 @@ FAST_PARAMS = {
     "decompose": {"llm": SMOLLM2, "first_stage": STATIC, "max_tokens": 48},
     "llm_rerank": {"llm": SMOLLM2, "first_stage": {"name": "bm25s"}, "window": 4, "step": 2, "max_tokens": 24},
     "xrr2": {"llm": SMOLLM2, "expansion_tokens": 32, "rounds": 1, "topk1": 2, "max_tokens": 16},
+    "arm": {"llm": SMOLLM2, "dense": STATIC, "max_keywords": 3, "keyword_rephrasing_beams": 2,
+            "corpus_ngram_max_len": 3, "max_ngrams": 5, "alignment_retrieval_k": 3, "query_retrieval_k": 3,
+            "mip_k_select": 3, "mip_candidates": 6, "max_tokens": 32},
     "react": {"llm": SMOLLM2, "max_iterations": 2, "k_search": 3, "max_tokens": 48, "thought_chars": 60},
 }
-CASES = sorted(RETRIEVERS) + ["dense-hnsw", "decompose-rerank"]
-LLM_CASES = {"decompose", "decompose-rerank", "llm_rerank", "multi_query", "xrr2", "react"}  # a 135M model reorders: no known answers
+CASES = sorted(n for n, cls in RETRIEVERS.items() if cls.searchable) + ["dense-hnsw", "decompose-rerank"]
+LLM_CASES = {"decompose", "decompose-rerank", "llm_rerank", "multi_query", "xrr2", "react", "arm"}  # a 135M model reorders: no known answers
 
 
 def _params(case: str, tmp_path):

@@ -1,0 +1,356 @@
+"""ARM (alignment-oriented LLM-based retrieval, arXiv 2501.18539), step by step:
+
+1. keywords: the LLM lists keywords separated by ``|`` (``keyword_samples`` samples);
+2. alignment (``ngram_alignment``): each keyword is rephrased by beam search constrained to
+   n-grams of the corpus (the ``ngrams`` index of the LLM's tokenizer);
+3. alignment retrieval: the ``max_ngrams`` most frequent sub-n-grams (stopwords removed)
+   each search ``base`` for ``alignment_retrieval_k`` objects, the question searches
+   ``dense`` for ``query_retrieval_k``; candidates are de-duplicated by text and get the
+   relevance ``R = (cos + 1) / 2`` against the question;
+4. expansion: ``expansion_steps`` rounds in which every new candidate adds its
+   ``expansion_k_compatible`` nearest neighbours;
+5. selection among the ``mip_candidates`` most relevant: ``mip`` picks ``mip_k_select`` by
+   relevance plus pairwise compatibility ``w_sem cos + w_lex lexical`` (OR-Tools), or
+   ``rerank`` keeps the cross-encoder's best ``mip_k_select``;
+6. final selection (``final_selection``): the picked objects grouped into documents, the LLM
+   names the documents that hold the evidence (``final_samples`` samples, unioned).
+
+The run lists the chosen documents' objects first, then the other picked objects, then the
+remaining candidates by relevance. Per-step seconds, MIP status, gap and solve time are
+reported with the run."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from typing import Any, Literal, Mapping, Sequence
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictBool, StrictInt, model_validator
+
+from rbench.llm.config import LLMConfig
+from rbench.llm.prompts import DocumentsPrompt, QuestionPrompt, prompt_ref
+from retrievers.base import Retriever, RetrieverSpec, Run
+from retrievers.llm_common import LLMComposite, ranked
+from retrievers.ngrams import NgramIndex
+from retrievers.rerank import CrossEncoderParams, CrossEncoderScorer
+
+KeywordPrompt = prompt_ref("question", "keyword")
+STEPS = ("keywords", "alignment", "retrieval", "expansion", "selection", "final")
+WORD = re.compile(r"\w+")
+
+
+def _bm25s() -> RetrieverSpec:
+    return RetrieverSpec(name="bm25s")
+
+
+def _minilm() -> RetrieverSpec:
+    return RetrieverSpec(name="dense", params={"model": "sentence-transformers/all-MiniLM-L6-v2"})
+
+
+class ARMParams(BaseModel):
+    """Every step of ARM, each configurable (defaults sized for a small model on CPU)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    llm: LLMConfig
+    base: RetrieverSpec = Field(default_factory=_bm25s)
+    dense: RetrieverSpec = Field(default_factory=_minilm)
+    keyword_prompt: QuestionPrompt = "arm_keywords"
+    max_keywords: PositiveInt = 8
+    keyword_samples: PositiveInt = 1
+    keyword_temperature: float = Field(0.0, ge=0, le=2)
+    ngram_alignment: StrictBool = True
+    rephrase_prompt: KeywordPrompt = "arm_rephrase"
+    keyword_rephrasing_beams: StrictInt = Field(3, ge=1, le=16)
+    corpus_ngram_min_len: StrictInt = Field(1, ge=1, le=16)
+    corpus_ngram_max_len: StrictInt = Field(5, ge=1, le=16)
+    max_ngrams: PositiveInt = 20
+    alignment_retrieval_k: PositiveInt = 20
+    query_retrieval_k: PositiveInt = 80
+    expansion_steps: StrictInt = Field(1, ge=0, le=5)
+    expansion_k_compatible: PositiveInt = 5
+    selection: Literal["mip", "rerank"] = "mip"
+    mip_k_select: PositiveInt = 10
+    mip_candidates: StrictInt = Field(30, ge=2, le=500)
+    mip_formulation: Literal["degree", "quadratic", "reproduction"] = "degree"
+    mip_solver: Literal["cp_sat", "scip"] = "cp_sat"
+    mip_time_limit: float = Field(5.0, gt=0, le=600)
+    w_sem: float = Field(0.5, ge=0)
+    w_lex: float = Field(0.5, ge=0)
+    rerank: CrossEncoderParams | None = None
+    final_selection: StrictBool = True
+    select_prompt: DocumentsPrompt = "arm_select"
+    final_samples: PositiveInt = 1
+    final_temperature: float = Field(0.0, ge=0, le=2)
+    passage_chars: PositiveInt = 200
+    max_tokens: PositiveInt = 64
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "ARMParams":
+        if self.dense.name != "dense":
+            raise ValueError(f"dense must be a dense retriever (its vectors give relevance and compatibility), "
+                             f"got {self.dense.name!r}")
+        if self.selection == "rerank" and self.rerank is None:
+            raise ValueError("selection: rerank needs a rerank: {model: ...} cross-encoder")
+        if self.ngram_alignment and self.llm.backend != "transformers":
+            raise ValueError("ngram_alignment constrains generation to corpus n-grams with the transformers "
+                             f"backend; this llm uses {self.llm.backend!r}: set ngram_alignment: false or use "
+                             "backend: transformers")
+        if self.corpus_ngram_min_len > self.corpus_ngram_max_len:
+            raise ValueError(f"corpus_ngram_min_len {self.corpus_ngram_min_len} is above corpus_ngram_max_len "
+                             f"{self.corpus_ngram_max_len}")
+        return self
+
+
+def sub_ngrams(phrases: Sequence[str], stopwords: frozenset[str], limit: int) -> list[str]:
+    """The ``limit`` most frequent contiguous word n-grams of ``phrases`` after stopword
+    removal (ties: longer first, then alphabetical)."""
+    counts: Counter = Counter()
+    for phrase in phrases:
+        words = [w for w in WORD.findall(phrase.lower()) if w not in stopwords]
+        counts.update({" ".join(words[i:j]) for i in range(len(words)) for j in range(i + 1, len(words) + 1)})
+    return [g for g, _ in sorted(counts.items(), key=lambda item: (-item[1], -len(item[0].split()), item[0]))[:limit]]
+
+
+def column_values(text: str) -> set[str] | None:
+    """The cell values of a serialised table row (``title [SEP] [H] col : value , ...``), else None."""
+    if "[H]" not in text:
+        return None
+    body = text.split("[SEP]", 1)[-1]
+    return {cell.split(":", 1)[1].strip().lower() for cell in body.split(" , ") if ":" in cell} - {""}
+
+
+def lexical(a: str, b: str, stopwords: frozenset[str]) -> float:
+    """Jaccard similarity of the column values of two table rows; the overlap coefficient of
+    their words otherwise."""
+    va, vb = column_values(a), column_values(b)
+    if va is not None and vb is not None:
+        return len(va & vb) / len(va | vb) if va | vb else 0.0
+    wa = set(WORD.findall(a.lower())) - stopwords
+    wb = set(WORD.findall(b.lower())) - stopwords
+    return len(wa & wb) / min(len(wa), len(wb)) if wa and wb else 0.0
+
+
+class ARM(LLMComposite):
+    """Keywords -> constrained n-gram alignment -> retrieval -> expansion -> MIP -> LLM selection."""
+
+    name = "arm"
+    description = ("ARM: LLM keywords, corpus-constrained n-gram alignment, alignment retrieval, neighbour "
+                   "expansion, MIP (OR-Tools) or cross-encoder selection, final LLM document selection")
+    Params = ARMParams
+
+    def __init__(self, params=None):
+        super().__init__(params)
+        p = self.params
+        self._base = p.base.build()
+        self._dense = p.dense.build()
+        self._ngrams = NgramIndex({"tokenizer": p.llm.model, "max_len": p.corpus_ngram_max_len}) \
+            if p.ngram_alignment else None
+        self._scorer = CrossEncoderScorer(p.rerank) if p.selection == "rerank" else None
+        self._seconds = dict.fromkeys(STEPS, 0.0)
+        self._mip: Counter = Counter()
+        self._mip_gap: list[float] = []
+        self._mip_seconds: list[float] = []
+        self._queries = 0
+
+    def components(self) -> list[Retriever]:
+        return [self._base, self._dense, *([self._ngrams] if self._ngrams is not None else [])]
+
+    def model_identities(self) -> list[str]:
+        from retrievers.models import model_identity
+
+        own = [model_identity(self.params.rerank.model)] if self._scorer is not None else []
+        return [*own, *super().model_identities()]
+
+    def open(self, folders, corpus) -> None:
+        super().open(folders, corpus)
+        import pyarrow.parquet as pq
+        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+        modality = pq.read_table(corpus, columns=["object_id", "modality"])
+        self._is_table = {o: m not in ("text", "passage") for o, m in
+                          zip(modality.column(0).to_pylist(), modality.column(1).to_pylist())}
+        self._stopwords = frozenset(ENGLISH_STOP_WORDS)
+        if self._scorer is not None:
+            self._scorer.load()
+
+    def _timed(self, step: str, started: float) -> float:
+        now = time.perf_counter()
+        self._seconds[step] += now - started
+        return now
+
+    def search(self, queries: Mapping[str, str], k: int) -> Run:
+        if not queries:
+            return {}
+        started = time.perf_counter()
+        keywords = self._keywords(queries)
+        started = self._timed("keywords", started)
+        phrases = self._align(queries, keywords) if self._ngrams is not None else keywords
+        started = self._timed("alignment", started)
+        pools, relevance = self._retrieve(queries, phrases)
+        started = self._timed("retrieval", started)
+        self._expand(pools)
+        started = self._timed("expansion", started)
+        picked = self._select(queries, pools, relevance)
+        started = self._timed("selection", started)
+        chosen = self._final(queries, picked) if self.params.final_selection else {q: [] for q in queries}
+        self._timed("final", started)
+        self._queries += len(queries)
+        run = {}
+        for q in queries:
+            by_relevance = sorted(pools[q], key=lambda o: -relevance[q][o])
+            order = list(dict.fromkeys([o for doc in chosen[q] for o in picked[q] if self._doc_of[o] == doc]
+                                       + picked[q] + by_relevance))
+            run[q] = ranked(order)[:k]
+        return run
+
+    def _keywords(self, queries: Mapping[str, str]) -> dict[str, list[str]]:
+        from rbench.llm.config import Sampling
+        from rbench.llm.parse import parse_keywords
+        from rbench.llm.prompts import load_prompt
+
+        p = self.params
+        llm = self.llm(p.llm)
+        prompt = load_prompt(p.keyword_prompt)
+        sampling = Sampling(temperature=p.keyword_temperature, max_tokens=p.max_tokens)
+        answers = llm.chat([prompt.render(question=text, max_keywords=str(p.max_keywords))
+                            for text in queries.values()], sampling, samples=p.keyword_samples)
+        out = {}
+        for q, samples in zip(queries, answers):
+            found: list[str] = []
+            for answer in samples:
+                parsed = parse_keywords(answer, p.max_keywords)
+                llm.accounting.parsed(parsed.status)
+                found += [kw for kw in parsed.items if kw.lower() not in {f.lower() for f in found}]
+            out[q] = found or [queries[q]]
+        return out
+
+    def _align(self, queries: Mapping[str, str], keywords: dict[str, list[str]]) -> dict[str, list[str]]:
+        from rbench.llm.config import Sampling
+        from rbench.llm.constrain import Constraint
+        from rbench.llm.prompts import load_prompt
+
+        p = self.params
+        llm = self.llm(p.llm)
+        prompt = load_prompt(p.rephrase_prompt)
+        constraint = Constraint(kind="ngrams", table=str(self._ngrams.table_path), digest=self._ngrams.digest,
+                                min_len=p.corpus_ngram_min_len)
+        sampling = Sampling(max_tokens=p.corpus_ngram_max_len, constraint=constraint,
+                            beams=p.keyword_rephrasing_beams)
+        asked = [(q, kw) for q in queries for kw in keywords[q]]
+        answers = llm.chat_one([prompt.render(question=queries[q], keyword=kw) for q, kw in asked], sampling)
+        out: dict[str, list[str]] = {q: [] for q in queries}
+        for (q, _), answer in zip(asked, answers):
+            out[q] += [line.strip() for line in answer.split("\n") if line.strip()]
+        return {q: out[q] or keywords[q] for q in queries}
+
+    def _retrieve(self, queries: Mapping[str, str], phrases: dict[str, list[str]]):
+        p = self.params
+        grams = {q: sub_ngrams(phrases[q], self._stopwords, p.max_ngrams) for q in queries}
+        flat = {f"{q}\x1f{i}": g for q in queries for i, g in enumerate(grams[q])}
+        aligned = self._base.search(flat, p.alignment_retrieval_k) if flat else {}
+        direct = self._dense.search(dict(queries), p.query_retrieval_k)
+        qvecs = self._dense.encode(list(queries.values()))
+        pools, relevance = {}, {}
+        for n, q in enumerate(queries):
+            seen_texts, pool = set(), []
+            hits = [h for i in range(len(grams[q])) for h in aligned.get(f"{q}\x1f{i}", [])] + direct.get(q, [])
+            for oid, _ in hits:
+                if self._texts[oid] not in seen_texts:
+                    seen_texts.add(self._texts[oid])
+                    pool.append(oid)
+            pools[q] = pool
+            relevance[q] = dict(zip(pool, ((self._dense.vectors(pool) @ qvecs[n] + 1) / 2).tolist()))
+        self._qvecs = dict(zip(queries, qvecs))
+        return pools, relevance
+
+    def _expand(self, pools: dict[str, list[str]]) -> None:
+        p = self.params
+        for q, pool in pools.items():
+            texts = {self._texts[o] for o in pool}
+            frontier = list(pool)
+            for _ in range(p.expansion_steps):
+                found = self._dense.neighbours(frontier, p.expansion_k_compatible)
+                frontier = []
+                for oid in (n for o in found for n, _ in found[o]):
+                    if self._texts[oid] not in texts:
+                        texts.add(self._texts[oid])
+                        pool.append(oid)
+                        frontier.append(oid)
+
+    def _select(self, queries: Mapping[str, str], pools: dict[str, list[str]],
+                relevance: dict[str, dict[str, float]]) -> dict[str, list[str]]:
+        p = self.params
+        for q, pool in pools.items():  # expanded objects get their relevance too
+            missing = [o for o in pool if o not in relevance[q]]
+            if missing:
+                relevance[q].update(zip(missing, ((self._dense.vectors(missing) @ self._qvecs[q] + 1) / 2).tolist()))
+        shortlists = {q: sorted(pool, key=lambda o: -relevance[q][o])[:p.mip_candidates] for q, pool in pools.items()}
+        if p.selection == "rerank":
+            scored = self._scorer.rescore({q: (queries[q], shortlists[q]) for q in queries}, self._texts)
+            return {q: [o for o, _ in scored[q][:p.mip_k_select]] for q in queries}
+        from rbench.arm.mip import select
+
+        out = {}
+        for q, shortlist in shortlists.items():
+            if not shortlist:
+                out[q] = []
+                continue
+            vectors = self._dense.vectors(shortlist)
+            texts = [self._texts[o] for o in shortlist]
+            compat = p.w_sem * (vectors @ vectors.T)
+            if p.w_lex:
+                lex = np.array([[lexical(a, b, self._stopwords) if i < j else 0.0 for j, b in enumerate(texts)]
+                                for i, a in enumerate(texts)])
+                compat = compat + p.w_lex * (lex + lex.T)
+            solved = select([relevance[q][o] for o in shortlist], compat, [self._is_table[o] for o in shortlist],
+                            p.mip_k_select, p.mip_formulation, p.mip_solver, p.mip_time_limit)
+            self._mip[solved.status] += 1
+            self._mip_gap.append(solved.gap)
+            self._mip_seconds.append(solved.seconds)
+            out[q] = [shortlist[i] for i in solved.picked]
+        return out
+
+    def _final(self, queries: Mapping[str, str], picked: dict[str, list[str]]) -> dict[str, list[str]]:
+        from rbench.llm.config import Sampling
+        from rbench.llm.listwise import clip
+        from rbench.llm.parse import parse_selection
+        from rbench.llm.prompts import load_prompt
+
+        p = self.params
+        llm = self.llm(p.llm)
+        prompt = load_prompt(p.select_prompt)
+        docs = {q: list(dict.fromkeys(self._doc_of[o] for o in picked[q])) for q in queries}
+        asked = [q for q in queries if docs[q]]
+        messages = []
+        for q in asked:
+            shown = []
+            for i, doc in enumerate(docs[q], 1):
+                members = [o for o in picked[q] if self._doc_of[o] == doc]
+                body = " | ".join(clip(self._texts[o], p.passage_chars) for o in members)
+                shown.append(f"[{i}] {self._title_of[members[0]]}: {body}")
+            messages.append(prompt.render(question=queries[q], k=str(len(docs[q])), documents="\n".join(shown)))
+        sampling = Sampling(temperature=p.final_temperature, max_tokens=p.max_tokens)
+        answers = llm.chat(messages, sampling, samples=p.final_samples) if messages else []
+        chosen = {q: [] for q in queries}
+        for q, samples in zip(asked, answers):
+            for answer in samples:
+                parsed = parse_selection(answer, len(docs[q]), len(docs[q]))
+                llm.accounting.parsed(parsed.status)
+                chosen[q] += [docs[q][i] for i in parsed.items if docs[q][i] not in chosen[q]]
+        return chosen
+
+    def stats(self) -> dict[str, Any]:
+        out = super().stats()
+        if self._scorer is not None:
+            out.update(self._scorer.stats())
+        if self._queries:
+            out.update({f"arm_seconds_{step}": round(s, 3) for step, s in self._seconds.items()})
+            out.update({f"arm_mip_{status}": n for status, n in sorted(self._mip.items())})
+            if self._mip_seconds:
+                out["arm_mip_seconds_mean"] = round(float(np.mean(self._mip_seconds)), 4)
+                finite = [g for g in self._mip_gap if np.isfinite(g)]
+                out["arm_mip_gap_max"] = round(float(max(finite)), 4) if finite else None
+        return out
