@@ -53,10 +53,23 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], fmt: Literal["m
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _trace_lines(trace: dict) -> list[str]:
+    lines = [f"{trace['dataset']} / {trace['retriever']}: {trace['question']} (stopped: {trace['stop']}, "
+             f"{len(trace['turns'])} turns, {trace['found']} objects)"]
+    for n, turn in enumerate(trace["turns"], 1):
+        action = f"Search[{turn['keywords']}]" if turn["action"] == "search" else turn["action"]
+        seen = f" -> {len(turn['observation'])} results" if "observation" in turn else ""
+        lines.append(f"  {n}. Thought: {turn['thought']} | Action: {action}{seen}")
+    return lines
+
+
 def write_report(
-    title: str, metrics: Sequence[dict], tests: Sequence[dict], out: Path, alpha: float = 0.05
+    title: str, metrics: Sequence[dict], tests: Sequence[dict], out: Path, alpha: float = 0.05,
+    costs: Sequence[dict] = (), traces: Sequence[dict] = (),
 ) -> tuple[Path, Path]:
-    """Write ``report.md``, ``report.html`` and one recall@k curve PNG per dataset into ``out``."""
+    """Write ``report.md``, ``report.html`` and one recall@k curve PNG per dataset into ``out``;
+    ``costs`` (rows of dataset, retriever, name, value: queries/s, LLM calls, seconds per
+    step) and ``traces`` (agent traces) add a cost table and sample traces."""
     out.mkdir(parents=True, exist_ok=True)
     ks = sorted({m["k"] for m in metrics})
     keyed = {(m["dataset"], m["retriever"], m["metric"], m["k"]): m["value"] for m in metrics}
@@ -71,6 +84,12 @@ def write_report(
                   str(t["queries"]), t["test"], f"{t['p_value']:.4f}",
                   (f"{t['a'] if t['mean_a'] > t['mean_b'] else t['b']} better" if t["p_value"] < alpha
                    else f"no significant difference at {alpha}")] for t in tests]
+    cost_names = sorted({c["name"] for c in costs})
+    cost_keyed = {(c["dataset"], c["retriever"], c["name"]): c["value"] for c in costs}
+    cost_pairs = sorted({(c["dataset"], c["retriever"]) for c in costs})
+    cost_rows = [[d, r, name, f"{cost_keyed[(d, r, name)]:g}"] for d, r in cost_pairs for name in cost_names
+                 if (d, r, name) in cost_keyed]
+    trace_text = "\n".join(line for t in traces for line in _trace_lines(t))
     plots = [recall_curves(metrics, d, out / f"recall_at_k_{i}.png") for i, d in enumerate(sorted({m["dataset"] for m in metrics}))]
     parts = {}
     for fmt in ("md", "html"):
@@ -81,6 +100,11 @@ def write_report(
             h("Metrics"), _table(metric_header, metric_rows, fmt),
             h("Recall@k curves"), figures,
             h("Paired significance"), _table(test_header, test_rows, fmt) if test_rows else "(fewer than two retrievers)",
+            *([h("Cost and time per retriever"), _table(["dataset", "retriever", "measure", "value"], cost_rows, fmt)]
+              if cost_rows else []),
+            *([h("Agent traces (a sample per retriever)"),
+               f"```\n{trace_text}\n```" if fmt == "md" else f"<pre>{html.escape(trace_text)}</pre>"]
+              if traces else []),
         ])
     md = out / "report.md"
     md.write_text(parts["md"] + "\n", encoding="utf-8")

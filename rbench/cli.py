@@ -188,13 +188,14 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from evaluation.report import significance, write_report
-    from tasks.track import load_results
+    from tasks.track import load_costs_and_traces, load_results
 
     uri = _tracking_uri(args)
     parents, rows, scores = load_results(uri, args.runs, args.experiment, per_query=True)
     tests = significance(scores, args.metric, args.k, args.test, args.trials)
     title = "rbench report: " + ", ".join(f"{p.info.run_name} ({p.info.run_id[:8]})" for p in parents)
-    md, page = write_report(title, rows, tests, Path(args.out))
+    costs, traces = load_costs_and_traces(uri, args.runs, args.experiment)
+    md, page = write_report(title, rows, tests, Path(args.out), costs=costs, traces=traces)
     print(f"wrote {md} and {page}")
     for t in tests:
         print(f"  {t['dataset']}: {t['a']} vs {t['b']} on {t['metric']}: {t['mean_a']:.4f} vs {t['mean_b']:.4f}, "

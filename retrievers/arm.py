@@ -9,9 +9,10 @@
    relevance ``R = (cos + 1) / 2`` against the question;
 4. expansion: ``expansion_steps`` rounds in which every new candidate adds its
    ``expansion_k_compatible`` nearest neighbours;
-5. selection among the ``mip_candidates`` most relevant: ``mip`` picks ``mip_k_select`` by
-   relevance plus pairwise compatibility ``w_sem cos + w_lex lexical`` (OR-Tools), or
-   ``rerank`` keeps the cross-encoder's best ``mip_k_select``;
+5. selection among ``mip_candidates`` taken rank by rank from each source in turn (the
+   question's hits, each sub-n-gram's, the expansion's), so that aligned objects compete:
+   ``mip`` picks ``mip_k_select`` by relevance plus pairwise compatibility
+   ``w_sem cos + w_lex lexical`` (OR-Tools), ``rerank`` keeps the cross-encoder's best;
 6. final selection (``final_selection``): the picked objects grouped into documents, the LLM
    names the documents that hold the evidence (``final_samples`` samples, unioned).
 
@@ -32,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictBool, Stri
 from rbench.llm.config import LLMConfig
 from rbench.llm.prompts import DocumentsPrompt, QuestionPrompt, prompt_ref
 from retrievers.base import Retriever, RetrieverSpec, Run
-from retrievers.llm_common import LLMComposite, ranked
+from retrievers.llm_common import LLMComposite, ranked, round_robin
 from retrievers.ngrams import NgramIndex
 from retrievers.rerank import CrossEncoderParams, CrossEncoderScorer
 
@@ -189,11 +190,11 @@ class ARM(LLMComposite):
         started = self._timed("keywords", started)
         phrases = self._align(queries, keywords) if self._ngrams is not None else keywords
         started = self._timed("alignment", started)
-        pools, relevance = self._retrieve(queries, phrases)
+        pools, sources, relevance = self._retrieve(queries, phrases)
         started = self._timed("retrieval", started)
-        self._expand(pools)
+        self._expand(pools, sources)
         started = self._timed("expansion", started)
-        picked = self._select(queries, pools, relevance)
+        picked = self._select(queries, pools, sources, relevance)
         started = self._timed("selection", started)
         chosen = self._final(queries, picked) if self.params.final_selection else {q: [] for q in queries}
         self._timed("final", started)
@@ -247,30 +248,30 @@ class ARM(LLMComposite):
         return {q: out[q] or keywords[q] for q in queries}
 
     def _retrieve(self, queries: Mapping[str, str], phrases: dict[str, list[str]]):
+        """Per query: the candidate pool (one object per distinct text), its sources (the
+        question's dense hits, then each sub-n-gram's hits, in rank order) and relevances."""
         p = self.params
         grams = {q: sub_ngrams(phrases[q], self._stopwords, p.max_ngrams) for q in queries}
         flat = {f"{q}\x1f{i}": g for q in queries for i, g in enumerate(grams[q])}
         aligned = self._base.search(flat, p.alignment_retrieval_k) if flat else {}
         direct = self._dense.search(dict(queries), p.query_retrieval_k)
         qvecs = self._dense.encode(list(queries.values()))
-        pools, relevance = {}, {}
+        pools, sources, relevance = {}, {}, {}
         for n, q in enumerate(queries):
-            seen_texts, pool = set(), []
-            hits = [h for i in range(len(grams[q])) for h in aligned.get(f"{q}\x1f{i}", [])] + direct.get(q, [])
-            for oid, _ in hits:
-                if self._texts[oid] not in seen_texts:
-                    seen_texts.add(self._texts[oid])
-                    pool.append(oid)
-            pools[q] = pool
-            relevance[q] = dict(zip(pool, ((self._dense.vectors(pool) @ qvecs[n] + 1) / 2).tolist()))
+            first = {}
+            lists = [direct.get(q, [])] + [aligned.get(f"{q}\x1f{i}", []) for i in range(len(grams[q]))]
+            sources[q] = [list(dict.fromkeys(first.setdefault(self._texts[oid], oid) for oid, _ in hits))
+                          for hits in lists]
+            pools[q] = list(first.values())
+            relevance[q] = dict(zip(pools[q], ((self._dense.vectors(pools[q]) @ qvecs[n] + 1) / 2).tolist()))
         self._qvecs = dict(zip(queries, qvecs))
-        return pools, relevance
+        return pools, sources, relevance
 
-    def _expand(self, pools: dict[str, list[str]]) -> None:
+    def _expand(self, pools: dict[str, list[str]], sources: dict[str, list[list[str]]]) -> None:
         p = self.params
         for q, pool in pools.items():
             texts = {self._texts[o] for o in pool}
-            frontier = list(pool)
+            frontier, added = list(pool), []
             for _ in range(p.expansion_steps):
                 found = self._dense.neighbours(frontier, p.expansion_k_compatible)
                 frontier = []
@@ -279,15 +280,19 @@ class ARM(LLMComposite):
                         texts.add(self._texts[oid])
                         pool.append(oid)
                         frontier.append(oid)
+                added += frontier
+            if added:
+                sources[q].append(added)
 
-    def _select(self, queries: Mapping[str, str], pools: dict[str, list[str]],
+    def _select(self, queries: Mapping[str, str], pools: dict[str, list[str]], sources: dict[str, list[list[str]]],
                 relevance: dict[str, dict[str, float]]) -> dict[str, list[str]]:
         p = self.params
         for q, pool in pools.items():  # expanded objects get their relevance too
             missing = [o for o in pool if o not in relevance[q]]
             if missing:
                 relevance[q].update(zip(missing, ((self._dense.vectors(missing) @ self._qvecs[q] + 1) / 2).tolist()))
-        shortlists = {q: sorted(pool, key=lambda o: -relevance[q][o])[:p.mip_candidates] for q, pool in pools.items()}
+        shortlists = {q: [o for o, _ in round_robin([[(o, 0.0) for o in src] for src in sources[q]])]
+                      [:p.mip_candidates] for q in pools}
         if p.selection == "rerank":
             scored = self._scorer.rescore({q: (queries[q], shortlists[q]) for q in queries}, self._texts)
             return {q: [o for o, _ in scored[q][:p.mip_k_select]] for q in queries}

@@ -368,6 +368,43 @@ def load_results(tracking_uri: str, runs: Sequence[str], experiment: str = "rben
     return parents, metrics, scores
 
 
+COST_KEYS = ("queries_per_second", "search_seconds", "llm_calls", "llm_calls_cached", "llm_completion_tokens",
+             "pairs_scored")
+
+
+def load_costs_and_traces(tracking_uri: str, runs: Sequence[str], experiment: str = "rbench",
+                          traces_per_run: int = 3) -> tuple[list[dict], list[dict]]:
+    """The cost side of runs' child runs: rows of ``dataset``, ``retriever``, ``name``,
+    ``value`` (queries/s, LLM calls, per-step seconds of ``arm_*`` and ``react_*``), and up to
+    ``traces_per_run`` agent traces per child run that kept them (``traces.parquet``)."""
+    import json
+    import tempfile
+
+    import pyarrow.parquet as pq
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    costs, traces = [], []
+    for run in runs:
+        parent = find_parent_run(client, experiment, run)
+        children = client.search_runs(
+            [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+        for child in children:
+            dataset = child.data.tags.get("rbench.dataset", "?")
+            label = child.data.tags.get("rbench.retriever", child.info.run_name)
+            if len(runs) > 1:
+                label = f"{parent.info.run_name}:{label}"
+            costs += [{"dataset": dataset, "retriever": label, "name": key, "value": value}
+                      for key, value in sorted(child.data.metrics.items())
+                      if key in COST_KEYS or key.startswith(("arm_", "react_"))]
+            if any(a.path == "traces.parquet" for a in client.list_artifacts(child.info.run_id)):
+                with tempfile.TemporaryDirectory() as tmp:
+                    rows = pq.read_table(client.download_artifacts(child.info.run_id, "traces.parquet", tmp)).to_pylist()
+                traces += [{"dataset": dataset, "retriever": label, **json.loads(r["trace"])}
+                           for r in rows[:traces_per_run]]
+    return costs, traces
+
+
 def log_chunking_grid(cfg, results: Sequence[dict], best: dict, out: Path, report: Sequence[dict]) -> str:
     """One MLflow run for a chunking grid: its settings, the best combination's means, the report folder."""
     import mlflow
