@@ -107,9 +107,7 @@ class OpenAIBackend(Backend):
     def _constrained(self, request: Request) -> Completion:
         """A constrained call: enforced by a vLLM server, else checked and asked again at most twice."""
         s = request.sampling
-        if s.beams > 1 or (s.constraint is not None and s.constraint.kind != "regex"):
-            raise LLMError("n-gram constraints and beam search run on the transformers backend: give this step an "
-                           "LLM with backend: transformers")
+        _regex_only(s)
         completion = self._call(request)
         if s.constraint is None or self.config.structured_outputs:
             return completion
@@ -286,11 +284,16 @@ class VLLMBackend(Backend):
                                            seconds, answer.finish_reason))
 
 
-def _vllm_constraint(sampling: Sampling) -> dict:
-    """vLLM's structured-output setting for a regex constraint (n-grams and beams need transformers)."""
+def _regex_only(sampling: Sampling) -> None:
+    """Refuse what only the transformers backend does: n-gram constraints and beam search."""
     if sampling.beams > 1 or (sampling.constraint is not None and sampling.constraint.kind != "regex"):
         raise LLMError("n-gram constraints and beam search run on the transformers backend: give this step an "
                        "LLM with backend: transformers")
+
+
+def _vllm_constraint(sampling: Sampling) -> dict:
+    """vLLM's structured-output setting for a regex constraint."""
+    _regex_only(sampling)
     if sampling.constraint is None:
         return {}
     from vllm.sampling_params import StructuredOutputsParams

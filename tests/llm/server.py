@@ -1,6 +1,7 @@
 """A small OpenAI-compatible chat server for tests: deterministic answers from the last
 user message, a count of requests, the Authorization headers it received, and switches
-for failures (status codes to answer first) and for stalling after N answers."""
+for failures (status codes to answer first) and for stalling after N answers; ``scripted``
+answers are given first, in order."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ def answer(messages: list[dict]) -> str:
 class ChatServer:
     """Serves ``/v1/chat/completions`` on 127.0.0.1 in a thread (a context manager)."""
 
-    def __init__(self, fail_first: list[int] | None = None, stall_after: int | None = None):
+    def __init__(self, fail_first: list[int] | None = None, stall_after: int | None = None,
+                 scripted: list[str] | None = None):
+        self.scripted = list(scripted or [])
         self.requests = 0
         self.authorization: list[str | None] = []
         self.bodies: list[dict] = []
@@ -54,7 +57,8 @@ class ChatServer:
                     self.end_headers()
                     self.wfile.write(b'{"error": "try later"}')
                     return
-                text = answer(body["messages"])
+                with server._lock:
+                    text = server.scripted.pop(0) if server.scripted else answer(body["messages"])
                 payload = {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
                            "usage": {"prompt_tokens": sum(len(m["content"].split()) for m in body["messages"]),
                                      "completion_tokens": len(text.split())}}

@@ -148,3 +148,28 @@ def test_a_rewrite_killed_mid_stage_resumes_asking_only_the_unanswered(tmp_path)
         assert server.requests == 6 + 7
         assert artifact.info["llm_calls"] == 7 and artifact.info["llm_calls_cached"] == 5
         assert pq.read_table(artifact.file("rewrites.parquet")).num_rows == 12
+
+
+def test_a_constrained_answer_is_checked_and_asked_again_unless_the_server_enforces_it(tmp_path):
+    from rbench.llm.constrain import Constraint
+
+    action = Constraint(kind="regex", pattern=r"Search\[[^\]\n]+\]|Finish")
+    sampling = Sampling(max_tokens=16, constraint=action)
+    prompt = [[("user", "Question: anything")]]
+    with ChatServer(scripted=["I would search", "Search[the answer]"]) as server:
+        llm = LLM({"backend": "openai", "base_url": server.url, "model": "m", "max_retries": 0})
+        assert llm.chat_one(prompt, sampling) == ["Search[the answer]"] and server.requests == 2
+        retry = server.bodies[1]
+        assert retry["temperature"] == 0.7 and retry["seed"] == server.bodies[0]["seed"] + 1
+    with ChatServer(scripted=["no", "still no", "never"]) as server:
+        llm = LLM({"backend": "openai", "base_url": server.url, "model": "m", "max_retries": 0})
+        assert llm.chat_one(prompt, sampling) == ["never"] and server.requests == 3  # then the parser's fallback
+    with ChatServer(scripted=["enforced by the server"]) as server:
+        llm = LLM({"backend": "openai", "base_url": server.url, "model": "m", "structured_outputs": True})
+        assert llm.chat_one(prompt, sampling) == ["enforced by the server"] and server.requests == 1
+        assert server.bodies[0]["structured_outputs"] == {"regex": action.pattern}
+    with ChatServer() as server:
+        llm = LLM({"backend": "openai", "base_url": server.url, "model": "m"})
+        ngrams = Constraint(kind="ngrams", table="t.npy", digest="d")
+        with pytest.raises(LLMError, match="run on the transformers backend"):
+            llm.chat_one(prompt, Sampling(constraint=ngrams))

