@@ -141,6 +141,7 @@ class ARM(LLMComposite):
     description = ("ARM: LLM keywords, corpus-constrained n-gram alignment, alignment retrieval, neighbour "
                    "expansion, MIP (OR-Tools) or cross-encoder selection, final LLM document selection")
     Params = ARMParams
+    version = 2
 
     def __init__(self, params=None):
         super().__init__(params)

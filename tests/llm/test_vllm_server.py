@@ -98,6 +98,7 @@ llm = LLM({"backend": "vllm", "model": sys.argv[1], "dtype": "float32", "enforce
            "max_model_len": 2048}, CallCache(sys.argv[2]))
 prompts = [[("user", f"Question: which year did film number {i} win an award")] for i in range(6)]
 texts = llm.chat_one(prompts, Sampling(max_tokens=24))
+first = llm.accounting.summary()
 again = LLM(llm.config, CallCache(sys.argv[2]))
 assert again.chat_one(prompts, Sampling(max_tokens=24)) == texts
 import regex
@@ -105,7 +106,7 @@ from rbench.llm.constrain import Constraint
 action = Constraint(kind="regex", pattern=r"Search\\[[a-z ]{1,30}\\]|Finish")
 acted = llm.chat_one(prompts[:3], Sampling(max_tokens=16, constraint=action))
 assert all(regex.fullmatch(action.pattern, a) for a in acted), acted
-print(json.dumps({"texts": texts, "first": llm.accounting.summary(), "second": again.accounting.summary()}))
+print(json.dumps({"texts": texts, "first": first, "second": again.accounting.summary()}))
 """
 
 
