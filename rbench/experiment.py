@@ -85,6 +85,7 @@ def check_tracking(uri: str) -> None:
     logging is kept in the store for ``rbench log``). A sqlite database must be creatable."""
     import logging
     import urllib.error
+    import urllib.parse
     import urllib.request
 
     from rbench.config import redact
@@ -98,8 +99,10 @@ def check_tracking(uri: str) -> None:
                               "fix mlflow.tracking_uri (or MLFLOW_TRACKING_URI)") from None
         return
     if uri.startswith(("http://", "https://")):
+        parts = urllib.parse.urlsplit(uri)
+        probe = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()  # no credentials in the probe
         try:
-            with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=5):
+            with urllib.request.urlopen(f"{probe.rstrip('/')}/health", timeout=5):
                 pass
         except urllib.error.HTTPError:
             pass  # it answers (a server without /health, or one that wants credentials for it)
