@@ -320,6 +320,31 @@ def find_parent_run(client, experiment: str, run: str):
     return parents[0]
 
 
+def _parents_and_children(client, tracking_uri: str, runs: Sequence[str], experiment: str):
+    """Per run: the parent Run and its child runs as ``(child, dataset, retriever label)``;
+    labels get the run name as prefix when several runs are read."""
+    from mlflow.exceptions import MlflowException
+
+    from rbench.errors import RbenchError
+
+    for run in runs:
+        try:
+            parent = find_parent_run(client, experiment, run)
+        except MlflowException as e:
+            raise RbenchError(f"cannot read run {run!r} from {tracking_uri}: {e.message}") from None
+        children = client.search_runs(
+            [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
+        )
+        if not children:
+            raise RbenchError(f"run {parent.info.run_id} has no child runs: is it an rbench parent run?")
+        labelled = []
+        for child in children:
+            label = child.data.tags.get("rbench.retriever", child.info.run_name)
+            labelled.append((child, child.data.tags.get("rbench.dataset", "?"),
+                             f"{parent.info.run_name}:{label}" if len(runs) > 1 else label))
+        yield parent, labelled
+
+
 def load_results(tracking_uri: str, runs: Sequence[str], experiment: str = "rbench", per_query: bool = False):
     """Metrics rows (and per-query scores) of parent runs' child runs, read back from MLflow.
 
@@ -331,29 +356,14 @@ def load_results(tracking_uri: str, runs: Sequence[str], experiment: str = "rben
     import tempfile
 
     import pyarrow.parquet as pq
-    from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
-    from rbench.errors import RbenchError
 
     client = MlflowClient(tracking_uri=tracking_uri)
     parents, metrics, scores = [], [], {}
-    for run in runs:
-        try:
-            parent = find_parent_run(client, experiment, run)
-        except MlflowException as e:
-            raise RbenchError(f"cannot read run {run!r} from {tracking_uri}: {e.message}") from None
+    for parent, children in _parents_and_children(client, tracking_uri, runs, experiment):
         parents.append(parent)
-        children = client.search_runs(
-            [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
-        )
-        if not children:
-            raise RbenchError(f"run {parent.info.run_id} has no child runs: is it an rbench parent run?")
-        for child in children:
-            dataset = child.data.tags.get("rbench.dataset", "?")
-            label = child.data.tags.get("rbench.retriever", child.info.run_name)
-            if len(runs) > 1:
-                label = f"{parent.info.run_name}:{label}"
+        for child, dataset, label in children:
             for key, value in child.data.metrics.items():
                 metric, _, k = key.rpartition("_at_")
                 if not metric or not k.isdigit():
@@ -385,15 +395,8 @@ def load_costs_and_traces(tracking_uri: str, runs: Sequence[str], experiment: st
 
     client = MlflowClient(tracking_uri=tracking_uri)
     costs, traces = [], []
-    for run in runs:
-        parent = find_parent_run(client, experiment, run)
-        children = client.search_runs(
-            [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
-        for child in children:
-            dataset = child.data.tags.get("rbench.dataset", "?")
-            label = child.data.tags.get("rbench.retriever", child.info.run_name)
-            if len(runs) > 1:
-                label = f"{parent.info.run_name}:{label}"
+    for _, children in _parents_and_children(client, tracking_uri, runs, experiment):
+        for child, dataset, label in children:
             costs += [{"dataset": dataset, "retriever": label, "name": key, "value": value}
                       for key, value in sorted(child.data.metrics.items())
                       if key in COST_KEYS or key.startswith(("arm_", "react_"))]
