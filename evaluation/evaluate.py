@@ -5,8 +5,8 @@ from __future__ import annotations
 from statistics import fmean
 from typing import Literal, Mapping, Sequence
 
-from evaluation import metrics as m
-from evaluation.runs import DocRanking
+from rbench.evaluation import metrics as m
+from rbench.evaluation.runs import DocRanking
 
 
 def evaluate_queries(

@@ -7,9 +7,9 @@ import itertools
 from pathlib import Path
 from typing import Literal, Sequence
 
-from evaluation.metrics import METRICS
-from evaluation.plots import recall_curves
-from evaluation.significance import bootstrap_test, randomization_test
+from rbench.evaluation.metrics import METRICS
+from rbench.evaluation.plots import recall_curves
+from rbench.evaluation.significance import bootstrap_test, randomization_test
 
 TESTS = {"randomization": randomization_test, "bootstrap": bootstrap_test}
 

@@ -8,21 +8,22 @@ from prefect import flow, task
 from prefect.futures import as_completed
 from prefect.states import Failed
 
-from rbench.config import ExperimentConfig, redact
-from rbench.errors import quiet_user_errors
+from rbench.config import ExperimentConfig
+from rbench.core.secrets import redact
+from rbench.core.errors import quiet_user_errors
 from rbench.experiment import config_text, preflight, resolve_experiment, run_name
-from retrievers.registry import make_retriever
-from tasks.cache import Store, canonical_json
-from tasks.download import DOWNLOAD, DownloadConfig
-from tasks.evaluate import EVALUATE, read_aggregate
-from tasks.index import ENCODE, INDEX, IndexConfig
-from tasks.orchestration import Submitter, stage_task, task_runner
-from tasks.pending import log_pending_for, save_pending
-from tasks.prepare import PREPARE
-from tasks.retrieve import RETRIEVE, RetrieveConfig
-from tasks.rewrite import REWRITE
-from tasks.subsample import SUBSAMPLE
-from tasks.track import log_experiment, publish_run_link
+from rbench.retrievers.base import make_retriever
+from rbench.core.store import Store, canonical_json
+from rbench.tasks.download import DOWNLOAD, DownloadConfig
+from rbench.tasks.evaluate import EVALUATE, read_aggregate
+from rbench.tasks.index import ENCODE, INDEX, IndexConfig
+from rbench.tasks.orchestration import Submitter, stage_task, task_runner
+from rbench.tasks.pending import log_pending_for, save_pending
+from rbench.tasks.prepare import PREPARE
+from rbench.tasks.retrieve import RETRIEVE, RetrieveConfig
+from rbench.tasks.rewrite import REWRITE
+from rbench.tasks.subsample import SUBSAMPLE
+from rbench.tasks.track import log_experiment, publish_run_link
 
 download, prepare, subsample, encode, index, rewrite, retrieve, evaluate = map(
     stage_task, (DOWNLOAD, PREPARE, SUBSAMPLE, ENCODE, INDEX, REWRITE, RETRIEVE, EVALUATE)

@@ -10,19 +10,21 @@ import yaml
 from prefect import flow
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator
 
-from evaluation.chunking_report import write_grid_report
-from rbench.config import MlflowConfig, format_validation_error
-from rbench.errors import ConfigError
-from retrievers.models import Encoding, canonical_id
-from tasks.cache import file_digest
-from tasks.chunkers import SpanChunkerConfig, cl100k
-from tasks.chunking_eval import (CHUNK_EMBED, CHUNK_EVAL, ChunkEmbedConfig, ChunkEvalConfig, chroma_files,
+from rbench.evaluation.chunking_report import write_grid_report
+from rbench.config import MlflowConfig
+from rbench.core.configfile import format_validation_error
+from rbench.core.errors import ConfigError
+from rbench.retrievers.models import Encoding, canonical_id
+from rbench.core.store import file_digest
+from rbench.tasks.chunkers import SpanChunkerConfig
+from rbench.tasks.datasets.chunking import cl100k
+from rbench.tasks.chunking_eval import (CHUNK_EMBED, CHUNK_EVAL, ChunkEmbedConfig, ChunkEvalConfig, chroma_files,
                                  load_eval_set)
-from tasks.datasets.base import FileSpec
-from tasks.download import DOWNLOAD, DownloadConfig
-from tasks.orchestration import call_stage, stage_task
-from tasks.search_space import Dimension, propose
-from tasks.track import log_chunking_grid
+from rbench.tasks.datasets.base import FileSpec
+from rbench.tasks.download import DOWNLOAD, DownloadConfig
+from rbench.tasks.orchestration import call_stage, stage_task
+from rbench.tasks.search_space import Dimension, propose
+from rbench.tasks.track import log_chunking_grid
 
 download, chunk_embed, chunk_eval = map(stage_task, (DOWNLOAD, CHUNK_EMBED, CHUNK_EVAL))
 

@@ -14,12 +14,13 @@ import yaml
 from prefect import flow
 from pydantic import ValidationError
 
-from flows.benchmark import run_stages
-from rbench.config import ExperimentConfig, RetrieverConfig, format_validation_error, parse_config
-from rbench.errors import ConfigError
-from tasks.evaluate import read_aggregate
-from tasks.search_space import SearchConfig, propose
-from tasks.track import log_search
+from rbench.flows.benchmark import run_stages
+from rbench.config import ExperimentConfig, RetrieverConfig, parse_config
+from rbench.core.configfile import format_validation_error
+from rbench.core.errors import ConfigError
+from rbench.tasks.evaluate import read_aggregate
+from rbench.tasks.search_space import SearchConfig, propose
+from rbench.tasks.track import log_search
 
 
 def load_search_config(path: str | Path, mirror: str | None = None, store: str | None = None

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from rbench.errors import RbenchError
+from rbench.core.errors import RbenchError
 
 
 def _setup_environment() -> None:
@@ -31,10 +31,10 @@ def cmd_run(args: argparse.Namespace) -> int:
           f"retriever(s); store {cfg.store}; mirror {cfg.mirror or '(none: download)'}; "
           f"runner {cfg.execution.runner}", flush=True)
     if args.command == "embeddings":
-        from flows.embedding_benchmark import embedding_benchmark as flow_fn
+        from rbench.flows.embedding_benchmark import embedding_benchmark as flow_fn
         extra = {}
     else:
-        from flows.benchmark import benchmark as flow_fn
+        from rbench.flows.benchmark import benchmark as flow_fn
         extra = {"runner": cfg.execution.runner, "address": cfg.execution.address}
 
     started = time.perf_counter()
@@ -74,7 +74,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_chunking(args: argparse.Namespace) -> int:
-    from flows.chunking_grid import chunking_grid, chunking_search, load_grid_config
+    from rbench.flows.chunking_grid import chunking_grid, chunking_search, load_grid_config
 
     mirror = args.mirror or os.environ.get("RBENCH_MIRROR") or None
     cfg = load_grid_config(args.config, mirror, args.store, args.corpus)
@@ -100,7 +100,7 @@ def cmd_chunking(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from flows.config_search import config_search, load_search_config
+    from rbench.flows.config_search import config_search, load_search_config
 
     mirror = args.mirror or os.environ.get("RBENCH_MIRROR") or None
     cfg, search = load_search_config(args.config, mirror, args.store)
@@ -118,9 +118,9 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from retrievers.models import ALIASES, MODELS, packaged_path
-    from retrievers.registry import RETRIEVERS
-    from tasks.datasets import ADAPTERS
+    from rbench.retrievers.models import ALIASES, MODELS, packaged_path
+    from rbench.retrievers.base import RETRIEVERS
+    from rbench.tasks.datasets.base import ADAPTERS
 
     what = args.what
     if what in ("datasets", "all"):
@@ -185,7 +185,7 @@ def _tracking_uri(args: argparse.Namespace) -> str:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from rbench.report import metrics_table
-    from tasks.track import load_chunking_table, load_results
+    from rbench.tasks.track import load_chunking_table, load_results
 
     uri = _tracking_uri(args)
     chunking = load_chunking_table(uri, args.run, args.experiment)
@@ -201,8 +201,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from evaluation.report import significance, write_report
-    from tasks.track import load_costs_and_traces, load_results
+    from rbench.evaluation.report import significance, write_report
+    from rbench.tasks.track import load_costs_and_traces, load_results
 
     uri = _tracking_uri(args)
     parents, rows, scores = load_results(uri, args.runs, args.experiment, per_query=True)
@@ -219,7 +219,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from rbench.config import DEFAULT_STORE
-    from tasks.cache import Store
+    from rbench.core.store import Store
 
     store = Store(args.store or os.environ.get("RBENCH_STORE") or DEFAULT_STORE)
     started = time.perf_counter()
@@ -237,8 +237,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_log(args: argparse.Namespace) -> int:
     from rbench.config import DEFAULT_STORE
-    from tasks.cache import Store
-    from tasks.pending import log_pending, pending_records
+    from rbench.core.store import Store
+    from rbench.tasks.pending import log_pending, pending_records
 
     store = Store(args.store or os.environ.get("RBENCH_STORE") or DEFAULT_STORE)
     records = [Path(r) for r in args.records] or pending_records(store)
@@ -316,7 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _shown_default(field) -> str:
     """A param's default as the listing shows it: ``<required>``, a retriever by its name, or the value."""
-    from retrievers.base import RetrieverSpec
+    from rbench.retrievers.base import RetrieverSpec
 
     if field.is_required():
         return "<required>"

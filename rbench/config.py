@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     StrictInt,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from rbench.errors import ConfigError
-
-DEFAULT_STORE = Path(".rbench")
+from rbench.core.configfile import ConfigPath, format_validation_error, load_mapping
+from rbench.core.errors import ConfigError
+from rbench.core.locations import DEFAULT_STORE, default_tracking_uri
+from rbench.core.secrets import redact
 PositiveInt = Annotated[StrictInt, Field(gt=0)]  # strict: `depth: true` is an error, not 1
 TRACKING_SCHEMES = ("http", "https", "sqlite", "file", "databricks", "postgresql", "mysql", "mssql")
 
@@ -63,11 +63,11 @@ class DatasetConfig(Strict):
     max_missing_gold: float = Field(0.5, ge=0, le=1)
 
     @model_validator(mode="after")
-    def _check_adapter(self) -> "DatasetConfig":
-        from tasks.datasets import get_adapter
+    def _check_adapter(self, info: ValidationInfo) -> "DatasetConfig":
+        from rbench.tasks.datasets.base import ADAPTERS
 
-        adapter = get_adapter(self.adapter or self.name)
-        params = _validate_params(adapter.Params, self.params)
+        adapter = ADAPTERS.get(self.adapter or self.name)
+        params = _validate_params(adapter.Params, self.params, info.context)
         object.__setattr__(self, "adapter", adapter.name)
         object.__setattr__(self, "params", params)
         return self
@@ -81,22 +81,22 @@ class RetrieverConfig(Strict):
     params: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _check_retriever(self) -> "RetrieverConfig":
-        from retrievers.registry import get_retriever_class
+    def _check_retriever(self, info: ValidationInfo) -> "RetrieverConfig":
+        from rbench.retrievers.base import RETRIEVERS
 
-        cls = get_retriever_class(self.name)
+        cls = RETRIEVERS.get(self.name)
         if not cls.searchable:
             raise ValueError(f"{self.name!r} is not a retriever: {cls.description}")
-        params = _validate_params(cls.Params, self.params)
+        params = _validate_params(cls.Params, self.params, info.context)
         object.__setattr__(self, "params", params)
         if self.label is None:
             object.__setattr__(self, "label", self.name)
         return self
 
 
-def _validate_params(model: type[BaseModel], params: dict[str, Any]) -> dict[str, Any]:
+def _validate_params(model: type[BaseModel], params: dict[str, Any], context: dict | None = None) -> dict[str, Any]:
     try:
-        return model.model_validate(params).model_dump(mode="json")
+        return model.model_validate(params, context=context).model_dump(mode="json")
     except ValidationError as e:
         problems = []
         for err in e.errors():
@@ -159,8 +159,8 @@ class ExperimentConfig(Strict):
     """A whole experiment: datasets x retrievers, evaluated at the configured cut-offs."""
 
     name: str = "experiment"
-    store: Path = DEFAULT_STORE
-    mirror: Path | None = None
+    store: ConfigPath = DEFAULT_STORE
+    mirror: ConfigPath | None = None
     depth: PositiveInt = 100
     subsample: SubsampleConfig = SubsampleConfig()
     metrics: MetricsConfig = MetricsConfig()
@@ -208,11 +208,11 @@ class ExperimentConfig(Strict):
         it into one per value, labelled ``label[selection=rerank]``. Several keys: the grid."""
         if not isinstance(raw, dict) or not raw.get("sweep"):
             return raw
-        from retrievers.registry import RETRIEVERS
-        from tasks.datasets import get_adapter
+        from rbench.retrievers.base import RETRIEVERS
+        from rbench.tasks.datasets.base import ADAPTERS
 
         def dataset_fields(ds):
-            return get_adapter(ds.get("adapter") or ds.get("name")).Params.model_fields if isinstance(ds, dict) else {}
+            return ADAPTERS.get(ds.get("adapter") or ds.get("name")).Params.model_fields if isinstance(ds, dict) else {}
 
         def retriever_fields(r):
             known = isinstance(r, dict) and r.get("name") in RETRIEVERS
@@ -277,51 +277,7 @@ class ExperimentConfig(Strict):
 
     def tracking_uri(self) -> str:
         """The MLflow tracking URI: the configured one, or sqlite inside the store."""
-        return self.mlflow.tracking_uri or f"sqlite:///{self.store.resolve() / 'mlflow.db'}"
-
-
-def redact(text: str) -> str:
-    """``text`` with the password of every ``scheme://user:password@host`` replaced by ``***``."""
-    return re.sub(r"(://[^/\s:@]*):[^/\s@]*@", r"\1:***@", text)
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A YAML loader that refuses a key given twice in one mapping (YAML keeps the last silently)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen: dict = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise ConfigError(f"{self.name}:{key_node.start_mark.line + 1}: key {key!r} appears twice in one "
-                                  f"mapping (first on line {seen[key]}): YAML would keep only the last; remove one")
-            seen[key] = key_node.start_mark.line + 1
-        return super().construct_mapping(node, deep=deep)
-
-
-def read_yaml(path: Path) -> Any:
-    """Parse a YAML file, refusing duplicate keys; errors name the file and line."""
-    text = path.read_text(encoding="utf-8-sig")
-    loader = _UniqueKeyLoader(text)
-    loader.name = str(path)
-    try:
-        return loader.get_single_data()
-    finally:
-        loader.dispose()
-
-
-def format_validation_error(err: ValidationError, source: str) -> str:
-    """Render pydantic errors as 'key.path: problem (got value)' lines."""
-    lines = [f"invalid experiment config {source}:"]
-    for e in err.errors():
-        where = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        msg = e["msg"]
-        if e["type"] == "extra_forbidden":
-            msg = "unknown key; remove it or check its spelling"
-        got = e.get("input")
-        shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
-        lines.append(f"  {where}: {msg}{shown}")
-    return redact("\n".join(lines))
+        return self.mlflow.tracking_uri or default_tracking_uri(self.store)
 
 
 def load_config(
@@ -329,24 +285,12 @@ def load_config(
 ) -> ExperimentConfig:
     """Read and validate an experiment YAML file.
 
-    Relative paths inside the file (store, mirror, dataset files) resolve against the
-    file's folder; ``mirror`` and ``store`` arguments override the file's values.
+    Relative paths inside the file (every path-typed field: store, mirror, dataset files,
+    prompt and synonym files, model folders) resolve against the file's folder; ``mirror``
+    and ``store`` arguments override the file's values.
     """
     path = Path(path)
-    try:
-        raw = read_yaml(path)
-    except FileNotFoundError:
-        raise ConfigError(f"experiment config {path} does not exist: pass the path of a YAML file")
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"experiment config {path}: byte {e.object[e.start:e.start + 1]!r} at offset {e.start} "
-                          "is not UTF-8; save the file as UTF-8")
-    except yaml.YAMLError as e:
-        raise ConfigError(f"experiment config {path} is not valid YAML: {e}")
-    if not isinstance(raw, dict):
-        raise ConfigError(
-            f"experiment config {path} must be a YAML mapping with keys such as "
-            f"'datasets' and 'retrievers', got {type(raw).__name__}"
-        )
+    raw = load_mapping(path, "experiment config", " with keys such as 'datasets' and 'retrievers'")
     return parse_config(raw, base=path.resolve().parent, source=str(path), mirror=mirror, store=store)
 
 
@@ -363,22 +307,9 @@ def parse_config(
     base = base or Path.cwd()
     for key, override in (("mirror", mirror), ("store", store)):
         if override is not None:
-            raw[key] = str(Path(override).resolve())
-        elif raw.get(key) is not None:
-            raw[key] = str((base / Path(raw[key]).expanduser()).resolve())
-    raw.setdefault("store", str(DEFAULT_STORE.resolve()))
-    raw["datasets"] = [_resolve_paths(d, base) for d in raw.get("datasets") or []]
+            raw[key] = str(Path(override).expanduser().resolve())
+    raw.setdefault("store", str(DEFAULT_STORE.resolve()))  # the working directory's, as documented
     try:
-        return ExperimentConfig.model_validate(raw)
+        return ExperimentConfig.model_validate(raw, context={"base": base})
     except ValidationError as e:
         raise ConfigError(format_validation_error(e, source)) from None
-
-
-def _resolve_paths(dataset: Any, base: Path) -> Any:
-    if not isinstance(dataset, dict) or not isinstance(dataset.get("params"), dict):
-        return dataset
-    params = dict(dataset["params"])
-    for key in ("corpus", "queries"):
-        if isinstance(params.get(key), str):
-            params[key] = str((base / Path(params[key]).expanduser()).resolve())
-    return {**dataset, "params": params}

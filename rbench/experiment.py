@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from rbench.config import ExecutionConfig, ExperimentConfig, load_config, parse_config
-from rbench.errors import ConfigError
+from rbench.core.errors import ConfigError
 
 ENV_MIRROR, ENV_STORE, ENV_TRACKING = "RBENCH_MIRROR", "RBENCH_STORE", "MLFLOW_TRACKING_URI"
 MIN_FREE_BYTES = int(os.environ.get("RBENCH_MIN_FREE_MB", "200")) * 1_000_000
@@ -51,8 +51,8 @@ def preflight(cfg: ExperimentConfig) -> None:
     import shutil
     import uuid
 
-    from retrievers.models import check_available
-    from retrievers.registry import make_retriever
+    from rbench.retrievers.models import check_available
+    from rbench.retrievers.base import make_retriever
 
     from rbench.llm.config import check_llm
 
@@ -88,7 +88,7 @@ def check_tracking(uri: str) -> None:
     import urllib.parse
     import urllib.request
 
-    from rbench.config import redact
+    from rbench.core.secrets import redact
 
     if uri.startswith("sqlite:///"):
         folder = Path(uri[len("sqlite:///"):]).parent

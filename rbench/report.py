@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from evaluation.metrics import METRICS
+from rbench.evaluation.metrics import METRICS
 
 
 def metrics_table(rows: Sequence[dict]) -> str:

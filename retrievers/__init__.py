@@ -1,1 +1,1 @@
-"""Retrievers: one per module behind the interface in ``retrievers.base``."""
+"""Retrievers: one per module behind the interface in ``rbench.retrievers.base``."""

@@ -32,10 +32,10 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictBool, Stri
 
 from rbench.llm.config import LLMConfig
 from rbench.llm.prompts import DocumentsPrompt, QuestionPrompt, prompt_ref
-from retrievers.base import Retriever, RetrieverSpec, Run
-from retrievers.llm_common import LLMComposite, ranked, round_robin
-from retrievers.ngrams import NgramIndex
-from retrievers.rerank import CrossEncoderParams, CrossEncoderScorer
+from rbench.retrievers.base import RETRIEVERS, Retriever, RetrieverSpec, Run
+from rbench.retrievers.llm_common import LLMComposite, ranked, round_robin
+from rbench.retrievers.ngrams import NgramIndex
+from rbench.retrievers.rerank import CrossEncoderParams, CrossEncoderScorer
 
 KeywordPrompt = prompt_ref("question", "keyword")
 STEPS = ("keywords", "alignment", "retrieval", "expansion", "selection", "final")
@@ -134,6 +134,7 @@ def lexical(a: str, b: str, stopwords: frozenset[str]) -> float:
     return len(wa & wb) / min(len(wa), len(wb)) if wa and wb else 0.0
 
 
+@RETRIEVERS.register
 class ARM(LLMComposite):
     """Keywords -> constrained n-gram alignment -> retrieval -> expansion -> MIP -> LLM selection."""
 
@@ -161,7 +162,7 @@ class ARM(LLMComposite):
         return [self._base, self._dense, *([self._ngrams] if self._ngrams is not None else [])]
 
     def model_identities(self) -> list[str]:
-        from retrievers.models import model_identity
+        from rbench.retrievers.models import model_identity
 
         own = [model_identity(self.params.rerank.model)] if self._scorer is not None else []
         return [*own, *super().model_identities()]

@@ -7,10 +7,22 @@ from pathlib import Path
 from typing import Any, ClassVar, Iterator, Mapping, Sequence
 
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+
+from rbench.core.identity import code_digest
+from rbench.core.registry import Registry
 
 Hits = list[tuple[str, float]]
 Run = dict[str, Hits]
+
+RETRIEVERS: Registry = Registry("retriever", package="rbench.retrievers", group="rbench.retrievers")
+"""Every retriever class by name: the modules of ``rbench.retrievers`` register theirs with
+``@RETRIEVERS.register``; another package adds one through the ``rbench.retrievers`` entry-point group."""
+
+
+def make_retriever(name: str, params: BaseModel | Mapping[str, Any] | None = None) -> "Retriever":
+    """Instantiate a registered retriever with validated params."""
+    return RETRIEVERS.get(name)(params)
 
 
 class RetrieverSpec(BaseModel):
@@ -22,20 +34,16 @@ class RetrieverSpec(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _known(self) -> "RetrieverSpec":
-        from retrievers.registry import get_retriever_class
-
-        cls = get_retriever_class(self.name)
+    def _known(self, info: ValidationInfo) -> "RetrieverSpec":
+        cls = RETRIEVERS.get(self.name)
         if not cls.searchable:
             raise ValueError(f"{self.name!r} is not a retriever: {cls.description}")
-        normalized = cls.Params.model_validate(self.params).model_dump(mode="json")
+        normalized = cls.Params.model_validate(self.params, context=info.context).model_dump(mode="json")
         object.__setattr__(self, "params", normalized)
         return self
 
     def build(self) -> "Retriever":
         """Instantiate the retriever."""
-        from retrievers.registry import make_retriever
-
         return make_retriever(self.name, self.params)
 
 
@@ -50,8 +58,9 @@ class Retriever(ABC):
 
     Subclasses set ``name``, ``description``, a pydantic ``Params`` model and
     ``index_fields`` (the params that shape the index: only those enter the index's
-    cache key); bump ``index_version`` whenever the index a retriever writes changes, and
-    ``version`` whenever its search results would. Params named ``device`` or
+    cache key). Keys follow the code of the retriever's module and everything it imports
+    (:meth:`code_identity`); ``version`` and ``index_version`` are kept for intent (bump them to
+    mark a change of meaning). Params named ``device`` or
     ``batch_size`` never enter a key: they must not change results (``searchable = False``
     marks an index that only a composite reads, such as ARM's n-grams). ``index`` writes everything ``load`` needs into a folder; ``search``
     returns, per query id, ``(object_id, score)`` pairs best first. Retrievers built
@@ -94,12 +103,18 @@ class Retriever(ABC):
         raise TypeError(f"{self.name} does not build its index from shards")
 
     def model_identities(self) -> list[str]:
-        """The identity of each model this retriever runs itself (see ``retrievers.models.model_identity``)."""
+        """The identity of each model this retriever runs itself (see ``rbench.retrievers.models.model_identity``)."""
         return []
 
-    def code_versions(self) -> dict[str, int]:
-        """The search-code version of this retriever and of every component."""
-        return {self.name: self.version}
+    @classmethod
+    def code_identity(cls, version: int | None = None) -> str:
+        """``version`` (default: the search ``version``) and the digest of the import closure of
+        the module that defines the class: what a cache key holds for this retriever's code."""
+        return f"{cls.version if version is None else version}:{code_digest(cls.__module__)}"
+
+    def code_versions(self) -> dict[str, str]:
+        """The search-code identity of this retriever and of every component."""
+        return {self.name: self.code_identity()}
 
     def needs_gpu(self) -> bool:
         """Whether this retriever (or a component) runs a neural model on a GPU-capable device."""
@@ -180,8 +195,8 @@ class Composite(Retriever):
     def model_identities(self) -> list[str]:
         return [m for c in self.components() for m in c.model_identities()]
 
-    def code_versions(self) -> dict[str, int]:
-        versions = {self.name: self.version}
+    def code_versions(self) -> dict[str, str]:
+        versions = {self.name: self.code_identity()}
         for c in self.components():
             versions.update(c.code_versions())
         return versions

@@ -8,8 +8,8 @@ from typing import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from retrievers.base import Retriever, Run, corpus_batches
-from retrievers.java import start_pyserini
+from rbench.retrievers.base import RETRIEVERS, Retriever, Run, corpus_batches
+from rbench.retrievers.java import start_pyserini
 
 
 class BM25Params(BaseModel):
@@ -21,6 +21,7 @@ class BM25Params(BaseModel):
     b: float = Field(0.4, ge=0, le=1)
 
 
+@RETRIEVERS.register
 class BM25(Retriever):
     """Lucene BM25 (Pyserini): Porter stemming, English stopwords removed."""
 

@@ -15,8 +15,8 @@ from typing import Literal, Mapping
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from rbench.errors import MissingExtraError
-from retrievers.base import Retriever, Run, corpus_batches
+from rbench.core.errors import MissingExtraError
+from rbench.retrievers.base import RETRIEVERS, Retriever, Run, corpus_batches
 
 
 def _import():
@@ -42,6 +42,7 @@ class BM25sParams(BaseModel):
     query_weighting: Literal["unique", "tf"] = "unique"
 
 
+@RETRIEVERS.register
 class BM25s(Retriever):
     """bm25s: the same BM25 family as Pyserini, computed as a precomputed sparse matrix."""
 

@@ -11,9 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictBool, Stri
 
 from rbench.llm.config import LLMConfig, Sampling
 from rbench.llm.prompts import QuestionPrompt
-from retrievers.base import Retriever, RetrieverSpec, Run
-from retrievers.llm_common import LLMComposite, merge, search_many
-from retrievers.rerank import CrossEncoderParams, CrossEncoderScorer
+from rbench.retrievers.base import RETRIEVERS, Retriever, RetrieverSpec, Run
+from rbench.retrievers.llm_common import LLMComposite, merge, search_many
+from rbench.retrievers.rerank import CrossEncoderParams, CrossEncoderScorer
 
 
 class DecomposeParams(BaseModel):
@@ -34,6 +34,7 @@ class DecomposeParams(BaseModel):
     rerank_multiplier: PositiveInt = Field(3, description="with rerank: k x this merged candidates are rescored")
 
 
+@RETRIEVERS.register
 class Decompose(LLMComposite):
     """LLM sub-queries -> first stage per sub-query -> merged run -> optional cross-encoder."""
 
@@ -59,7 +60,7 @@ class Decompose(LLMComposite):
                                sampling=Sampling(max_tokens=p.max_tokens))]
 
     def model_identities(self) -> list[str]:
-        from retrievers.models import model_identity
+        from rbench.retrievers.models import model_identity
 
         own = [model_identity(self.params.rerank.model)] if self.params.rerank else []
         return [*super().model_identities(), *own]

@@ -12,9 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
-from rbench.errors import MissingExtraError
-from retrievers.base import Hits, Retriever, Run
-from retrievers.models import Encoding, canonical_id, embed, load_encoder, model_identity, resolve_model
+from rbench.core.errors import MissingExtraError
+from rbench.retrievers.base import RETRIEVERS, Hits, Retriever, Run
+from rbench.retrievers.models import Encoding, canonical_id, embed, load_encoder, model_identity, resolve_model
 
 log = logging.getLogger("rbench")
 CHUNK = 1024
@@ -37,7 +37,7 @@ def import_faiss():
 
 class DenseParams(BaseModel):
     """``model``: registry id, alias, hub id or folder; ``encoding``: prompts and loading
-    options (:class:`retrievers.models.Encoding`; a known model gets its authors' defaults);
+    options (:class:`rbench.retrievers.models.Encoding`; a known model gets its authors' defaults);
     ``index``: exact ``flat`` or ``hnsw``; ``min_score``: a cosine-similarity threshold in
     [0, 1] (RAGO's vector retriever), so a query may return fewer than k hits."""
 
@@ -70,6 +70,7 @@ class DenseParams(BaseModel):
         return resolve_model(canonical_id(name)).id
 
 
+@RETRIEVERS.register
 class Dense(Retriever):
     """Cosine similarity (normalised embeddings, inner product) over FAISS."""
 

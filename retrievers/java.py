@@ -15,10 +15,10 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from rbench.errors import MissingExtraError, RbenchError
+from rbench.core.errors import MissingExtraError, RbenchError
+from rbench.core.secrets import PYSERINI_PLACEHOLDER_KEY
 
 MIN_JAVA = 21
-PYSERINI_PLACEHOLDER_KEY = "unused-by-rbench"  # pyserini builds an OpenAI client at import
 
 
 def java_version(home: Path) -> int | None:

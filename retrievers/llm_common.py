@@ -9,8 +9,8 @@ from typing import Any, Literal, Mapping, Sequence
 
 import pyarrow.parquet as pq
 
-from retrievers.base import Composite, Hits
-from retrievers.fusion import rrf
+from rbench.retrievers.base import Composite, Hits
+from rbench.retrievers.fusion import rrf
 
 
 def round_robin(runs: Sequence[Hits]) -> Hits:

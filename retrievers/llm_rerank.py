@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictInt, model
 
 from rbench.llm.config import LLMConfig, Sampling
 from rbench.llm.prompts import PassagesPrompt
-from retrievers.base import Retriever, RetrieverSpec, Run
-from retrievers.llm_common import LLMComposite, ranked
+from rbench.retrievers.base import RETRIEVERS, Retriever, RetrieverSpec, Run
+from rbench.retrievers.llm_common import LLMComposite, ranked
 
 
 class LLMRerankParams(BaseModel):
@@ -40,6 +40,7 @@ class LLMRerankParams(BaseModel):
         return self
 
 
+@RETRIEVERS.register
 class LLMRerank(LLMComposite):
     """First stage -> listwise LLM reordering of its top ``candidates``; the rest follow."""
 

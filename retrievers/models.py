@@ -8,7 +8,6 @@ model share indexes.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import threading
 from dataclasses import dataclass
@@ -18,7 +17,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
 
-from rbench.errors import ConfigError, MissingExtraError
+from rbench.core.errors import ConfigError, MissingExtraError
+from rbench.core.hub import hub_revision
+from rbench.core.store import folder_fingerprint
 
 if TYPE_CHECKING:
     import numpy as np
@@ -133,13 +134,8 @@ def model_identity(name: str) -> str:
             pass
     local = Path(name).expanduser()
     if local.is_dir():
-        from tasks.cache import fast_fingerprint
-
-        h = hashlib.sha256()
-        for path in sorted(p for p in local.rglob("*") if p.is_file() and ".cache" not in p.parts):
-            h.update(f"{path.relative_to(local).as_posix()}:{fast_fingerprint(path)}\n".encode())
-        return f"folder:{h.hexdigest()}"
-    return f"{model_id}@{_hub_revision(model_id)}"
+        return f"folder:{folder_fingerprint(local)}"
+    return f"{model_id}@{hub_revision(model_id)}"
 
 
 def check_available(name: str) -> None:
@@ -165,15 +161,6 @@ def check_available(name: str) -> None:
         )
 
 
-def _hub_revision(model_id: str) -> str:
-    try:
-        from huggingface_hub import HfApi
-
-        return HfApi().model_info(model_id, timeout=10).sha or "unresolved"
-    except Exception:  # offline, no hub client, unknown id: keyed by the id alone
-        return "unresolved"
-
-
 ENCODINGS_FILE = Path(__file__).parent / "encodings.yaml"
 
 
@@ -195,7 +182,7 @@ class Encoding(BaseModel):
     precision (for GPUs); ``trust_remote_code`` runs the model's own code (nomic, gte);
     ``revision`` pins a hub commit; ``backend``: ``torch``, ``onnx`` (the model exported and
     run by ONNX Runtime) or ``onnx_int8`` (the same with int8 weights: fastest on CPU; see
-    :mod:`retrievers.onnx_encoder`). Unset fields of a model listed in ``encodings.yaml``
+    :mod:`rbench.retrievers.onnx_encoder`). Unset fields of a model listed in ``encodings.yaml``
     take its authors' defaults.
     """
 
@@ -284,7 +271,7 @@ def _load_encoder(model: ResolvedModel, device: str | None, loading: tuple):
         return encoder
     import torch
 
-    from retrievers.onnx_encoder import OnnxEncoder
+    from rbench.retrievers.onnx_encoder import OnnxEncoder
 
     identity = f"{model_identity(model.id)}|{revision}|{dtype}"
     return OnnxEncoder(encoder, identity, quantize=backend == "onnx_int8", threads=torch.get_num_threads())

@@ -17,13 +17,13 @@ from typing import Any, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictInt, field_validator, model_validator
 
-from rbench.errors import ConfigError
+from rbench.core.errors import ConfigError
 from rbench.llm.config import LLMConfig, Sampling
 from rbench.llm.prompts import DocumentsPrompt, QuestionPrompt
-from retrievers.base import Retriever, RetrieverSpec, Run
-from retrievers.fusion import rrf
-from retrievers.llm_common import LLMComposite, collapse_documents, ranked, search_many
-from retrievers.rerank import CrossEncoderParams, CrossEncoderScorer
+from rbench.retrievers.base import RETRIEVERS, Retriever, RetrieverSpec, Run
+from rbench.retrievers.fusion import rrf
+from rbench.retrievers.llm_common import LLMComposite, collapse_documents, ranked, search_many
+from rbench.retrievers.rerank import CrossEncoderParams, CrossEncoderScorer
 
 WORD = re.compile(r"\w+")
 
@@ -97,6 +97,7 @@ class MultiQueryParams(BaseModel):
         return self
 
 
+@RETRIEVERS.register
 class MultiQuery(LLMComposite):
     """LLM keyword queries (+ synonyms) -> BM25 each -> doc collapse + RRF -> cross-encoder
     against the master query -> LLM selection of documents to read."""
@@ -129,7 +130,7 @@ class MultiQuery(LLMComposite):
         return digests
 
     def model_identities(self) -> list[str]:
-        from retrievers.models import model_identity
+        from rbench.retrievers.models import model_identity
 
         return [*super().model_identities(), model_identity(self.params.cross_encoder.model)]
 

@@ -10,7 +10,7 @@ from typing import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from retrievers.base import Retriever, Run, corpus_batches
+from rbench.retrievers.base import RETRIEVERS, Retriever, Run, corpus_batches
 
 TABLE = "ngrams.npy"
 
@@ -33,6 +33,7 @@ def load_tokenizer(model: str):
     return AutoTokenizer.from_pretrained(str(converted_folder(resolve_llm(model))))
 
 
+@RETRIEVERS.register
 class NgramIndex(Retriever):
     """Corpus n-grams for trie-constrained generation (ARM's alignment step)."""
 

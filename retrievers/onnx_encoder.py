@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rbench.errors import ConfigError, MissingExtraError
+from rbench.core.errors import ConfigError, MissingExtraError
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 

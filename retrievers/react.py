@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictInt
 
 from rbench.llm.config import LLMConfig
 from rbench.llm.prompts import QuestionPrompt
-from retrievers.base import Retriever, RetrieverSpec, Run
-from retrievers.llm_common import LLMComposite, ranked
+from rbench.retrievers.base import RETRIEVERS, Retriever, RetrieverSpec, Run
+from rbench.retrievers.llm_common import LLMComposite, ranked
 
 
 def _bm25s() -> RetrieverSpec:
@@ -44,6 +44,7 @@ def turn_pattern(thought_chars: int, keyword_chars: int) -> str:
     return rf"Thought: [^\n]{{1,{thought_chars}}}\nAction: (Search\[[^\]\n]{{1,{keyword_chars}}}\]|Finish)"
 
 
+@RETRIEVERS.register
 class ReAct(LLMComposite):
     """Thought / Search[...] | Finish turns over a base retriever; the union of what it found."""
 

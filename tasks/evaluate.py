@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from evaluation.evaluate import evaluate_queries, macro_average
-from evaluation.runs import dedup_documents, to_qrels, to_trec, to_trec_qrels
+from rbench.evaluation.evaluate import evaluate_queries, macro_average
+from rbench.evaluation.runs import dedup_documents, to_qrels, to_trec, to_trec_qrels
 from rbench.config import MetricsConfig
-from tasks.cache import Artifact, Stage, write_atomic
+from rbench.core.store import Artifact, Stage, write_atomic
 
 
 def build_evaluate(folder: Path, inputs: list[Artifact], config: MetricsConfig) -> dict:
@@ -43,3 +44,24 @@ EVALUATE = Stage("evaluate", 2, build_evaluate)
 def read_aggregate(evaluation: Artifact) -> list[dict]:
     """The macro-averaged metrics of an evaluate artifact: ``{metric, k, value, queries}`` rows."""
     return pq.read_table(evaluation.file("aggregate.parquet")).to_pylist()
+
+
+def model_rows(results: Sequence[dict], k: int = 5) -> list[dict]:
+    """One row per dense (model, dataset) result of ``rbench.flows.benchmark.run_stages``.
+
+    Reads recall@k from the evaluation, queries/s from the run, and passages/s and build
+    time from the dense index summary.
+    """
+    rows = []
+    for r in results:
+        index_info = next((i.info for i in r["indexes"] if "passages_per_second" in i.info), None)
+        if index_info is None:
+            continue
+        recall = next((a["value"] for a in read_aggregate(r["evaluation"]) if a["metric"] == "recall" and a["k"] == k), None)
+        rows.append({
+            "dataset": r["dataset"], "retriever": r["retriever"].label, "model": r["retriever"].params.get("model"),
+            f"recall@{k}": recall, "queries_per_second": r["run"].info.get("queries_per_second"),
+            "passages_per_second": index_info["passages_per_second"], "dim": index_info.get("dim"),
+            "index_build_seconds": round((index_info.get("encode_seconds") or 0) + (index_info.get("build_seconds") or 0), 2),
+        })
+    return rows

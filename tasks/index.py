@@ -14,16 +14,16 @@ from typing import Any
 from pydantic import BaseModel
 
 from rbench.config import RetrieverConfig
-from retrievers.registry import get_retriever_class
-from tasks.cache import Artifact, Checkpoint, Stage
+from rbench.retrievers.base import RETRIEVERS
+from rbench.core.store import Artifact, Checkpoint, Stage
 
 
 class IndexConfig(BaseModel):
     """Only what shapes the index: the retriever name, its index code version, its index
-    params and the identity of the model it runs (see ``retrievers.models.model_identity``)."""
+    params and the identity of the model it runs (see ``rbench.retrievers.models.model_identity``)."""
 
     retriever: str
-    version: int
+    version: str
     params: dict[str, Any]
     models: list[str] = []
 
@@ -31,20 +31,20 @@ class IndexConfig(BaseModel):
     def all_of(cls, retriever: RetrieverConfig) -> list["IndexConfig"]:
         """The indexes a configured retriever searches: its own, or its components' (in order).
         A component's index has the same key as that retriever's own, so it is shared."""
-        instance = get_retriever_class(retriever.name)(retriever.params)
-        return [cls(retriever=leaf.name, version=leaf.index_version, params=leaf.index_params(),
+        instance = RETRIEVERS.get(retriever.name)(retriever.params)
+        return [cls(retriever=leaf.name, version=leaf.code_identity(leaf.index_version), params=leaf.index_params(),
                     models=leaf.model_identities()) for leaf in instance.leaves()]
 
     def retriever_instance(self):
         """The retriever this index belongs to (built from the index params alone)."""
-        return get_retriever_class(self.retriever)(self.params)
+        return RETRIEVERS.get(self.retriever)(self.params)
 
     def shards(self, rows: int, shard_size: int) -> list["EncodeConfig"]:
         """The encode shards this index is built from; empty when it is built in one piece."""
         instance = self.retriever_instance()
         if not instance.shard_fields:
             return []
-        common = {"retriever": self.retriever, "version": instance.shard_version,
+        common = {"retriever": self.retriever, "version": instance.code_identity(instance.shard_version),
                   "params": instance.shard_params(), "models": self.models}
         return [EncodeConfig(**common, start=start, stop=min(start + shard_size, rows))
                 for start in range(0, rows, shard_size)] or [EncodeConfig(**common, start=0, stop=0)]
@@ -54,7 +54,7 @@ class EncodeConfig(BaseModel):
     """One shard of a model-encoded index: the encoder params and the corpus rows ``start:stop``."""
 
     retriever: str
-    version: int
+    version: str
     params: dict[str, Any]
     models: list[str] = []
     start: int
@@ -65,7 +65,7 @@ def build_encode(folder: Path, inputs: list[Artifact], config: EncodeConfig, che
                  device: str | None = None) -> dict:
     """Encode rows ``start:stop`` of the prepared corpus (resumable per chunk) on ``device``."""
     (prepared,) = inputs
-    retriever = get_retriever_class(config.retriever)({**config.params, **({"device": device} if device else {})})
+    retriever = RETRIEVERS.get(config.retriever)({**config.params, **({"device": device} if device else {})})
     return retriever.encode_shard(prepared.file("corpus.parquet"), config.start, config.stop, folder, checkpoint)
 
 

@@ -27,8 +27,8 @@ from prefect.cache_policies import CachePolicy
 from prefect.futures import PrefectFuture
 
 from rbench.config import ExecutionConfig
-from rbench.errors import MissingExtraError
-from tasks.cache import Artifact, Stage, Store, summarize
+from rbench.core.errors import MissingExtraError
+from rbench.core.store import Artifact, Stage, Store, summarize
 
 RESULTS_FOLDER = "_prefect-results"
 _GPU_SLOTS: dict[int, threading.BoundedSemaphore] = {}

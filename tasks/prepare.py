@@ -12,11 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rbench.config import DatasetConfig
-from rbench.errors import DataError
-from tasks.cache import Artifact, Stage, write_atomic
-from tasks.datasets import get_adapter
-from tasks.datasets.base import object_id
-from tasks.validate import check_missing_gold, validate
+from rbench.core.errors import DataError
+from rbench.core.identity import code_digest
+from rbench.core.store import Artifact, Stage, write_atomic
+from rbench.tasks.datasets.base import get_adapter, object_id
+from rbench.tasks.validate import check_missing_gold, validate
 
 log = logging.getLogger("rbench")
 
@@ -115,10 +115,12 @@ def table_digest(path: Path, columns: list[str]) -> str:
 
 
 def prepare_key(config: DatasetConfig) -> dict:
-    """What shapes the prepared tables: the adapter, its code version, and its params without
-    file paths; not the dataset's name (a label) nor ``max_missing_gold`` (a policy)."""
+    """What shapes the prepared tables: the adapter, its code (version and the digest of its
+    module's import closure), and its params without file paths; not the dataset's name (a
+    label) nor ``max_missing_gold`` (a policy)."""
     adapter = get_adapter(config.adapter)
-    return {"adapter": adapter.name, "adapter_version": adapter.version, "params": adapter.key_params(config.params)}
+    return {"adapter": adapter.name, "adapter_version": f"{adapter.version}:{code_digest(type(adapter).__module__)}",
+            "params": adapter.key_params(config.params)}
 
 
 def check_prepared(artifact: Artifact, config: DatasetConfig) -> None:

@@ -16,9 +16,9 @@ from rbench.config import RetrieverConfig
 from rbench.llm.cache import CallCache
 from rbench.llm.client import LLMSession
 from rbench.llm.config import RUNTIME_FIELDS as LLM_RUNTIME_FIELDS
-from retrievers.llm_common import LLMComposite
-from retrievers.registry import get_retriever_class
-from tasks.cache import Artifact, Checkpoint, Stage, Store
+from rbench.retrievers.llm_common import LLMComposite
+from rbench.retrievers.base import RETRIEVERS
+from rbench.core.store import Artifact, Checkpoint, Stage, Store
 
 log = logging.getLogger("rbench")
 
@@ -40,14 +40,14 @@ class RetrieveConfig(BaseModel):
     retriever: str
     params: dict[str, Any]
     depth: int
-    versions: dict[str, int] = {}
+    versions: dict[str, str] = {}
     models: list[str] = []
     contents: dict[str, str] = {}
 
     @classmethod
     def of(cls, retriever: RetrieverConfig, depth: int) -> "RetrieveConfig":
         """The retrieve config of a configured retriever."""
-        instance = get_retriever_class(retriever.name)(retriever.params)
+        instance = RETRIEVERS.get(retriever.name)(retriever.params)
         return cls(retriever=retriever.name, params=retriever.params, depth=depth,
                    versions=instance.code_versions(), models=instance.model_identities(),
                    contents=instance.content_digests())
@@ -82,7 +82,7 @@ def build_retrieve(folder: Path, inputs: list[Artifact], config: RetrieveConfig,
     searched; LLM answers are kept in the store's call cache as they return.
     """
     prepared, queries_artifact, *rest = inputs
-    retriever = get_retriever_class(config.retriever)(config.params)
+    retriever = RETRIEVERS.get(config.retriever)(config.params)
     indexes, rewrites = rest[:len(retriever.leaves())], rest[len(retriever.leaves()):]
     session = LLMSession(CallCache(store.root))
     queries = pq.read_table(queries_artifact.file("queries.parquet"), columns=["query_id", "text"])

@@ -13,7 +13,7 @@ from typing import Any, Callable, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
-from rbench.errors import MissingExtraError
+from rbench.core.errors import MissingExtraError
 
 
 class Dimension(BaseModel):

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from rbench.config import SubsampleConfig
-from tasks.cache import Artifact, Stage
+from rbench.core.store import Artifact, Stage
 
 
 def select_queries(texts: list[str], size: int, seed: int) -> list[int]:

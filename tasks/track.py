@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rbench.config import ExperimentConfig
-from tasks.cache import Artifact
-from tasks.evaluate import read_aggregate
+from rbench.core.store import Artifact
+from rbench.tasks.evaluate import read_aggregate
 
 
 def metric_name(metric: str, k: int) -> str:
@@ -78,7 +78,7 @@ def prepare_tracking(uri: str) -> None:
     import subprocess
     import sys
 
-    from tasks.lease import Lease
+    from rbench.core.lease import Lease
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with Lease(path.with_name(f".{path.name}.lease")):
@@ -104,7 +104,7 @@ def _check_sqlite(path: Path) -> None:
     """A damaged tracking database is named with the way to recover, before anything is logged."""
     import sqlite3
 
-    from rbench.errors import RbenchError
+    from rbench.core.errors import RbenchError
 
     try:
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30) as db:
@@ -210,7 +210,7 @@ def log_experiment(
     ``extra_artifacts`` is a folder logged to the parent run (reports, plots); ``failures``
     (pairs that did not finish) are logged to the parent run, which is then marked FAILED.
     """
-    from rbench.config import redact
+    from rbench.core.secrets import redact
 
     try:
         with tracking(cfg.tracking_uri()):
@@ -224,7 +224,7 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
 
     import mlflow
 
-    from evaluation.plots import recall_curves
+    from rbench.evaluation.plots import recall_curves
 
     prepare_tracking(cfg.tracking_uri())
     experiment_id = _experiment_id(mlflow, cfg)
@@ -304,7 +304,7 @@ def publish_run_link(cfg: ExperimentConfig, run_id: str | None) -> None:
 
 def find_parent_run(client, experiment: str, run: str):
     """The parent run ``run`` (an id), or the newest finished parent run when ``run`` is 'latest'."""
-    from rbench.errors import RbenchError
+    from rbench.core.errors import RbenchError
 
     if run != "latest":
         return client.get_run(run)
@@ -327,7 +327,7 @@ def load_chunking_table(tracking_uri: str, run: str, experiment: str):
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
-    from rbench.errors import RbenchError
+    from rbench.core.errors import RbenchError
 
     client = MlflowClient(tracking_uri=tracking_uri)
     try:
@@ -346,7 +346,7 @@ def _parents_and_children(client, tracking_uri: str, runs: Sequence[str], experi
     labels get the run name as prefix when several runs are read."""
     from mlflow.exceptions import MlflowException
 
-    from rbench.errors import RbenchError
+    from rbench.core.errors import RbenchError
 
     for run in runs:
         try:
@@ -468,7 +468,7 @@ def _log_search(mlflow, cfg, search, trials, best) -> str:
     import csv
     import tempfile
 
-    from evaluation.plots import _pyplot
+    from rbench.evaluation.plots import _pyplot
 
     experiment_id = _experiment_id(mlflow, cfg)
     metric = f"{search.metric}_at_{search.k}"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 
-from rbench.errors import DataError
+from rbench.core.errors import DataError
 
 EXAMPLES = 5
 

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rbench.config import load_config, redact
-from rbench.errors import ConfigError, DataError
-from tasks.cache import Store
-from tasks.download import DOWNLOAD, DownloadConfig
-from tasks.prepare import PREPARE
+from rbench.config import load_config
+from rbench.core.secrets import redact
+from rbench.core.errors import ConfigError, DataError
+from rbench.core.store import Store
+from rbench.tasks.download import DOWNLOAD, DownloadConfig
+from rbench.tasks.prepare import PREPARE
 from tests.conftest import CORPUS, QUERIES, tiny_dataset
 
 SECRET = "s3cr3t-pa55"
@@ -335,7 +336,7 @@ def _fetaqa_from(mirror: Path):
 
 
 def test_a_folder_where_the_mirror_should_hold_a_file_is_named(tmp_path):
-    from tasks.datasets.fetaqa import DEV
+    from rbench.tasks.datasets.fetaqa import DEV
 
     (tmp_path / "mirror" / DEV.name).mkdir(parents=True)
     with pytest.raises(DataError, match=r"is a folder, but .* is a file"):
@@ -344,8 +345,8 @@ def test_a_folder_where_the_mirror_should_hold_a_file_is_named(tmp_path):
 
 
 def test_a_mirror_file_with_other_content_is_named_with_both_digests(tmp_path):
-    from rbench.errors import ChecksumError
-    from tasks.datasets.fetaqa import DEV
+    from rbench.core.errors import ChecksumError
+    from rbench.tasks.datasets.fetaqa import DEV
 
     (tmp_path / "mirror" / DEV.name).parent.mkdir(parents=True)
     (tmp_path / "mirror" / DEV.name).write_text("{}\n")

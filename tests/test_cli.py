@@ -29,7 +29,7 @@ def test_a_user_error_in_a_task_is_logged_without_the_engines_traceback(monkeypa
     import io
     import logging
 
-    from rbench.errors import DataError, quiet_user_errors
+    from rbench.core.errors import DataError, quiet_user_errors
 
     monkeypatch.delenv("RBENCH_DEBUG", raising=False)
     quiet_user_errors()

@@ -1,11 +1,11 @@
 """One metric per module; ``METRICS`` lists them in report order."""
 
-from evaluation.metrics.f1 import f1
-from evaluation.metrics.mrr import mrr
-from evaluation.metrics.ndcg import ndcg
-from evaluation.metrics.perfect_recall import perfect_recall
-from evaluation.metrics.precision import precision
-from evaluation.metrics.recall import recall
+from rbench.evaluation.metrics.f1 import f1
+from rbench.evaluation.metrics.mrr import mrr
+from rbench.evaluation.metrics.ndcg import ndcg
+from rbench.evaluation.metrics.perfect_recall import perfect_recall
+from rbench.evaluation.metrics.precision import precision
+from rbench.evaluation.metrics.recall import recall
 
 METRICS = ("precision", "recall", "f1", "perfect_recall", "ndcg", "mrr")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Literal, Sequence
 
-from evaluation.metrics.precision import precision
-from evaluation.metrics.recall import recall
+from rbench.evaluation.metrics.precision import precision
+from rbench.evaluation.metrics.recall import recall
 
 
 def f1(

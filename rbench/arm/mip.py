@@ -23,7 +23,7 @@ from typing import Literal, Sequence
 
 import numpy as np
 
-from rbench.errors import MissingExtraError
+from rbench.core.errors import MissingExtraError
 
 Formulation = Literal["quadratic", "degree", "reproduction"]
 Solver = Literal["scip", "cp_sat"]

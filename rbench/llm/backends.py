@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Callable
 
-from rbench.errors import ConfigError, MissingExtraError, RbenchError
+from rbench.core.errors import ConfigError, MissingExtraError, RbenchError
 from rbench.llm.config import LLMConfig, Sampling
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
@@ -75,7 +75,7 @@ class OpenAIBackend(Backend):
     def __init__(self, config: LLMConfig):
         import httpx
 
-        from retrievers.java import PYSERINI_PLACEHOLDER_KEY
+        from rbench.core.secrets import PYSERINI_PLACEHOLDER_KEY
 
         self.config = config
         self._secret = None

@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tasks.cache import canonical_json, write_atomic
+from rbench.core.store import canonical_json, write_atomic
 
 log = logging.getLogger("rbench")
 FOLDER = "llm-calls"

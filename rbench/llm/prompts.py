@@ -19,7 +19,7 @@ from pydantic import AfterValidator
 
 import yaml
 
-from rbench.errors import ConfigError
+from rbench.core.errors import ConfigError
 
 BUILTIN = Path(__file__).resolve().parent.parent / "prompts"
 VARIABLE = re.compile(r"\{([a-z_]+)\}")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from rbench.errors import RbenchError
+from rbench.core.errors import RbenchError
 from rbench.llm.models import converted_folder, resolve_llm
 
 CPU_ARGS = ["--dtype", "float32", "--enforce-eager", "--max-model-len", "2048"]

@@ -13,8 +13,8 @@ from typing import Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from rbench.errors import DataError
-from tasks.datasets.base import Adapter, CorpusObject, FileSpec, Query, read_jsonl
+from rbench.core.errors import DataError
+from rbench.tasks.datasets.base import ADAPTERS, Adapter, CorpusObject, FileSpec, Query, read_jsonl
 
 REPO = "ApostolosK/arm_reproduction_data_processed"
 Benchmark = Literal[
@@ -35,6 +35,7 @@ def _paths(benchmark: str) -> tuple[str, str]:
     return (f"assets/all_data/serialized_data/{benchmark}.jsonl", f"assets/all_data/benchmarks/{benchmark}.json")
 
 
+@ADAPTERS.register
 class Arm(Adapter):
     """All nine ARM benchmarks from one release; the objects come pre-serialized."""
 

@@ -11,7 +11,18 @@ from typing import Any, Callable, ClassVar, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rbench.errors import DataError
+from rbench.core.errors import DataError
+from rbench.core.registry import Registry
+
+ADAPTERS: Registry = Registry("dataset adapter", package="rbench.tasks.datasets", group="rbench.datasets",
+                              hint="For your own files use adapter 'jsonl'.")
+"""Every dataset adapter class by name: the modules of ``rbench.tasks.datasets`` register theirs
+with ``@ADAPTERS.register``; another package adds one through the ``rbench.datasets`` entry-point group."""
+
+
+def get_adapter(name: str) -> "Adapter":
+    """An instance of the adapter registered as ``name``; a ConfigError lists the known names otherwise."""
+    return ADAPTERS.get(name)()
 
 
 class FileSpec(BaseModel):

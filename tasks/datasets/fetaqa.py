@@ -7,9 +7,9 @@ from typing import Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from rbench.errors import DataError
-from tasks.datasets.base import Adapter, CorpusObject, FileSpec, Query, doc_id, manifest, read_jsonl
-from tasks.datasets.serialize import Granularity, table_objects
+from rbench.core.errors import DataError
+from rbench.tasks.datasets.base import ADAPTERS, Adapter, CorpusObject, FileSpec, Query, doc_id, manifest, read_jsonl
+from rbench.tasks.datasets.serialize import Granularity, table_objects
 
 COMMIT = "bbc441be807212d736c8c35a18146b530dde11d0"
 REQUIRED = ("feta_id", "table_page_title", "table_section_title", "table_array", "question")
@@ -60,6 +60,7 @@ def _title(page: str, section: str, choice: str) -> str:
     return {"page_section": f"{page} - {section}", "page": page, "none": ""}[choice]
 
 
+@ADAPTERS.register
 class Fetaqa(Adapter):
     """FeTaQA: free-form questions; the corpus is the set of the split's (de-duplicated) tables."""
 

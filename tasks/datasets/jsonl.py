@@ -9,11 +9,11 @@ from typing import Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from rbench.errors import DataError
-from tasks.cache import file_digest
-from tasks.datasets.base import Adapter, CorpusObject, FileSpec, Query, read_jsonl
-from tasks.datasets.chunking import ChunkerConfig, chunk_text
-from tasks.datasets.serialize import serialize_text
+from rbench.core.errors import DataError
+from rbench.core.store import file_digest
+from rbench.tasks.datasets.base import ADAPTERS, Adapter, CorpusObject, FileSpec, Query, read_jsonl
+from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_text
+from rbench.tasks.datasets.serialize import serialize_text
 
 CORPUS, QUERIES = "corpus.jsonl", "queries.jsonl"
 
@@ -69,6 +69,7 @@ def _text(record: dict, name: str, path: Path, line_no: int, param: str) -> str:
     return str(value)
 
 
+@ADAPTERS.register
 class Jsonl(Adapter):
     """Generic JSONL corpus + queries, as the ARM reproduction's ``index(...)`` took them."""
 

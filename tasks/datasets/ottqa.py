@@ -13,10 +13,10 @@ from urllib.parse import unquote
 
 from pydantic import BaseModel, ConfigDict
 
-from rbench.errors import DataError
-from tasks.datasets.base import Adapter, CorpusObject, FileSpec, Query, doc_id, pinned_files
-from tasks.datasets.chunking import ChunkerConfig, chunk_text
-from tasks.datasets.serialize import Granularity, serialize_text, table_objects
+from rbench.core.errors import DataError
+from rbench.tasks.datasets.base import ADAPTERS, Adapter, CorpusObject, FileSpec, Query, doc_id, pinned_files
+from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_text
+from rbench.tasks.datasets.serialize import Granularity, serialize_text, table_objects
 
 COMMIT = "b289bcca691db21a5259c3420e6b9819a9be9ba3"
 UPSTREAM = {
@@ -64,6 +64,7 @@ def _table_doc(table: dict) -> str:
     return doc_id(table["title"], table["uid"])
 
 
+@ADAPTERS.register
 class Ottqa(Adapter):
     """OTT-QA dev: 2,214 questions over 789 tables and their linked passages."""
 

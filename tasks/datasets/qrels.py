@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import unquote
 
-from rbench.errors import DataError
+from rbench.core.errors import DataError
 
 
 def read_qrels(path: Path, shown: Path | None = None) -> dict[str, dict[str, int]]:

@@ -17,9 +17,9 @@ from typing import Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from rbench.errors import DataError
-from tasks.datasets.base import Adapter, CorpusObject, FileSpec, Query, doc_id, manifest, pinned_files
-from tasks.datasets.serialize import Granularity, table_objects
+from rbench.core.errors import DataError
+from rbench.tasks.datasets.base import ADAPTERS, Adapter, CorpusObject, FileSpec, Query, doc_id, manifest, pinned_files
+from rbench.tasks.datasets.serialize import Granularity, table_objects
 
 COMMIT = "2ab782ba42b5808076ac91fec846473aa5315a79"
 RAW = f"https://raw.githubusercontent.com/wenhuchen/Table-Fact-Checking/{COMMIT}"
@@ -95,6 +95,7 @@ def _caption(entry: list) -> str:
     return entry[2] if str(entry[2]).strip().lower() != "none" else ""
 
 
+@ADAPTERS.register
 class Tabfact(Adapter):
     """TabFact: the 40-table validation sample, or a full split over the full table set."""
 

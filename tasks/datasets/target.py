@@ -15,9 +15,9 @@ from typing import Iterator, Literal
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict
 
-from rbench.errors import DataError
-from tasks.datasets.base import Adapter, CorpusObject, FileSpec, Query, doc_id
-from tasks.datasets.serialize import Granularity, table_objects
+from rbench.core.errors import DataError
+from rbench.tasks.datasets.base import ADAPTERS, Adapter, CorpusObject, FileSpec, Query, doc_id
+from rbench.tasks.datasets.serialize import Granularity, table_objects
 
 log = logging.getLogger("rbench")
 ORG = "target-benchmark"
@@ -77,6 +77,7 @@ def _rows(folder: Path, columns: tuple[str, ...]) -> Iterator[dict]:
             yield from batch.to_pylist()
 
 
+@ADAPTERS.register
 class Target(Adapter):
     """TARGET corpora and queries for OTT-QA, FeTaQA, TabFact, Spider and BIRD."""
 

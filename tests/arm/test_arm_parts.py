@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rbench.llm.parse import parse_keywords
-from retrievers.arm import column_values, lexical, sub_ngrams
+from rbench.retrievers.arm import column_values, lexical, sub_ngrams
 
 STOP = frozenset({"the", "of", "in"})
 
@@ -55,7 +55,7 @@ SMOL = {"backend": "transformers", "model": "smollm2-135m"}
     ({"llm": SMOL, "base": {"name": "ngrams", "params": {"tokenizer": "smollm2-135m"}}}, "'ngrams' is not a retriever"),
 ])
 def test_bad_arm_settings_are_named(params, message):
-    from rbench.errors import ConfigError
+    from rbench.core.errors import ConfigError
     from rbench.config import RetrieverConfig
 
     with pytest.raises((ConfigError, ValueError), match=message):

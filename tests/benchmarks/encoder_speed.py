@@ -29,9 +29,9 @@ BACKENDS = ("torch", "onnx", "onnx_int8")
 def prepare(mirror: Path, workdir: Path):
     """FeTaQA dev's corpus table and its queries table, via rbench's stages."""
     from rbench.config import DatasetConfig
-    from tasks.cache import Store
-    from tasks.download import DOWNLOAD, DownloadConfig
-    from tasks.prepare import PREPARE
+    from rbench.core.store import Store
+    from rbench.tasks.download import DOWNLOAD, DownloadConfig
+    from rbench.tasks.prepare import PREPARE
 
     store, ds = Store(workdir / "store"), DatasetConfig(name="fetaqa")
     prepared = PREPARE.run(store, [DOWNLOAD.run(store, [], DownloadConfig.of(ds), mirror=mirror)], ds)
@@ -65,7 +65,7 @@ def main() -> None:
 
     import torch
 
-    from retrievers.registry import make_retriever
+    from rbench.retrievers.base import make_retriever
 
     torch.set_num_threads(args.threads)
     corpus, queries = prepare(args.mirror, args.workdir)

@@ -29,7 +29,7 @@ def untrained_minilm_cross_encoder(folder: Path) -> str:
         import torch
         from transformers import AutoTokenizer, BertForSequenceClassification
 
-        from retrievers.models import MODELS, packaged_path
+        from rbench.retrievers.models import MODELS, packaged_path
 
         source = packaged_path(MODELS["sentence-transformers/all-MiniLM-L6-v2"])
         torch.manual_seed(0)
@@ -63,7 +63,7 @@ def main() -> None:
         raw["name"] = f"{raw['name']}-{args.llm}"
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         yaml.safe_dump(raw, f)
-    from flows.benchmark import benchmark
+    from rbench.flows.benchmark import benchmark
 
     started = time.perf_counter()
     state = benchmark(config_path=f.name, mirror=args.mirror, store=args.store, runner=args.runner,

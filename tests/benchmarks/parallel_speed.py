@@ -38,7 +38,7 @@ EXPERIMENT = {
 
 def run_once(config: Path, store: Path, mirror: Path, runner: str) -> tuple[float, dict]:
     """Wall time of one uncached run and the stage report."""
-    from flows.benchmark import benchmark
+    from rbench.flows.benchmark import benchmark
 
     shutil.rmtree(store, ignore_errors=True)
     started = time.perf_counter()

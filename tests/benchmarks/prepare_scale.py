@@ -49,8 +49,8 @@ def generate(folder: Path, size_mb: int, seed: int = 0) -> Path:
 def prepare_once(raw: Path, store: Path) -> None:
     """Run the prepare stage on ``raw`` (child process) and print a JSON line of measurements."""
     from rbench.config import DatasetConfig
-    from tasks.cache import Artifact, Store
-    from tasks.prepare import PREPARE
+    from rbench.core.store import Artifact, Store
+    from rbench.tasks.prepare import PREPARE
 
     cfg = DatasetConfig.model_validate({"name": "bench", "adapter": "arm", "params": {"benchmark": "feverous"}})
     started = time.perf_counter()

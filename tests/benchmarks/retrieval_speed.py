@@ -37,10 +37,10 @@ def compare(repeats: int, ours, ref) -> tuple[float, float]:
 def prepare(mirror: Path, workdir: Path, queries: int):
     """The FeTaQA corpus Parquet file and ``{qid: text}`` of a subsample, via rbench's stages."""
     from rbench.config import DatasetConfig, SubsampleConfig
-    from tasks.cache import Store
-    from tasks.download import DOWNLOAD, DownloadConfig
-    from tasks.prepare import PREPARE
-    from tasks.subsample import SUBSAMPLE
+    from rbench.core.store import Store
+    from rbench.tasks.download import DOWNLOAD, DownloadConfig
+    from rbench.tasks.prepare import PREPARE
+    from rbench.tasks.subsample import SUBSAMPLE
 
     store, ds = Store(workdir / "store"), DatasetConfig(name="fetaqa")
     raw = DOWNLOAD.run(store, [], DownloadConfig.of(ds), mirror=mirror)
@@ -61,7 +61,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
-    from retrievers.registry import make_retriever
+    from rbench.retrievers.base import make_retriever
 
     corpus, queries = prepare(args.mirror, args.workdir, args.queries)
     qids, texts = list(queries), list(queries.values())

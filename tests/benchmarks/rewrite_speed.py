@@ -36,8 +36,8 @@ def main() -> None:
     from rbench.llm.backends import Request, backend_for
     from rbench.llm.config import LLMConfig, Sampling
     from rbench.llm.rewrite import RewriteSpec
-    from tasks.cache import Artifact, Store
-    from tasks.rewrite import REWRITE
+    from rbench.core.store import Artifact, Store
+    from rbench.tasks.rewrite import REWRITE
 
     if args.base_url:
         llm = LLMConfig(backend="openai", base_url=args.base_url, model=args.model, max_concurrency=16)

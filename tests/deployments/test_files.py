@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from rbench.config import ExecutionConfig
-from rbench.errors import ConfigError
+from rbench.core.errors import ConfigError
 from rbench.experiment import resolve_experiment
 from tests.conftest import tiny_dataset
 
@@ -62,7 +62,7 @@ def test_the_worker_environment_is_read_at_run_time(tmp_path, tiny_files, monkey
 
 
 def test_gpu_tasks_are_placed_on_gpu_resources():
-    from tasks.orchestration import task_runner
+    from rbench.tasks.orchestration import task_runner
 
     dask = task_runner(ExecutionConfig(runner="dask", gpus=2, max_workers=2))
     assert dask.cluster_kwargs["resources"] == {"GPU": 2} and dask.cluster_kwargs["n_workers"] == 2

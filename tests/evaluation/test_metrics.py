@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from evaluation.evaluate import evaluate_queries, macro_average
-from evaluation.metrics import f1, mrr, ndcg, perfect_recall, precision, recall
-from evaluation.runs import dedup_documents, to_qrels, to_ranx_run, to_trec
+from rbench.evaluation.evaluate import evaluate_queries, macro_average
+from rbench.evaluation.metrics import f1, mrr, ndcg, perfect_recall, precision, recall
+from rbench.evaluation.runs import dedup_documents, to_qrels, to_ranx_run, to_trec
 
 RANKED = ["d3", "d1", "d7", "d2"]  # gold d1, d2, d9: hits at ranks 2 and 4
 GOLD = {"d1", "d2", "d9"}
@@ -122,7 +122,7 @@ def test_parity_with_ranx(seed):
 def test_graded_ndcg_by_hand():
     # grades A=3, B=1; ranking B, X, A. DCG@3 = 1/log2(2) + 3/log2(4) = 1 + 1.5 = 2.5;
     # ideal = 3/log2(2) + 1/log2(3) = 3 + 0.6309 = 3.6309
-    from evaluation.metrics import ndcg
+    from rbench.evaluation.metrics import ndcg
 
     value = ndcg(["B", "X", "A"], {"A", "B"}, 3, {"A": 3, "B": 1})
     assert value == pytest.approx(2.5 / (3 + 1 / math.log2(3)))
@@ -158,8 +158,8 @@ def test_graded_ndcg_parity_with_pytrec_eval_and_ranx(seed):
 
 
 def test_trec_qrels_round_trip(tmp_path):
-    from evaluation.runs import to_trec_qrels
-    from tasks.datasets.qrels import read_qrels
+    from rbench.evaluation.runs import to_trec_qrels
+    from rbench.tasks.datasets.qrels import read_qrels
 
     qrels = {"q 1": {"Andy Karl :: awards": 2, "d2": 1}, "q2": {"d3": 0}}
     path = tmp_path / "qrels.trec"
@@ -170,7 +170,7 @@ def test_trec_qrels_round_trip(tmp_path):
     beir.write_text("query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td2\t0\n")
     assert read_qrels(beir) == {"q1": {"d1": 2, "d2": 0}}
     beir.write_text("q1 d1\n")
-    from rbench.errors import DataError
+    from rbench.core.errors import DataError
 
     with pytest.raises(DataError, match=r"test.tsv:1 must be .*\(BEIR\) or 'qid 0 docid grade' \(TREC\)"):
         read_qrels(beir)

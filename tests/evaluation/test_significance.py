@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evaluation.significance import bootstrap_test, randomization_test
+from rbench.evaluation.significance import bootstrap_test, randomization_test
 
 
 def test_identical_systems_are_not_different():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaluation.span_metrics import intersection, precision_omega, span_scores, union
+from rbench.evaluation.span_metrics import intersection, precision_omega, span_scores, union
 
 
 def test_union_and_intersection():

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from prefect.testing.utilities import prefect_test_harness
 
-from flows.benchmark import benchmark
+from rbench.flows.benchmark import benchmark
 from tests.conftest import tiny_dataset
 
 pytestmark = pytest.mark.slow
@@ -23,8 +23,8 @@ def prefect_server():
 
 
 def test_agents_run_in_the_flow_with_traces_costs_and_a_report(tmp_path, tiny_files):
-    from evaluation.report import significance, write_report
-    from tasks.track import load_costs_and_traces, load_results
+    from rbench.evaluation.report import significance, write_report
+    from rbench.tasks.track import load_costs_and_traces, load_results
 
     corpus, queries = tiny_files
     path = tmp_path / "exp.yaml"

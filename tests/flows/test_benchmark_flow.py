@@ -6,7 +6,7 @@ import yaml
 import pytest
 from prefect.testing.utilities import prefect_test_harness
 
-from flows.benchmark import benchmark
+from rbench.flows.benchmark import benchmark
 from tests.conftest import tiny_dataset
 
 
@@ -116,7 +116,7 @@ def test_cli_show_prints_the_logged_table(tmp_path, tiny_files, capsys):
 
 
 def test_embedding_benchmark_compares_models(tmp_path, tiny_files):
-    from flows.embedding_benchmark import embedding_benchmark
+    from rbench.flows.embedding_benchmark import embedding_benchmark
 
     corpus, queries = tiny_files
     path = tmp_path / "emb.yaml"

@@ -6,7 +6,7 @@ import pytest
 import yaml
 from prefect.testing.utilities import prefect_test_harness
 
-from flows.chunking_grid import chunking_grid
+from rbench.flows.chunking_grid import chunking_grid
 from tests.tasks.test_chunking_eval import make_eval_set
 
 
@@ -59,7 +59,7 @@ def test_grid_runs_caches_and_reuses_chunks_for_new_n(tmp_path):
     table = (tmp_path / one["report_folder"] / "grid.md").read_text()
     assert "over 2 questions of finance" in table  # the two finance questions only
 
-    from tasks.track import load_chunking_table
+    from rbench.tasks.track import load_chunking_table
 
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     run, shown = load_chunking_table(uri, one["mlflow_run_id"], "rbench-chunking")
@@ -68,7 +68,7 @@ def test_grid_runs_caches_and_reuses_chunks_for_new_n(tmp_path):
 
 
 def test_chunking_search_finds_a_best_setting_and_reuses_trials(tmp_path):
-    from flows.chunking_grid import chunking_search
+    from rbench.flows.chunking_grid import chunking_search
 
     search = {"space": {"chunk_size": {"low": 20, "high": 40, "integer": True}, "n": {"low": 1, "high": 3, "integer": True}},
               "strategy": "random", "budget": 3, "seed": 0, "metric": "f1"}

@@ -6,9 +6,9 @@ import pytest
 import yaml
 from prefect.testing.utilities import prefect_test_harness
 
-from flows.config_search import config_search, load_search_config
-from rbench.errors import ConfigError
-from tasks.search_space import Dimension, SearchConfig, propose
+from rbench.flows.config_search import config_search, load_search_config
+from rbench.core.errors import ConfigError
+from rbench.tasks.search_space import Dimension, SearchConfig, propose
 from tests.conftest import tiny_dataset
 
 

@@ -15,8 +15,8 @@ import pytest
 import yaml
 from prefect.testing.utilities import prefect_test_harness
 
-from flows.benchmark import benchmark
-from tasks.track import load_results
+from rbench.flows.benchmark import benchmark
+from rbench.tasks.track import load_results
 from tests.conftest import CORPUS, QUERIES, tiny_cross_encoder, tiny_dataset, write_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
@@ -180,7 +180,7 @@ def test_killed_dense_build_resumes_with_the_missing_shards(tmp_path):
 
 
 def test_a_failed_mlflow_logging_is_kept_and_logged_by_the_next_run(tmp_path, tiny_files, monkeypatch):
-    import tasks.track as track
+    import rbench.tasks.track as track
     from mlflow.tracking import MlflowClient
 
     corpus, queries = tiny_files

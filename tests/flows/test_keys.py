@@ -9,7 +9,7 @@ import pytest
 import yaml
 from prefect.testing.utilities import prefect_test_harness
 
-from flows.benchmark import benchmark
+from rbench.flows.benchmark import benchmark
 from tests.conftest import CORPUS, QUERIES, tiny_dataset, write_jsonl
 
 
@@ -86,9 +86,9 @@ def test_code_versions_and_model_weights_change_exactly_the_keys_below_them(tmp_
     import numpy as np
     from safetensors.numpy import load_file, save_file
 
-    from retrievers.bm25_sparse import BM25s
-    from retrievers.models import MODELS, model_identity, packaged_path
-    from tasks.datasets.jsonl import Jsonl
+    from rbench.retrievers.bm25_sparse import BM25s
+    from rbench.retrievers.models import MODELS, model_identity, packaged_path
+    from rbench.tasks.datasets.jsonl import Jsonl
 
     corpus, queries = tiny_files
     model = tmp_path / "model"

@@ -20,8 +20,8 @@ from rbench.llm.cache import CallCache
 from rbench.llm.client import LLM
 from rbench.llm.config import LLMConfig, Sampling
 from rbench.llm.rewrite import RewriteSpec
-from tasks.cache import Artifact, Store
-from tasks.rewrite import REWRITE
+from rbench.core.store import Artifact, Store
+from rbench.tasks.rewrite import REWRITE
 from tests.llm.server import ChatServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -116,9 +116,9 @@ def test_rewrite_stage_is_cached_and_a_changed_prompt_file_asks_again(tmp_path):
 KILLED = """
 import sys
 from pathlib import Path
-from tasks.cache import Store
+from rbench.core.store import Store
 from tests.llm.test_call_cache import _queries_artifact, _spec
-from tasks.rewrite import REWRITE
+from rbench.tasks.rewrite import REWRITE
 from tests.llm.server import ChatServer
 
 class Remote(ChatServer):

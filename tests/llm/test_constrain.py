@@ -48,9 +48,9 @@ def test_every_generated_ngram_occurs_in_fetaqa_dev(smollm2, shared_data, tmp_pa
     from rbench.config import DatasetConfig
     from rbench.llm.backends import backend_for
     from rbench.llm.config import Sampling
-    from tasks.cache import Store
-    from tasks.download import DOWNLOAD, DownloadConfig
-    from tasks.prepare import PREPARE
+    from rbench.core.store import Store
+    from rbench.tasks.download import DOWNLOAD, DownloadConfig
+    from rbench.tasks.prepare import PREPARE
 
     ds = DatasetConfig(name="fetaqa", adapter="fetaqa")
     store = Store(tmp_path / "store")

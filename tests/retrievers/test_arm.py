@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrievers.registry import make_retriever
+from rbench.retrievers.base import make_retriever
 from tests.conftest import CORPUS, tiny_cross_encoder
 from tests.retrievers.conftest import index_leaves
 

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from retrievers.registry import make_retriever
+from rbench.retrievers.base import make_retriever
 
 VOCAB = [f"{stem}{suffix}" for stem in ("river", "player", "season", "goal", "city", "album", "film", "award",
                                         "census", "bridge", "station", "league", "vote", "party", "song")
@@ -71,7 +71,7 @@ def test_bm25s_keeps_words_unseen_in_the_first_batch_and_first_query(tmp_path):
 
 
 def test_bm25s_answers_a_query_of_stopwords_alone_with_nothing(corpus_file, tmp_path):
-    from retrievers.registry import make_retriever
+    from rbench.retrievers.base import make_retriever
 
     bm25s = make_retriever("bm25s")
     bm25s.index(corpus_file, tmp_path)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from retrievers.fusion import normalize, rrf, weighted_sum
-from retrievers.registry import make_retriever
+from rbench.retrievers.fusion import normalize, rrf, weighted_sum
+from rbench.retrievers.base import make_retriever
 from tests.conftest import CORPUS, tiny_cross_encoder
 from tests.retrievers.conftest import index_leaves
 

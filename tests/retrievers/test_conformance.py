@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrievers.registry import RETRIEVERS, make_retriever
+from rbench.retrievers.base import RETRIEVERS, make_retriever
 from tests.conftest import CORPUS, tiny_cross_encoder
 from tests.retrievers.conftest import index_leaves
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rbench.errors import ConfigError
-from retrievers.models import Encoding, load_encoder, resolve_model
-from retrievers.registry import make_retriever
+from rbench.core.errors import ConfigError
+from rbench.retrievers.models import Encoding, load_encoder, resolve_model
+from rbench.retrievers.base import make_retriever
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 SEARCH_INSTRUCTION = "Represent this sentence for searching relevant passages: "

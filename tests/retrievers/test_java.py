@@ -6,8 +6,8 @@ import importlib.util
 
 import pytest
 
-from rbench.errors import RbenchError
-from retrievers import java
+from rbench.core.errors import RbenchError
+from rbench.retrievers import java
 
 
 def _fake_home(tmp_path, version: str):

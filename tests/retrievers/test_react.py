@@ -30,8 +30,8 @@ def test_the_action_parser_is_permissive_and_counts(text):
 def test_the_loop_with_smollm2_takes_well_formed_turns_and_stops(corpus_file, tmp_path):
     import regex
 
-    from retrievers.react import turn_pattern
-    from retrievers.registry import make_retriever
+    from rbench.retrievers.react import turn_pattern
+    from rbench.retrievers.base import make_retriever
     from tests.retrievers.conftest import index_leaves
 
     params = {"llm": {"backend": "transformers", "model": "smollm2-135m"}, "max_iterations": 2, "k_search": 2,

@@ -11,10 +11,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from rbench.config import DatasetConfig
-from rbench.errors import DataError
-from tasks.cache import Artifact, Store
-from tasks.datasets.serialize import table_objects
-from tasks.prepare import PREPARE
+from rbench.core.errors import DataError
+from rbench.core.store import Artifact, Store
+from rbench.tasks.datasets.serialize import table_objects
+from rbench.tasks.prepare import PREPARE
 from tests.conftest import write_jsonl
 
 
@@ -135,7 +135,7 @@ def test_beir_fixture(tmp_path):
                                           {"_id": "d2", "title": "", "text": "Dogs bark."}])
     write_jsonl(folder / "queries.jsonl", [{"_id": "1", "text": "do cats purr"}, {"_id": "2", "text": "unjudged"}])
     (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n1\td1\t1\n1\td2\t0\n")
-    from tasks.download import DOWNLOAD, DownloadConfig
+    from rbench.tasks.download import DOWNLOAD, DownloadConfig
 
     cfg = DatasetConfig.model_validate({"name": "scifact", "adapter": "beir", "params": {"path": str(folder)}})
     raw = DOWNLOAD.run(Store(tmp_path / "store"), [], DownloadConfig.of(cfg))
@@ -149,8 +149,8 @@ def test_beir_fixture(tmp_path):
 
 def test_beir_grades_reach_ndcg_and_trec_qrels_read_and_write(tmp_path):
     from rbench.config import MetricsConfig
-    from tasks.download import DOWNLOAD, DownloadConfig
-    from tasks.evaluate import EVALUATE
+    from rbench.tasks.download import DOWNLOAD, DownloadConfig
+    from rbench.tasks.evaluate import EVALUATE
 
     folder = tmp_path / "graded"
     folder.mkdir()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.cache import MANIFEST, Stage, Store, stage_key
+from rbench.core.store import MANIFEST, Stage, Store, stage_key
 
 
 def _writer(calls: list):

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rbench.errors import ConfigError, DataError
-from tasks.chunkers import SpanChunkerConfig, recursive_spans, token_spans
-from tasks.chunking_eval import load_eval_set
+from rbench.core.errors import ConfigError, DataError
+from rbench.tasks.chunkers import SpanChunkerConfig, recursive_spans
+from rbench.tasks.datasets.chunking import token_spans
+from rbench.tasks.chunking_eval import load_eval_set
 
 SOTU = ("Madam Speaker, Madam Vice President, our First Lady and Second Gentleman. Members of Congress and the Cabinet. "
         "Last year COVID-19 kept us apart. This year we are finally together again. Tonight, we meet as Democrats, "
@@ -82,7 +83,7 @@ def test_loader_names_bad_references(tmp_path):
 
 
 def test_grid_config_rejects_overlap_fraction_of_one(tmp_path):
-    from flows.chunking_grid import load_grid_config
+    from rbench.flows.chunking_grid import load_grid_config
 
     path = tmp_path / "grid.yaml"
     path.write_text(yaml.safe_dump({"data": "chroma", "overlaps": [0.5, 1.0]}))
@@ -99,7 +100,7 @@ def test_a_run_can_be_limited_to_named_corpora(tmp_path):
 
 
 def test_grid_corpus_option_reaches_both_stage_keys(tmp_path):
-    from flows.chunking_grid import load_grid_config
+    from rbench.flows.chunking_grid import load_grid_config
 
     path = tmp_path / "grid.yaml"
     path.write_text(yaml.safe_dump({"data": "chroma", "corpora": ["sotu"]}))
@@ -112,7 +113,7 @@ def test_grid_corpus_option_reaches_both_stage_keys(tmp_path):
 
 
 def test_recursive_chunker_can_count_cl100k_tokens_as_chromas_report_does():
-    from tasks.chunkers import cl100k
+    from rbench.tasks.datasets.chunking import cl100k
 
     encoding = cl100k()
     by_tokens = recursive_spans(SOTU, 20, 5, "cl100k_tokens")
@@ -129,7 +130,7 @@ def test_grid_table_marks_every_tied_best_row_and_states_its_units(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from evaluation.chunking_report import METRICS, write_grid_report
+    from rbench.evaluation.chunking_report import METRICS, write_grid_report
 
     per_question = tmp_path / "pq.parquet"
     pq.write_table(pa.table({m: [0.5, 1.0] for m in METRICS}), per_question)
@@ -154,8 +155,8 @@ def test_grid_table_marks_every_tied_best_row_and_states_its_units(tmp_path):
 
 
 def test_prepares_text_chunker_counts_words_or_cl100k_tokens():
-    from tasks.chunkers import cl100k
-    from tasks.datasets.chunking import ChunkerConfig, chunk_text
+    from rbench.tasks.datasets.chunking import cl100k
+    from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_text
 
     text = "internationalization considerations notwithstanding, antidisestablishmentarianism persists"
     assert chunk_text(text, ChunkerConfig(size=3, overlap=0)) == [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rbench.config import load_config, parse_config
-from rbench.errors import ConfigError
+from rbench.core.errors import ConfigError
 from tests.conftest import tiny_dataset
 
 BASE = {"datasets": [{"name": "fetaqa"}], "retrievers": [{"name": "bm25"}]}

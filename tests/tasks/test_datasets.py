@@ -8,13 +8,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from rbench.config import DatasetConfig
-from rbench.errors import DataError
-from tasks.cache import Artifact, Store
-from tasks.datasets.chunking import ChunkerConfig, chunk_text, token_windows
-from tasks.datasets.fetaqa import DEV
-from tasks.datasets.serialize import serialize_row, table_objects
-from tasks.download import DOWNLOAD, DownloadConfig
-from tasks.prepare import PREPARE
+from rbench.core.errors import DataError
+from rbench.core.store import Artifact, Store
+from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_text, token_windows
+from rbench.tasks.datasets.fetaqa import DEV
+from rbench.tasks.datasets.serialize import serialize_row, table_objects
+from rbench.tasks.download import DOWNLOAD, DownloadConfig
+from rbench.tasks.prepare import PREPARE
 from tests.conftest import tiny_dataset, write_jsonl
 
 FETAQA_ROWS = [

@@ -9,12 +9,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from rbench.config import SubsampleConfig
-from rbench.errors import ChecksumError, DataError
-from tasks.cache import Artifact, Store
-from tasks.datasets.base import FileSpec
-from tasks.datasets.fetaqa import DEV
-from tasks.download import DOWNLOAD, DownloadConfig
-from tasks.subsample import SUBSAMPLE, select_queries
+from rbench.core.errors import ChecksumError, DataError
+from rbench.core.store import Artifact, Store
+from rbench.tasks.datasets.base import FileSpec
+from rbench.tasks.datasets.fetaqa import DEV
+from rbench.tasks.download import DOWNLOAD, DownloadConfig
+from rbench.tasks.subsample import SUBSAMPLE, select_queries
 
 
 def _spec(name: str, content: bytes, url: str | None = None) -> FileSpec:
@@ -71,7 +71,7 @@ def test_an_unpinned_mirror_file_is_keyed_by_its_content_not_its_place(tmp_path)
 
 
 def test_a_hub_branch_is_keyed_by_the_commit_it_points_at(tmp_path, monkeypatch, caplog):
-    import tasks.download as download
+    import rbench.tasks.download as download
 
     files = [FileSpec(name="a.txt", hf_repo="org/data", revision="main")]
     commits = iter(["a" * 40, "b" * 40, None])

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.cache import MANIFEST, Stage, Store
-from tasks.lease import Lease, LeaseLost
+from rbench.core.store import MANIFEST, Stage, Store
+from rbench.core.lease import Lease, LeaseLost
 
 
 def _slow_build(folder, inputs, config, **options):

@@ -8,13 +8,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import retrievers.dense as dense_module
-import tasks.retrieve as retrieve_module
-from retrievers.bm25_sparse import BM25s
-from retrievers.dense import Dense
-from tasks.cache import Artifact, Stage, Store
-from tasks.index import ENCODE, INDEX, EncodeConfig, IndexConfig
-from tasks.retrieve import RETRIEVE, RetrieveConfig
+import rbench.retrievers.dense as dense_module
+import rbench.tasks.retrieve as retrieve_module
+from rbench.retrievers.bm25_sparse import BM25s
+from rbench.retrievers.dense import Dense
+from rbench.core.store import Artifact, Stage, Store
+from rbench.tasks.index import ENCODE, INDEX, EncodeConfig, IndexConfig
+from rbench.tasks.retrieve import RETRIEVE, RetrieveConfig
 from tests.conftest import CORPUS, QUERIES
 
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from rbench.config import DatasetConfig
-from rbench.errors import ChecksumError
-from tasks.cache import Store
-from tasks.datasets import get_adapter
-from tasks.datasets.base import known_file, manifest
-from tasks.datasets.target import context_title
-from tasks.download import DOWNLOAD, DownloadConfig
+from rbench.core.errors import ChecksumError
+from rbench.core.store import Store
+from rbench.tasks.datasets.base import get_adapter
+from rbench.tasks.datasets.base import known_file, manifest
+from rbench.tasks.datasets.target import context_title
+from rbench.tasks.download import DOWNLOAD, DownloadConfig
 from tests.conftest import write_jsonl
 from tests.tasks.test_adapters import _prepare, _table, write_target
 
@@ -117,7 +117,7 @@ def test_tabfact_full_split_with_its_own_tables_and_title_options(tmp_path, titl
 
 
 def test_tabfact_full_split_over_all_tables_names_a_missing_table(tmp_path):
-    from rbench.errors import DataError
+    from rbench.core.errors import DataError
 
     raw = tmp_path / "raw"
     _tabfact_full(raw)

@@ -7,7 +7,7 @@ keys that read what changed. A folder is
 built under a temporary name and renamed into place once complete; its
 ``_manifest.json`` (written last) lists each file with size, sha256 and a fast
 fingerprint, and a hit is trusted only when every file still matches. Building a
-key takes its lease (``tasks/lease.py``), so many workers can share one store.
+key takes its lease (``rbench/core/lease.py``), so many workers can share one store.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from pydantic import BaseModel
 
-from tasks.lease import Lease
+from rbench.core.identity import code_digest
+from rbench.core.lease import Lease
 
 MANIFEST = "_manifest.json"
 LOCKS = ".locks"
@@ -78,10 +79,18 @@ def fast_fingerprint(path: Path, edge: int = FINGERPRINT_EDGE) -> str:
     return h.hexdigest()
 
 
-def stage_key(stage: str, version: int, config: Any, input_keys: Sequence[str]) -> str:
-    """Hash a stage's identity, version, resolved config and input keys into its store key."""
+def folder_fingerprint(folder: Path) -> str:
+    """A digest of a folder's files (relative paths, sizes and fast fingerprints), ``.cache`` ignored."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and ".cache" not in p.parts):
+        h.update(f"{path.relative_to(folder).as_posix()}:{fast_fingerprint(path)}\n".encode())
+    return h.hexdigest()
+
+
+def stage_key(stage: str, version: int, config: Any, input_keys: Sequence[str], code: str = "") -> str:
+    """Hash a stage's identity, version, code digest, resolved config and input keys into its store key."""
     payload = canonical_json(
-        {"stage": stage, "version": version, "config": config, "inputs": list(input_keys)}
+        {"stage": stage, "version": version, "code": code, "config": config, "inputs": list(input_keys)}
     )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
 
@@ -315,7 +324,7 @@ def write_atomic(path: Path, text: str) -> None:
 
 @dataclass(frozen=True)
 class Stage:
-    """A pipeline stage: a name, a version bumped whenever its logic changes, and its builder.
+    """A pipeline stage: a name, a version (for intent), and its builder.
 
     ``build(folder, inputs, config, **options)`` writes the stage output into ``folder``
     and returns a summary. The key hashes ``key_view(config)`` (default: the whole config;
@@ -327,6 +336,8 @@ class Stage:
     a stage that ``uses_store`` gets ``store=`` (the LLM call cache lives there).
     ``check(artifact, config)`` runs on every built or reused artifact: a policy that
     does not shape the output (a threshold) refuses there, so it stays out of the key.
+    The key also holds the digest of the builder's import closure
+    (:func:`rbench.core.identity.code_digest`), so an edit to its code or a helper reruns it.
     """
 
     name: str
@@ -342,7 +353,8 @@ class Stage:
         """Store key for this stage given its inputs and resolved config."""
         parts = dict(self.input_parts)
         view = self.key_view(config) if self.key_view is not None else config
-        return stage_key(self.name, self.version, view, [a.digest(parts.get(a.stage)) for a in inputs])
+        return stage_key(self.name, self.version, view, [a.digest(parts.get(a.stage)) for a in inputs],
+                         code_digest(self.build.__module__))
 
     def run(
         self, store: Store, inputs: Sequence[Artifact], config: Any, **options: Any

@@ -1,0 +1,115 @@
+"""The one way rbench reads a YAML settings file: strict parsing (duplicate keys refused,
+file:line in errors), pydantic errors rendered as ``key.path: problem`` lines, and path
+fields typed as :data:`ConfigPath` so that a relative path resolves against the folder of
+the file that holds it, whatever the working directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import AfterValidator, BaseModel, ValidationError, ValidationInfo
+
+from rbench.core.errors import ConfigError
+from rbench.core.secrets import redact
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A YAML loader that refuses a key given twice in one mapping (YAML keeps the last silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise ConfigError(f"{self.name}:{key_node.start_mark.line + 1}: key {key!r} appears twice in one "
+                                  f"mapping (first on line {seen[key]}): YAML would keep only the last; remove one")
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse a YAML file, refusing duplicate keys; errors name the file and line."""
+    text = path.read_text(encoding="utf-8-sig")
+    loader = _UniqueKeyLoader(text)
+    loader.name = str(path)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def load_mapping(path: Path | str, what: str, hint: str = "") -> dict:
+    """Read ``path`` as a YAML mapping; every problem is one :class:`ConfigError` naming the
+    file (and the line where YAML gives one). ``what`` names the kind of file in messages."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{what} {path} is a folder: pass the path of a YAML file inside it")
+    try:
+        raw = read_yaml(path)
+    except FileNotFoundError:
+        raise ConfigError(f"{what} {path} does not exist: pass the path of a YAML file") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{what} {path}: byte {e.object[e.start:e.start + 1]!r} at offset {e.start} "
+                          "is not UTF-8; save the file as UTF-8") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{what} {path} is not valid YAML: {e}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{what} {path} must be a YAML mapping{hint}, got {type(raw).__name__}")
+    return raw
+
+
+def format_validation_error(err: ValidationError, source: str, what: str = "experiment config") -> str:
+    """Render pydantic errors as 'key.path: problem (got value)' lines."""
+    lines = [f"invalid {what} {source}:"]
+    for e in err.errors():
+        where = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key; remove it or check its spelling"
+        got = e.get("input")
+        shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+        lines.append(f"  {where}: {msg}{shown}")
+    return redact("\n".join(lines))
+
+
+def validate_file(model: type[BaseModel], path: Path | str, what: str, hint: str = "") -> Any:
+    """Load ``path`` strictly and validate it as ``model``, path fields resolved against its folder."""
+    path = Path(path)
+    raw = load_mapping(path, what, hint)
+    try:
+        return model.model_validate(raw, context={"base": path.resolve().parent})
+    except ValidationError as e:
+        raise ConfigError(format_validation_error(e, str(path), what)) from None
+
+
+def _resolve(value: Path, info: ValidationInfo) -> Path:
+    value = value.expanduser()
+    if value.is_absolute():
+        return value
+    base = (info.context or {}).get("base")
+    return (Path(base) / value).resolve() if base is not None else value.resolve()
+
+
+ConfigPath = Annotated[Path, AfterValidator(_resolve)]
+"""A path in a settings file: relative paths resolve against the file's folder (the ``base``
+of the validation context), else the working directory."""
+
+
+def resolved_str(value: str, info: ValidationInfo) -> str:
+    """A path-or-name string (a model folder, a prompt file): resolved against the settings
+    file's folder when a file or folder of that relative name exists there, kept as is otherwise."""
+    base = (info.context or {}).get("base")
+    if base is None or not value or "://" in value:
+        return value
+    candidate = Path(value).expanduser()
+    if candidate.is_absolute():
+        return value
+    here = Path(base) / candidate
+    return str(here.resolve()) if here.exists() else value
+
+
+PathOrName = Annotated[str, AfterValidator(resolved_str)]
+"""A setting that is either a name (a registered model, a built-in prompt, a hub id) or a
+path; a relative path that exists beside the settings file resolves against it."""

@@ -1,0 +1,35 @@
+"""Where the store and the MLflow tracking server are, resolved the same way by every
+command and flow: a flag (or flow parameter), else the environment (``RBENCH_STORE``,
+``MLFLOW_TRACKING_URI``, read at run time on the worker), else the settings file, else the
+default (``./.rbench``; ``sqlite:///<store>/mlflow.db``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ENV_MIRROR, ENV_STORE, ENV_TRACKING = "RBENCH_MIRROR", "RBENCH_STORE", "MLFLOW_TRACKING_URI"
+DEFAULT_STORE = Path(".rbench")
+
+
+def resolve_store(flag: str | Path | None = None, configured: str | Path | None = None) -> Path:
+    """The store folder: ``flag``, else ``$RBENCH_STORE``, else ``configured``, else ``./.rbench``."""
+    chosen = flag or os.environ.get(ENV_STORE) or configured or DEFAULT_STORE
+    return Path(chosen).expanduser().resolve()
+
+
+def default_tracking_uri(store: str | Path) -> str:
+    """The MLflow tracking URI when none is configured: a sqlite file inside the store."""
+    return f"sqlite:///{Path(store).expanduser().resolve() / 'mlflow.db'}"
+
+
+def resolve_tracking_uri(flag: str | None = None, configured: str | None = None,
+                         store: str | Path | None = None) -> str:
+    """The tracking URI: ``flag``, else ``$MLFLOW_TRACKING_URI``, else ``configured``, else the
+    sqlite file of the store resolved by :func:`resolve_store` from ``store``."""
+    return flag or os.environ.get(ENV_TRACKING) or configured or default_tracking_uri(resolve_store(store))
+
+
+def resolve_mirror(flag: str | Path | None = None) -> str | None:
+    """The mirror folder: ``flag``, else ``$RBENCH_MIRROR``, else none (the file's value then applies)."""
+    return str(flag) if flag else (os.environ.get(ENV_MIRROR) or None)

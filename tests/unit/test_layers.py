@@ -1,0 +1,129 @@
+"""One installed package, one-way layers, no import cycles.
+
+Every ``import`` in the package's source, inside functions too, may only point at the same
+layer or a lower one, and the module graph has no cycle."""
+
+from __future__ import annotations
+
+import ast
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+LAYERS = [  # lowest first; a module's layer is that of the longest prefix that names it
+    ("rbench.core",),
+    ("rbench.llm", "rbench.arm", "rbench.evaluation"),
+    ("rbench.retrievers", "rbench.tasks.datasets"),
+    ("rbench.config", "rbench.experiment"),
+    ("rbench.tasks",),
+    ("rbench.flows",),
+    ("rbench.cli", "rbench.report", "rbench"),
+]
+
+
+def package_dirs() -> dict[str, Path]:
+    """``{package: folder}`` as ``pyproject.toml`` maps them."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    return {name: REPO / folder for name, folder in config["package-dir"].items()}
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the installed package, by dotted name."""
+    found = {}
+    for package, folder in package_dirs().items():
+        for path in folder.rglob("*.py"):
+            parts = path.relative_to(folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            name = ".".join((package, *parts))
+            if not any(name.startswith(f"{other}.") for other in package_dirs() if other != package and
+                       other.startswith(f"{package}.") and path.is_relative_to(package_dirs()[other])):
+                found[name] = path
+    return found
+
+
+def imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The package's modules that ``name`` imports (the longest known prefix of each target)."""
+    is_package = path.name == "__init__.py"
+    targets = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = name.split(".")[: len(name.split(".")) - node.level + (1 if is_package else 0)]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            targets |= {f"{base}.{a.name}" for a in node.names} | {base}
+    found = set()
+    for target in targets:
+        parts = target.split(".")
+        for i in range(len(parts), 0, -1):
+            candidate = ".".join(parts[:i])
+            if candidate in known:
+                if candidate != name:
+                    found.add(candidate)
+                break
+    return found
+
+
+def layer(name: str) -> int:
+    best = max((p for group in LAYERS for p in group if name == p or name.startswith(f"{p}.")), key=len)
+    return next(i for i, group in enumerate(LAYERS) if best in group)
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    return {name: imports(name, path, set(mods)) for name, path in mods.items()}
+
+
+def test_one_top_level_package():
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert {p.split(".")[0] for p in config["packages"]} == {"rbench"}
+    assert set(config["package-dir"]) >= {"rbench.flows", "rbench.tasks", "rbench.retrievers", "rbench.evaluation"}
+
+
+def test_no_upward_imports():
+    upward = sorted(f"{m} (layer {layer(m)}) imports {t} (layer {layer(t)})"
+                    for m, targets in graph().items() for t in targets if layer(t) > layer(m))
+    assert not upward, "\n".join(upward)
+
+
+def test_llm_layer_imports_nothing_above_the_core():
+    above = sorted(f"{m} imports {t}" for m, targets in graph().items() if m.startswith("rbench.llm")
+                   for t in targets if not t.startswith(("rbench.core", "rbench.llm")))
+    assert not above, "\n".join(above)
+
+
+def test_no_import_cycles():
+    g = graph()
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(g.get(node, ())):
+            if state.get(nxt) == 1:
+                cycles.append(" -> ".join(trail[trail.index(nxt):] + [nxt]))
+            elif nxt not in state:
+                visit(nxt, trail + [nxt])
+        state[node] = 2
+
+    for start in sorted(g):
+        if start not in state:
+            visit(start, [start])
+    assert not cycles, "\n".join(cycles)
+
+
+@pytest.mark.parametrize("module", ["rbench.core.store", "rbench.llm.client", "rbench.config"])
+def test_lower_layers_import_without_the_upper_ones(module):
+    import subprocess
+
+    code = (f"import sys, {module}; up = sorted(m for m in sys.modules if m.startswith(('rbench.flows', "
+            f"'rbench.cli')) or (m.startswith('rbench.tasks') and not m.startswith('rbench.tasks.datasets'))); "
+            f"print(up); sys.exit(1 if up else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stdout + done.stderr
