@@ -1,4 +1,5 @@
-# Two commands: `make run` (set up, run the default experiment) and `make test`.
+# Two commands: `make run` (set up, run the default experiment) and `make test` (every tier).
+# `make test-fast` runs the unit tier alone (no Prefect server, no vLLM environment).
 PYTHON ?= python3.11
 VENV ?= .venv
 VLLM_VENV ?= .venv-vllm
@@ -10,7 +11,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: setup run test clean vllm-env vllm-serve
+.PHONY: setup run test test-fast clean vllm-env vllm-serve
 
 setup: $(VENV)/.installed
 
@@ -39,8 +40,11 @@ vllm-serve: setup vllm-env
 run: setup
 	$(BIN)/rbench run $(CONFIG) $(if $(MIRROR),--mirror $(MIRROR))
 
+test-fast: setup
+	$(BIN)/pytest -ra tests/unit
+
 test: setup vllm-env
-	$(BIN)/pytest -q
+	$(BIN)/pytest -ra tests/unit tests/integration tests/system
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) .rbench

@@ -9,11 +9,11 @@ from prefect.futures import as_completed
 from prefect.states import Failed
 
 from rbench.config import ExperimentConfig
-from rbench.core.secrets import redact
 from rbench.core.errors import quiet_user_errors
+from rbench.core.secrets import redact
+from rbench.core.store import Store, canonical_json
 from rbench.experiment import config_text, preflight, resolve_experiment, run_name
 from rbench.retrievers.base import make_retriever
-from rbench.core.store import Store, canonical_json
 from rbench.tasks.download import DOWNLOAD, DownloadConfig
 from rbench.tasks.evaluate import EVALUATE, read_aggregate
 from rbench.tasks.index import ENCODE, INDEX, IndexConfig

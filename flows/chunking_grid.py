@@ -6,21 +6,39 @@ import time
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from prefect import flow
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+)
 
-from rbench.evaluation.chunking_report import write_grid_report
 from rbench.config import MlflowConfig
-from rbench.core.configfile import format_validation_error
+from rbench.core.configfile import (
+    ConfigPath,
+    PathOrName,
+    format_validation_error,
+    load_mapping,
+)
 from rbench.core.errors import ConfigError
-from rbench.retrievers.models import Encoding, canonical_id
+from rbench.core.locations import DEFAULT_STORE
 from rbench.core.store import file_digest
+from rbench.evaluation.chunking_report import write_grid_report
+from rbench.retrievers.models import Encoding, canonical_id
 from rbench.tasks.chunkers import SpanChunkerConfig
-from rbench.tasks.datasets.chunking import cl100k
-from rbench.tasks.chunking_eval import (CHUNK_EMBED, CHUNK_EVAL, ChunkEmbedConfig, ChunkEvalConfig, chroma_files,
-                                 load_eval_set)
+from rbench.tasks.chunking_eval import (
+    CHUNK_EMBED,
+    CHUNK_EVAL,
+    ChunkEmbedConfig,
+    ChunkEvalConfig,
+    chroma_files,
+    load_eval_set,
+)
 from rbench.tasks.datasets.base import FileSpec
+from rbench.tasks.datasets.chunking import cl100k
 from rbench.tasks.download import DOWNLOAD, DownloadConfig
 from rbench.tasks.orchestration import call_stage, stage_task
 from rbench.tasks.search_space import Dimension, propose
@@ -49,14 +67,14 @@ class ChunkingGridConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = "chunking-grid"
-    store: Path = Path(".rbench")
-    mirror: Path | None = None
-    data: str = "chroma"
-    model: str = "sentence-transformers/all-MiniLM-L6-v2"
+    store: ConfigPath = DEFAULT_STORE
+    mirror: ConfigPath | None = None
+    data: PathOrName = "chroma"
+    model: PathOrName = "sentence-transformers/all-MiniLM-L6-v2"
     encoding: dict = Field(default_factory=dict)
     chunker: Literal["tokens", "recursive", "chonky"] = "tokens"
     chunk_unit: Literal["characters", "cl100k_tokens"] | None = None
-    chonky_model: str | None = None
+    chonky_model: PathOrName | None = None
     corpora: list[str] | None = Field(default=None, min_length=1)
     chunk_sizes: list[PositiveInt] = Field(default_factory=lambda: [100, 200, 300, 400, 500], min_length=1)
     overlaps: list[float] = Field(default_factory=lambda: [0.1, 0.2, 0.3, 0.4, 0.5], min_length=1)
@@ -106,22 +124,18 @@ def load_grid_config(path: str | Path, mirror: str | None = None, store: str | N
     """Read a grid YAML file; relative paths resolve against its folder; ``corpora`` (the
     CLI's ``--corpus``) overrides the config's; bad values are ConfigErrors."""
     path = Path(path)
-    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    raw = load_mapping(path, "chunking grid config", " (data, model, chunker, chunk_sizes, ...)")
     if corpora:
         raw["corpora"] = list(corpora)
-    base = path.resolve().parent
     for key, override in (("mirror", mirror), ("store", store)):
         if override is not None:
-            raw[key] = str(Path(override).resolve())
-        elif raw.get(key):
-            raw[key] = str((base / raw[key]).resolve())
-    if raw.get("data", "chroma") != "chroma":
-        raw["data"] = str((base / raw["data"]).resolve())
+            raw[key] = str(Path(override).expanduser().resolve())
+    raw.setdefault("store", str(DEFAULT_STORE.resolve()))
     try:
-        cfg = ChunkingGridConfig.model_validate(raw)
+        cfg = ChunkingGridConfig.model_validate(raw, context={"base": path.resolve().parent})
         cfg.embed_config(cfg.chunkers()[0])
     except ValidationError as e:
-        raise ConfigError(format_validation_error(e, str(path))) from None
+        raise ConfigError(format_validation_error(e, str(path), "chunking grid config")) from None
     return cfg
 
 

@@ -10,14 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from statistics import fmean
 
-import yaml
 from prefect import flow
 from pydantic import ValidationError
 
-from rbench.flows.benchmark import run_stages
 from rbench.config import ExperimentConfig, RetrieverConfig, parse_config
-from rbench.core.configfile import format_validation_error
+from rbench.core.configfile import format_validation_error, load_mapping
 from rbench.core.errors import ConfigError
+from rbench.flows.benchmark import run_stages
 from rbench.tasks.evaluate import read_aggregate
 from rbench.tasks.search_space import SearchConfig, propose
 from rbench.tasks.track import log_search
@@ -27,8 +26,8 @@ def load_search_config(path: str | Path, mirror: str | None = None, store: str |
                        ) -> tuple[ExperimentConfig, SearchConfig]:
     """An experiment YAML with a ``search:`` section, validated; the tuned retriever must exist."""
     path = Path(path)
-    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    if not isinstance(raw, dict) or "search" not in raw:
+    raw = load_mapping(path, "search config", " with a 'search:' section")
+    if "search" not in raw:
         raise ConfigError(f"{path} needs a 'search:' section (retriever, space, strategy, budget, metric, k)")
     search_raw = raw.pop("search")
     cfg = parse_config(raw, base=path.resolve().parent, source=str(path), mirror=mirror, store=store)

@@ -8,12 +8,17 @@ from pathlib import Path
 
 from prefect import flow
 
-from rbench.evaluation.embeddings import write_comparison
-from rbench.tasks.evaluate import model_rows
-from rbench.flows.benchmark import finish, log_to_mlflow, run_with_runner, summarize_results
 from rbench.config import load_config
-from rbench.core.secrets import redact
 from rbench.core.errors import ConfigError
+from rbench.core.secrets import redact
+from rbench.evaluation.embeddings import write_comparison
+from rbench.flows.benchmark import (
+    finish,
+    log_to_mlflow,
+    run_with_runner,
+    summarize_results,
+)
+from rbench.tasks.evaluate import model_rows
 
 
 @flow(name="rbench-embedding-benchmark", log_prints=True)

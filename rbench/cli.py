@@ -74,7 +74,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_chunking(args: argparse.Namespace) -> int:
-    from rbench.flows.chunking_grid import chunking_grid, chunking_search, load_grid_config
+    from rbench.flows.chunking_grid import (
+        chunking_grid,
+        chunking_search,
+        load_grid_config,
+    )
 
     mirror = args.mirror or os.environ.get("RBENCH_MIRROR") or None
     cfg = load_grid_config(args.config, mirror, args.store, args.corpus)
@@ -118,8 +122,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from rbench.retrievers.models import ALIASES, MODELS, packaged_path
     from rbench.retrievers.base import RETRIEVERS
+    from rbench.retrievers.models import ALIASES, MODELS, packaged_path
     from rbench.tasks.datasets.base import ADAPTERS
 
     what = args.what
@@ -177,10 +181,9 @@ def dataset_availability(adapter_cls, mirror: Path | None) -> list[tuple[str, st
 
 
 def _tracking_uri(args: argparse.Namespace) -> str:
-    from rbench.config import DEFAULT_STORE
+    from rbench.core.locations import resolve_tracking_uri
 
-    store = Path(args.store) if args.store else DEFAULT_STORE
-    return args.tracking_uri or f"sqlite:///{store.resolve() / 'mlflow.db'}"
+    return resolve_tracking_uri(args.tracking_uri, store=args.store)
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -218,10 +221,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from rbench.config import DEFAULT_STORE
+    from rbench.core.locations import resolve_store
     from rbench.core.store import Store
 
-    store = Store(args.store or os.environ.get("RBENCH_STORE") or DEFAULT_STORE)
+    store = Store(resolve_store(args.store))
     started = time.perf_counter()
     total = len(store.artifacts())
     damaged = store.verify(full=not args.fast, remove=args.remove)
@@ -236,16 +239,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
-    from rbench.config import DEFAULT_STORE
+    from rbench.core.locations import ENV_TRACKING, resolve_store
     from rbench.core.store import Store
     from rbench.tasks.pending import log_pending, pending_records
 
-    store = Store(args.store or os.environ.get("RBENCH_STORE") or DEFAULT_STORE)
+    store = Store(resolve_store(args.store))
     records = [Path(r) for r in args.records] or pending_records(store)
     if not records:
         print(f"rbench: no pending MLflow logging in {store.root}")
         return 0
-    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or None
+    uri = args.tracking_uri or os.environ.get(ENV_TRACKING) or None
     for record in records:
         run_id = log_pending(record, uri)
         print(f"rbench: logged {record.name} as MLflow run {run_id}")
@@ -294,8 +297,10 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--test", default="randomization", choices=["randomization", "bootstrap"])
     report.add_argument("--trials", type=int, default=10_000)
     for p in (show, report):
-        p.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite in --store)")
-        p.add_argument("--store", help="store folder whose MLflow database to read (default: ./.rbench)")
+        p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite in "
+                       "the store)")
+        p.add_argument("--store", help="store folder whose MLflow database to read (default: $RBENCH_STORE, "
+                       "else ./.rbench)")
         p.add_argument("--experiment", default="rbench",
                        help="experiment name for 'latest' (chunking grids log to rbench-chunking)")
     show.set_defaults(func=cmd_show)

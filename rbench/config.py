@@ -20,6 +20,7 @@ from rbench.core.configfile import ConfigPath, format_validation_error, load_map
 from rbench.core.errors import ConfigError
 from rbench.core.locations import DEFAULT_STORE, default_tracking_uri
 from rbench.core.secrets import redact
+
 PositiveInt = Annotated[StrictInt, Field(gt=0)]  # strict: `depth: true` is an error, not 1
 TRACKING_SCHEMES = ("http", "https", "sqlite", "file", "databricks", "postgresql", "mysql", "mssql")
 

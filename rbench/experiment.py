@@ -11,8 +11,8 @@ import yaml
 
 from rbench.config import ExecutionConfig, ExperimentConfig, load_config, parse_config
 from rbench.core.errors import ConfigError
+from rbench.core.locations import ENV_STORE, ENV_TRACKING, resolve_mirror
 
-ENV_MIRROR, ENV_STORE, ENV_TRACKING = "RBENCH_MIRROR", "RBENCH_STORE", "MLFLOW_TRACKING_URI"
 MIN_FREE_BYTES = int(os.environ.get("RBENCH_MIN_FREE_MB", "200")) * 1_000_000
 
 
@@ -24,7 +24,7 @@ def resolve_experiment(config_path: str | None, experiment: ExperimentConfig | d
     process's environment (read here, on the worker, at run time), else from the experiment."""
     if config_path is None and experiment is None:
         raise ConfigError("give an experiment: config_path (a YAML file) or experiment (a structured config)")
-    mirror = mirror or os.environ.get(ENV_MIRROR) or None
+    mirror = resolve_mirror(mirror)
     store = store or os.environ.get(ENV_STORE) or None
     tracking_uri = tracking_uri or os.environ.get(ENV_TRACKING) or None
     if experiment is not None:  # the structured form wins over a (default) file path
@@ -51,10 +51,9 @@ def preflight(cfg: ExperimentConfig) -> None:
     import shutil
     import uuid
 
-    from rbench.retrievers.models import check_available
-    from rbench.retrievers.base import make_retriever
-
     from rbench.llm.config import check_llm
+    from rbench.retrievers.base import make_retriever
+    from rbench.retrievers.models import check_available
 
     for r in cfg.retrievers:
         retriever = make_retriever(r.name, r.params)

@@ -28,7 +28,15 @@ from collections import Counter
 from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictBool, StrictInt, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    StrictBool,
+    StrictInt,
+    model_validator,
+)
 
 from rbench.llm.config import LLMConfig
 from rbench.llm.prompts import DocumentsPrompt, QuestionPrompt, prompt_ref

@@ -10,11 +10,26 @@ from typing import Literal, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    field_validator,
+    model_validator,
+)
 
+from rbench.core.configfile import PathOrName
 from rbench.core.errors import MissingExtraError
 from rbench.retrievers.base import RETRIEVERS, Hits, Retriever, Run
-from rbench.retrievers.models import Encoding, canonical_id, embed, load_encoder, model_identity, resolve_model
+from rbench.retrievers.models import (
+    Encoding,
+    canonical_id,
+    embed,
+    load_encoder,
+    model_identity,
+    resolve_model,
+)
 
 log = logging.getLogger("rbench")
 CHUNK = 1024
@@ -43,7 +58,7 @@ class DenseParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    model: str = "sentence-transformers/all-MiniLM-L6-v2"
+    model: PathOrName = "sentence-transformers/all-MiniLM-L6-v2"
     index: Literal["flat", "hnsw"] = "flat"
     hnsw_m: PositiveInt = 32
     ef_construction: PositiveInt = 200

@@ -11,7 +11,14 @@ from typing import Literal, Mapping, Sequence
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
-from rbench.retrievers.base import RETRIEVERS, Composite, Hits, Retriever, RetrieverSpec, Run
+from rbench.retrievers.base import (
+    RETRIEVERS,
+    Composite,
+    Hits,
+    Retriever,
+    RetrieverSpec,
+    Run,
+)
 
 
 def rrf(runs: Sequence[Hits], k: float = 60, weights: Sequence[float] | None = None) -> Hits:

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from typing import Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictInt, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    StrictInt,
+    model_validator,
+)
 
 from rbench.llm.config import LLMConfig, Sampling
 from rbench.llm.prompts import PassagesPrompt

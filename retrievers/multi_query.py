@@ -15,14 +15,28 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictInt, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
 
+from rbench.core.configfile import PathOrName
 from rbench.core.errors import ConfigError
 from rbench.llm.config import LLMConfig, Sampling
 from rbench.llm.prompts import DocumentsPrompt, QuestionPrompt
 from rbench.retrievers.base import RETRIEVERS, Retriever, RetrieverSpec, Run
 from rbench.retrievers.fusion import rrf
-from rbench.retrievers.llm_common import LLMComposite, collapse_documents, ranked, search_many
+from rbench.retrievers.llm_common import (
+    LLMComposite,
+    collapse_documents,
+    ranked,
+    search_many,
+)
 from rbench.retrievers.rerank import CrossEncoderParams, CrossEncoderScorer
 
 WORD = re.compile(r"\w+")
@@ -64,7 +78,7 @@ class MultiQueryParams(BaseModel):
     prompt: QuestionPrompt = "multi_query"
     max_queries: StrictInt = Field(4, ge=2, le=8)
     max_tokens: PositiveInt = 160
-    synonyms: str | None = Field(None, description="'wordnet' or a file of 'term: synonym, synonym' lines")
+    synonyms: PathOrName | None = Field(None, description="'wordnet' or a file of 'term: synonym, synonym' lines")
     max_synonyms: StrictInt = Field(2, ge=1)
     first_stage: RetrieverSpec = Field(default_factory=lambda: RetrieverSpec(name="bm25"))
     rrf_k: float = Field(60, ge=0)

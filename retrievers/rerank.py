@@ -9,6 +9,7 @@ from typing import Any, Mapping, Sequence
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator
 
+from rbench.core.configfile import PathOrName
 from rbench.core.errors import MissingExtraError
 from rbench.retrievers.base import RETRIEVERS, Composite, Retriever, RetrieverSpec, Run
 
@@ -30,7 +31,7 @@ class CrossEncoderParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    model: str
+    model: PathOrName
     batch_size: PositiveInt = 32
     max_length: PositiveInt = 512
     device: str | None = Field(None, description="torch device; default: CUDA when available")

@@ -19,7 +19,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
 
-from rbench.tasks.datasets.chunking import Span, check_chunker, cl100k, token_spans, token_starts
+from rbench.tasks.datasets.chunking import (
+    Span,
+    check_chunker,
+    token_spans,
+    token_starts,
+)
 
 SEPARATORS = ("\n\n", "\n", ". ", " ")
 

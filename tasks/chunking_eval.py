@@ -21,13 +21,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
-from rbench.evaluation.span_metrics import precision_omega, span_scores
 from rbench.core.errors import DataError
-from rbench.retrievers.models import Encoding, embed, load_encoder, resolve_model
 from rbench.core.store import Artifact, Stage, write_atomic
+from rbench.evaluation.span_metrics import precision_omega, span_scores
+from rbench.retrievers.models import Encoding, embed, load_encoder, resolve_model
 from rbench.tasks.chunkers import SpanChunkerConfig, chunk_spans
-from rbench.tasks.datasets.chunking import token_starts
 from rbench.tasks.datasets.base import FileSpec
+from rbench.tasks.datasets.chunking import token_starts
 
 CHROMA_COMMIT = "d451fc4cf56e417b755994b4ca5212fd5057c0d2"
 CHROMA_DIGESTS = {

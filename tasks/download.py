@@ -15,8 +15,7 @@ from pydantic import BaseModel
 from rbench.config import DatasetConfig
 from rbench.core.errors import ChecksumError, DataError, MissingExtraError
 from rbench.core.store import Artifact, Stage, fast_fingerprint, file_digest
-from rbench.tasks.datasets.base import get_adapter
-from rbench.tasks.datasets.base import FileSpec, known_file
+from rbench.tasks.datasets.base import FileSpec, get_adapter, known_file
 
 log = logging.getLogger("rbench")
 COMMIT = re.compile(r"[0-9a-f]{40}")

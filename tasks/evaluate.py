@@ -8,10 +8,10 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rbench.evaluation.evaluate import evaluate_queries, macro_average
-from rbench.evaluation.runs import dedup_documents, to_qrels, to_trec, to_trec_qrels
 from rbench.config import MetricsConfig
 from rbench.core.store import Artifact, Stage, write_atomic
+from rbench.evaluation.evaluate import evaluate_queries, macro_average
+from rbench.evaluation.runs import dedup_documents, to_qrels, to_trec, to_trec_qrels
 
 
 def build_evaluate(folder: Path, inputs: list[Artifact], config: MetricsConfig) -> dict:

@@ -14,8 +14,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from rbench.config import RetrieverConfig
-from rbench.retrievers.base import RETRIEVERS
 from rbench.core.store import Artifact, Checkpoint, Stage
+from rbench.retrievers.base import RETRIEVERS
 
 
 class IndexConfig(BaseModel):

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Sequence
 
 from rbench.config import ExperimentConfig, parse_config
-from rbench.core.secrets import redact
 from rbench.core.errors import RbenchError
+from rbench.core.secrets import redact
 from rbench.core.store import Artifact, Store, write_atomic
 
 PENDING = "_mlflow-pending"

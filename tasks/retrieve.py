@@ -13,12 +13,12 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel
 
 from rbench.config import RetrieverConfig
+from rbench.core.store import Artifact, Checkpoint, Stage, Store
 from rbench.llm.cache import CallCache
 from rbench.llm.client import LLMSession
 from rbench.llm.config import RUNTIME_FIELDS as LLM_RUNTIME_FIELDS
-from rbench.retrievers.llm_common import LLMComposite
 from rbench.retrievers.base import RETRIEVERS
-from rbench.core.store import Artifact, Checkpoint, Stage, Store
+from rbench.retrievers.llm_common import LLMComposite
 
 log = logging.getLogger("rbench")
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from rbench.core.store import Artifact, Stage, Store
 from rbench.llm.cache import CallCache
 from rbench.llm.client import LLMSession
 from rbench.llm.rewrite import RewriteSpec, rewrite, rewrites_table
-from rbench.core.store import Artifact, Stage, Store
 
 
 def build_rewrite(folder: Path, inputs: list[Artifact], config: RewriteSpec, store: Store) -> dict:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rbench.config import ExperimentConfig
+from rbench.core.locations import default_tracking_uri
 from rbench.core.store import Artifact
 from rbench.tasks.evaluate import read_aggregate
 
@@ -433,7 +434,7 @@ def log_chunking_grid(cfg, results: Sequence[dict], best: dict, out: Path, repor
     """One MLflow run for a chunking grid: its settings, the best combination's means, the report folder."""
     import mlflow
 
-    uri = cfg.mlflow.tracking_uri or f"sqlite:///{cfg.store.resolve() / 'mlflow.db'}"
+    uri = cfg.mlflow.tracking_uri or default_tracking_uri(cfg.store)
     prepare_tracking(uri)
     with tracking(uri):
         return _log_chunking_grid(mlflow, cfg, results, best, out, report)

@@ -1,4 +1,11 @@
-"""Shared fixtures: a tiny mixed table+text corpus written by the tests themselves."""
+"""Shared fixtures: a tiny mixed table+text corpus written by the tests themselves, one Prefect
+test server per session, and the rule for what a test may skip.
+
+Tiers: ``tests/unit`` (no Prefect server, no model weights beyond what imports instantly),
+``tests/integration`` (in-process flows on the session's Prefect test server, real models,
+the JVM), ``tests/system`` (CLI subprocesses, kill -9, Dask/Ray, the deployment, vLLM).
+With ``CI=true`` a missing optional dependency, ``../shared/data`` or vLLM environment is a
+failure, not a skip."""
 
 from __future__ import annotations
 
@@ -12,7 +19,8 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
 
 CORPUS = [
     {"page_title": "Andy Karl", "source": "awards", "object": "Andy Karl [SEP] [H] Year : 2017 , [H] Award : Laurence Olivier Award , [H] Work : Groundhog Day", "lang": "en"},
@@ -56,19 +64,54 @@ def tiny_dataset(corpus: Path, queries: Path, name: str = "tiny") -> dict:
     }
 
 
+def in_ci() -> bool:
+    """Whether this is a CI run (``CI=true``): nothing may be skipped for a missing dependency."""
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def missing(reason: str):
+    """Skip for ``reason`` on a developer's machine; fail under CI, where everything must be there."""
+    if in_ci():
+        pytest.fail(f"{reason} (CI=true: a missing dependency is a failure; `make test` installs everything)")
+    pytest.skip(reason, allow_module_level=True)
+
+
+def need(module: str):
+    """Import ``module``, or :func:`missing` naming it (the replacement of ``pytest.importorskip``)."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        missing(f"{module} is not installed ({e})")
+
+
 @pytest.fixture
 def shared_data() -> Path:
-    """The shared benchmark files; tests using them skip where they are absent."""
+    """The shared benchmark files (``../shared/data``); a skip, or a failure under CI, where absent."""
     if not SHARED_DATA.is_dir():
-        pytest.skip(f"shared benchmark data not found at {SHARED_DATA}")
+        missing(f"shared benchmark data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def prefect_server():
+    """One Prefect test server for the whole session (flows in integration and system tests)."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
 
 
 def tiny_cross_encoder(folder: Path) -> str:
     """A randomly initialised 1-layer BERT cross-encoder saved as a local model folder."""
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
-    from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast
+    from transformers import (
+        BertConfig,
+        BertForSequenceClassification,
+        PreTrainedTokenizerFast,
+    )
 
     words = sorted({w.lower() for row in CORPUS + QUERIES for v in row.values() if isinstance(v, str) for w in v.split()})
     vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])}
@@ -96,11 +139,14 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_unconfigure(config):
-    """Leave without the interpreter's teardown: the JVM (Pyserini) and Ray's native threads can
-    crash it after every test has passed (seen once: a segmentation fault at exit, status 139)."""
+    """In a session that started the JVM (Pyserini) or Ray in this process, leave without the
+    interpreter's teardown: their native threads can crash it after every test has passed (seen
+    once: a segmentation fault at exit, status 139). Every other session exits normally, so a
+    real crash at exit shows."""
     import sys
 
-    if _EXIT_STATUS and not hasattr(sys, "ps1"):
+    native = "jnius" in sys.modules or "ray" in sys.modules
+    if native and _EXIT_STATUS and not hasattr(sys, "ps1"):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(_EXIT_STATUS[-1])

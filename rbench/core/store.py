@@ -353,8 +353,9 @@ class Stage:
         """Store key for this stage given its inputs and resolved config."""
         parts = dict(self.input_parts)
         view = self.key_view(config) if self.key_view is not None else config
+        module = getattr(self.build, "__module__", None)
         return stage_key(self.name, self.version, view, [a.digest(parts.get(a.stage)) for a in inputs],
-                         code_digest(self.build.__module__))
+                         code_digest(module) if module else "")
 
     def run(
         self, store: Store, inputs: Sequence[Artifact], config: Any, **options: Any

@@ -5,8 +5,17 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
 
+from rbench.core.configfile import PathOrName
 from rbench.llm.constrain import Constraint
 
 PositiveInt = Annotated[StrictInt, Field(gt=0)]
@@ -38,7 +47,7 @@ class LLMConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     backend: Literal["openai", "vllm", "transformers"]
-    model: str = Field(min_length=1)
+    model: PathOrName = Field(min_length=1)
     revision: str | None = None
     base_url: str = "https://api.openai.com/v1"
     api_key_env: str | None = None

@@ -109,8 +109,8 @@ def converted_folder(resolved: LocalLLM) -> Path:
     for other models their own location."""
     if resolved.gguf is None:
         return Path(resolved.location)
-    from rbench.core.store import fast_fingerprint
     from rbench.core.lease import Lease
+    from rbench.core.store import fast_fingerprint
 
     source = Path(resolved.location) / resolved.gguf
     target = model_cache() / f"{source.stem}-{fast_fingerprint(source)[:16]}"

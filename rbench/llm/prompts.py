@@ -15,10 +15,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated
 
+import yaml
 from pydantic import AfterValidator
 
-import yaml
-
+from rbench.core.configfile import resolved_str
 from rbench.core.errors import ConfigError
 
 BUILTIN = Path(__file__).resolve().parent.parent / "prompts"
@@ -119,7 +119,7 @@ def prompt_ref(*needs: str):
             raise ValueError(str(e)) from None
         return ref
 
-    return Annotated[str, AfterValidator(check)]
+    return Annotated[str, AfterValidator(resolved_str), AfterValidator(check)]
 
 
 QuestionPrompt = prompt_ref("question")

@@ -14,7 +14,14 @@ from typing import Iterator, Literal
 from pydantic import BaseModel, ConfigDict
 
 from rbench.core.errors import DataError
-from rbench.tasks.datasets.base import ADAPTERS, Adapter, CorpusObject, FileSpec, Query, read_jsonl
+from rbench.tasks.datasets.base import (
+    ADAPTERS,
+    Adapter,
+    CorpusObject,
+    FileSpec,
+    Query,
+    read_jsonl,
+)
 
 REPO = "ApostolosK/arm_reproduction_data_processed"
 Benchmark = Literal[

@@ -7,9 +7,17 @@ from typing import Iterator
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from rbench.core.configfile import ConfigPath
 from rbench.core.errors import DataError
 from rbench.core.store import file_digest
-from rbench.tasks.datasets.base import ADAPTERS, Adapter, CorpusObject, FileSpec, Query, read_jsonl
+from rbench.tasks.datasets.base import (
+    ADAPTERS,
+    Adapter,
+    CorpusObject,
+    FileSpec,
+    Query,
+    read_jsonl,
+)
 from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_text
 from rbench.tasks.datasets.qrels import read_qrels
 from rbench.tasks.datasets.serialize import serialize_text
@@ -22,9 +30,9 @@ class BeirParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    path: Path
+    path: ConfigPath
     split: str = "test"
-    qrels: Path | None = None
+    qrels: ConfigPath | None = None
     chunker: ChunkerConfig = ChunkerConfig()
 
     @field_validator("path")

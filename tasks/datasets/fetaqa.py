@@ -8,7 +8,16 @@ from typing import Iterator, Literal
 from pydantic import BaseModel, ConfigDict
 
 from rbench.core.errors import DataError
-from rbench.tasks.datasets.base import ADAPTERS, Adapter, CorpusObject, FileSpec, Query, doc_id, manifest, read_jsonl
+from rbench.tasks.datasets.base import (
+    ADAPTERS,
+    Adapter,
+    CorpusObject,
+    FileSpec,
+    Query,
+    doc_id,
+    manifest,
+    read_jsonl,
+)
 from rbench.tasks.datasets.serialize import Granularity, table_objects
 
 COMMIT = "bbc441be807212d736c8c35a18146b530dde11d0"

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import json
-
 from pathlib import Path
 from typing import Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rbench.core.configfile import ConfigPath
 from rbench.core.errors import DataError
 from rbench.core.store import file_digest
-from rbench.tasks.datasets.base import ADAPTERS, Adapter, CorpusObject, FileSpec, Query, read_jsonl
+from rbench.tasks.datasets.base import (
+    ADAPTERS,
+    Adapter,
+    CorpusObject,
+    FileSpec,
+    Query,
+    read_jsonl,
+)
 from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_text
 from rbench.tasks.datasets.serialize import serialize_text
 
@@ -29,8 +36,8 @@ class JsonlParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    corpus: Path
-    queries: Path
+    corpus: ConfigPath
+    queries: ConfigPath
     text_field: str = "text"
     doc_id_fields: list[str] = Field(default_factory=lambda: ["doc_id"], min_length=1)
     doc_id_separator: str = " :: "

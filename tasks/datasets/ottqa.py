@@ -14,7 +14,15 @@ from urllib.parse import unquote
 from pydantic import BaseModel, ConfigDict
 
 from rbench.core.errors import DataError
-from rbench.tasks.datasets.base import ADAPTERS, Adapter, CorpusObject, FileSpec, Query, doc_id, pinned_files
+from rbench.tasks.datasets.base import (
+    ADAPTERS,
+    Adapter,
+    CorpusObject,
+    FileSpec,
+    Query,
+    doc_id,
+    pinned_files,
+)
 from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_text
 from rbench.tasks.datasets.serialize import Granularity, serialize_text, table_objects
 

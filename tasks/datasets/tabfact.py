@@ -18,7 +18,16 @@ from typing import Iterator, Literal
 from pydantic import BaseModel, ConfigDict
 
 from rbench.core.errors import DataError
-from rbench.tasks.datasets.base import ADAPTERS, Adapter, CorpusObject, FileSpec, Query, doc_id, manifest, pinned_files
+from rbench.tasks.datasets.base import (
+    ADAPTERS,
+    Adapter,
+    CorpusObject,
+    FileSpec,
+    Query,
+    doc_id,
+    manifest,
+    pinned_files,
+)
 from rbench.tasks.datasets.serialize import Granularity, table_objects
 
 COMMIT = "2ab782ba42b5808076ac91fec846473aa5315a79"

@@ -16,7 +16,14 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict
 
 from rbench.core.errors import DataError
-from rbench.tasks.datasets.base import ADAPTERS, Adapter, CorpusObject, FileSpec, Query, doc_id
+from rbench.tasks.datasets.base import (
+    ADAPTERS,
+    Adapter,
+    CorpusObject,
+    FileSpec,
+    Query,
+    doc_id,
+)
 from rbench.tasks.datasets.serialize import Granularity, table_objects
 
 log = logging.getLogger("rbench")

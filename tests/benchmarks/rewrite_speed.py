@@ -33,10 +33,10 @@ def main() -> None:
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "fetaqa" / "fetaQA-v1_dev.jsonl"))
     args = parser.parse_args()
 
+    from rbench.core.store import Artifact, Store
     from rbench.llm.backends import Request, backend_for
     from rbench.llm.config import LLMConfig, Sampling
     from rbench.llm.rewrite import RewriteSpec
-    from rbench.core.store import Artifact, Store
     from rbench.tasks.rewrite import REWRITE
 
     if args.base_url:

@@ -1,0 +1,179 @@
+"""The whole flow on a tiny dataset: which stages run, which are cached, and why."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from rbench.flows.benchmark import benchmark
+from tests.conftest import tiny_dataset
+
+pytestmark = pytest.mark.usefixtures("prefect_server")  # one Prefect test server per session
+
+
+def _config(tmp_path, corpus, queries, model="static-64d"):
+    cfg = {
+        "name": "tiny", "store": str(tmp_path / "store"), "depth": 10,
+        "subsample": {"size": 4, "seed": 0}, "metrics": {"k": [1, 3]},
+        "mlflow": {"experiment": "tiny"},
+        "datasets": [tiny_dataset(corpus, queries)],
+        "retrievers": [{"name": "bm25"}, {"name": "dense", "params": {"model": model}}],
+    }
+    path = tmp_path / f"exp-{model.replace('/', '_')}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return str(path)
+
+
+def _status(result) -> dict[tuple[str, str], str]:
+    return {(s["stage"], s["label"]): s["status"] for s in result["stages"]}
+
+
+def test_caching_end_to_end(tmp_path, tiny_files):
+    corpus, queries = tiny_files
+    config = _config(tmp_path, corpus, queries)
+
+    first = benchmark(config)
+    # download, prepare, subsample; bm25 index, retrieve, evaluate; dense encode (one shard), index, retrieve, evaluate
+    assert set(_status(first).values()) == {"ran"} and len(first["stages"]) == 3 + 3 + 4
+    recall = {(m["retriever"], m["k"]): m["value"] for m in first["metrics"] if m["metric"] == "recall"}
+    assert recall[("bm25", 3)] > 0.5
+
+    again = benchmark(config)
+    assert set(_status(again).values()) == {"cached"}
+    assert again["metrics"] == first["metrics"]
+
+    # only the embedding model changes: dense index/retrieve/evaluate rerun, nothing else
+    other_model = _config(tmp_path, corpus, queries, model="sentence-transformers/all-MiniLM-L6-v2")
+    changed = benchmark(other_model)
+    ran = {key for key, status in _status(changed).items() if status == "ran"}
+    assert ran == {("encode", "tiny/dense:all-MiniLM-L6-v2[0:6]"), ("index", "tiny/dense:all-MiniLM-L6-v2"),
+                   ("retrieve", "tiny/dense"), ("evaluate", "tiny/dense")}
+
+    # a deleted file in an artifact: that stage rebuilds; downstream keys are unchanged and stay cached
+    bm25_index = next(s for s in again["stages"] if s["stage"] == "index" and s["label"] == "tiny/bm25")
+    index_dir = tmp_path / "store" / "index" / bm25_index["key"]
+    for f in index_dir.rglob("*"):
+        if f.is_file() and f.name != "_manifest.json":
+            f.unlink()
+            break
+    rebuilt = benchmark(config)
+    assert {k for k, s in _status(rebuilt).items() if s == "ran"} == {("index", "tiny/bm25")}
+
+    # a corrupted byte in the evaluation output is detected and rebuilt
+    evaluation = next(s for s in again["stages"] if s["stage"] == "evaluate" and s["label"] == "tiny/dense")
+    trec = tmp_path / "store" / "evaluate" / evaluation["key"] / "run.trec"
+    data = bytearray(trec.read_bytes())
+    data[0] ^= 1
+    trec.write_bytes(bytes(data))
+    repaired = benchmark(config)
+    assert {k for k, s in _status(repaired).items() if s == "ran"} == {("evaluate", "tiny/dense")}
+    assert repaired["metrics"] == first["metrics"]
+
+    # one changed byte in the corpus reruns everything that reads the corpus; the query
+    # subsample reads only the queries, whose content did not change
+    corpus.write_text(corpus.read_text().replace("lava", "Lava", 1))
+    touched = benchmark(config)
+    assert {k for k, s in _status(touched).items() if s == "cached"} == {("subsample", "tiny")}
+
+
+def test_mlflow_has_the_printed_numbers(tmp_path, tiny_files):
+    from mlflow.tracking import MlflowClient
+
+    corpus, queries = tiny_files
+    result = benchmark(_config(tmp_path, corpus, queries))
+    client = MlflowClient(tracking_uri=result["tracking_uri"])
+    parent = client.get_run(result["mlflow_run_id"])
+    children = client.search_runs(
+        [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
+    )
+    assert {c.info.run_name for c in children} == {"tiny/bm25", "tiny/dense"}
+    for child in children:
+        label = child.data.tags["rbench.retriever"]
+        for m in result["metrics"]:
+            if m["retriever"] == label:
+                assert child.data.metrics[f"{m['metric']}_at_{m['k']}"] == pytest.approx(m["value"])
+        artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
+        assert {"per_query.parquet", "aggregate.parquet", "run.trec"} <= artifacts
+        assert child.data.params["retriever.name"] == label
+
+
+def test_cli_show_prints_the_logged_table(tmp_path, tiny_files, capsys):
+    from rbench.cli import main
+
+    corpus, queries = tiny_files
+    result = benchmark(_config(tmp_path, corpus, queries))
+    capsys.readouterr()
+    assert main(["show", "latest", "--tracking-uri", result["tracking_uri"], "--experiment", "tiny"]) == 0
+    out = capsys.readouterr().out
+    assert result["mlflow_run_id"] in out
+    recall3 = next(m["value"] for m in result["metrics"] if m["retriever"] == "bm25" and m["metric"] == "recall" and m["k"] == 3)
+    assert f"{recall3:.4f}" in out and "tiny / dense" in out
+
+
+def test_embedding_benchmark_compares_models(tmp_path, tiny_files):
+    from rbench.flows.embedding_benchmark import embedding_benchmark
+
+    corpus, queries = tiny_files
+    path = tmp_path / "emb.yaml"
+    path.write_text(yaml.safe_dump({
+        "store": str(tmp_path / "store"), "depth": 10, "subsample": {"size": 5}, "metrics": {"k": [1, 5]},
+        "datasets": [tiny_dataset(corpus, queries)],
+        "retrievers": [{"name": "dense", "label": "static", "params": {"model": "static-64d"}},
+                       {"name": "dense", "label": "minilm", "params": {"model": "minilm"}}],
+    }))
+    result = embedding_benchmark(str(path))
+    rows = {r["retriever"]: r for r in result["models"]}
+    assert set(rows) == {"static", "minilm"}
+    assert rows["minilm"]["dim"] == 384 and rows["static"]["dim"] == 64
+    assert all(r["passages_per_second"] > 0 and r["queries_per_second"] > 0 for r in rows.values())
+    recall = {m["retriever"]: m["value"] for m in result["metrics"] if m["metric"] == "recall" and m["k"] == 5}
+    assert rows["minilm"]["recall@5"] == recall["minilm"]
+    folder = tmp_path / "store" / "reports"
+    assert {p.name for p in next(folder.iterdir()).iterdir()} == {
+        "models.csv", "models.md", "recall_vs_qps.png", "recall_per_dataset.png"}
+
+
+def test_two_stores_never_share_artifacts(tmp_path, tiny_files):
+    import shutil
+
+    corpus, queries = tiny_files
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = benchmark(_config(tmp_path / "a", corpus, queries))
+    second = benchmark(_config(tmp_path / "b", corpus, queries))
+    assert set(_status(second).values()) == {"ran"}  # same content keys, but store b is empty
+    shutil.rmtree(tmp_path / "a" / "store")
+    again = benchmark(_config(tmp_path / "b", corpus, queries))
+    assert set(_status(again).values()) == {"cached"}
+    assert again["metrics"] == first["metrics"]
+
+
+def test_rerank_and_fusion_run_in_the_flow_and_the_report(tmp_path, tiny_files):
+    from mlflow.tracking import MlflowClient
+
+    from rbench.cli import main
+    from tests.conftest import tiny_cross_encoder
+
+    corpus, queries = tiny_files
+    path = tmp_path / "suite.yaml"
+    path.write_text(yaml.safe_dump({
+        "store": str(tmp_path / "store"), "depth": 10, "subsample": {"size": 5}, "metrics": {"k": [1, 3]},
+        "mlflow": {"experiment": "suite"}, "datasets": [tiny_dataset(corpus, queries)],
+        "retrievers": [
+            {"name": "bm25s"},
+            {"name": "dense", "label": "dense-thr", "params": {"model": "static-64d", "min_score": 0.2}},
+            {"name": "rerank", "params": {"model": tiny_cross_encoder(tmp_path / "ce"), "first_stage": {"name": "bm25s"}}},
+            {"name": "fusion", "params": {"retrievers": [{"name": "bm25s"}, {"name": "dense", "params": {"model": "static-64d"}}]}},
+        ],
+    }))
+    result = benchmark(str(path))
+    index_runs = [s for s in result["stages"] if s["stage"] == "index"]
+    assert sum(s["status"] == "ran" for s in index_runs) == 2  # bm25s and static dense, shared by the composites
+    client = MlflowClient(tracking_uri=result["tracking_uri"])
+    parent = client.get_run(result["mlflow_run_id"])
+    children = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    assert {c.data.tags["rbench.retriever"] for c in children} == {"bm25s", "dense-thr", "rerank", "fusion"}
+    assert main(["report", result["mlflow_run_id"], "--tracking-uri", result["tracking_uri"], "--k", "3",
+                 "--trials", "200", "--out", str(tmp_path / "report")]) == 0
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert text.count("| tiny | ") >= 6 and "rerank" in text and "p-value" in text

@@ -1,0 +1,60 @@
+"""Configuration search: strategies, cached reuse of finished trials, and bad spaces."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from rbench.core.errors import ConfigError
+from rbench.flows.config_search import config_search, load_search_config
+from rbench.tasks.search_space import Dimension, SearchConfig, propose
+from tests.conftest import tiny_dataset
+
+pytestmark = pytest.mark.usefixtures("prefect_server")  # one Prefect test server per session
+
+
+def _config(tmp_path, corpus, queries, **search):
+    path = tmp_path / f"search-{search.get('budget', 0)}-{search.get('strategy', 'x')}.yaml"
+    path.write_text(yaml.safe_dump({
+        "store": str(tmp_path / "store"), "depth": 10, "subsample": {"size": 5}, "metrics": {"k": [1, 3]},
+        "mlflow": {"experiment": "search"}, "datasets": [tiny_dataset(corpus, queries)],
+        "retrievers": [{"name": "bm25s"}],
+        "search": {"retriever": "bm25s", "metric": "recall", "k": 3,
+                   "space": {"k1": {"low": 1.2, "high": 2.0}, "b": {"low": 0.0, "high": 1.0}}, **search},
+    }))
+    return str(path)
+
+
+def test_strategies_are_deterministic_and_bounded():
+    space = {"x": Dimension(low=0, high=1), "n": Dimension(low=1, high=3, integer=True)}
+    for strategy in ("grid", "random", "tpe"):
+        cfg = SearchConfig(retriever="r", space=space, strategy=strategy, budget=4, grid_points=2)
+        a = propose(cfg, lambda p: p["x"] + p["n"])
+        b = propose(cfg, lambda p: p["x"] + p["n"])
+        assert a == b and len(a) == 4
+        assert all(0 <= p["x"] <= 1 and p["n"] in (1, 2, 3) for p, _ in a)
+    grid = propose(SearchConfig(retriever="r", space=space, strategy="grid", budget=100, grid_points=2), lambda p: 0.0)
+    # 2 grid points: the range ends (integers too, when there are more of them than points)
+    assert [p for p, _ in grid] == [{"x": 0.0, "n": 1}, {"x": 0.0, "n": 3}, {"x": 1.0, "n": 1}, {"x": 1.0, "n": 3}]
+
+
+def test_search_reuses_finished_trials(tmp_path, tiny_files):
+    corpus, queries = tiny_files
+    first = config_search(_config(tmp_path, corpus, queries, strategy="random", budget=3, seed=1))
+    assert len(first["trials"]) == 3 and first["best"]["value"] == max(t["value"] for t in first["trials"])
+    # bm25s fixes k1 and b in its index: later trials build index, retrieve and evaluate only
+    assert [t["stages_ran"] for t in first["trials"][1:]] == [3, 3]
+    larger = config_search(_config(tmp_path, corpus, queries, strategy="random", budget=5, seed=1))
+    assert [t["params"] for t in larger["trials"][:3]] == [t["params"] for t in first["trials"]]
+    assert all(t["stages_ran"] == 0 for t in larger["trials"][:3])
+    assert all(t["stages_ran"] == 3 for t in larger["trials"][3:])
+
+
+def test_bad_search_sections_are_named(tmp_path, tiny_files):
+    corpus, queries = tiny_files
+    with pytest.raises(ConfigError, match="space"):
+        load_search_config(_config(tmp_path, corpus, queries, space={}))
+    with pytest.raises(ConfigError, match="low <= high"):
+        load_search_config(_config(tmp_path, corpus, queries, space={"k1": {"low": 2, "high": 1}}))
+    with pytest.raises(ConfigError, match="search.retriever 'bm25' is not a retriever label"):
+        load_search_config(_config(tmp_path, corpus, queries, retriever="bm25"))

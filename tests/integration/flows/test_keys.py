@@ -1,0 +1,121 @@
+"""Keys follow content and code: what shapes an output changes exactly the keys below it,
+and nothing else does (paths, names, devices, batch sizes)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import yaml
+
+from rbench.flows.benchmark import benchmark
+from tests.conftest import CORPUS, QUERIES, tiny_dataset, write_jsonl
+
+pytestmark = pytest.mark.usefixtures("prefect_server")  # one Prefect test server per session
+
+
+def _run(tmp_path, datasets, retrievers, name="exp.yaml", **options) -> dict:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump({
+        "store": str(tmp_path / "store"), "depth": 10, "subsample": {"size": 5}, "metrics": {"k": [1, 3]},
+        "mlflow": {"experiment": "keys"}, "datasets": datasets, "retrievers": retrievers}))
+    return benchmark(str(path), **options)
+
+
+def _ran(result) -> set[tuple[str, str]]:
+    return {(s["stage"], s["label"]) for s in result["stages"] if s["status"] == "ran"}
+
+
+def _keys(result) -> dict[tuple[str, str], str]:
+    return {(s["stage"], s["label"]): s["key"] for s in result["stages"]}
+
+
+STATIC = {"name": "dense", "params": {"model": "static-64d"}}
+
+
+def test_the_same_corpus_reached_two_ways_is_indexed_once(tmp_path, tiny_files):
+    corpus, queries = tiny_files
+    renamed = write_jsonl(tmp_path / "other.jsonl", [
+        {"title": r["page_title"], "section": r["source"], "body": r["object"], "language": "English"} for r in CORPUS])
+    other = tiny_dataset(renamed, queries, name="other")
+    other["params"].update({"text_field": "body", "doc_id_fields": ["title", "section"], "title_field": "title",
+                            "metadata_fields": ["language"]})
+    result = _run(tmp_path, [tiny_dataset(corpus, queries), other], [{"name": "bm25s"}, STATIC])
+    keys = _keys(result)
+    assert keys[("prepare", "tiny")] != keys[("prepare", "other")]  # other fields, other metadata
+    for index in ("tiny/bm25s", "tiny/dense:tokenlearn-static-64d"):
+        twin = index.replace("tiny/", "other/")
+        assert keys[("index", index)] == keys[("index", twin)]
+        assert {("index", index), ("index", twin)} & _ran(result) != {("index", index), ("index", twin)}
+    by_dataset = {name: sorted((m["retriever"], m["metric"], m["k"], m["value"]) for m in result["metrics"]
+                               if m["dataset"] == name) for name in ("tiny", "other")}
+    assert by_dataset["tiny"] == by_dataset["other"] and by_dataset["tiny"]
+
+
+def test_moved_files_renamed_datasets_devices_and_batch_sizes_keep_every_key(tmp_path, tiny_files):
+    corpus, queries = tiny_files
+    first = _run(tmp_path, [tiny_dataset(corpus, queries)], [{"name": "bm25s"}, STATIC])
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    shutil.move(corpus, moved / "c.jsonl")
+    shutil.move(queries, moved / "q.jsonl")
+    dense = {"name": "dense", "params": {"model": "static-64d", "device": "cpu", "batch_size": 7}}
+    strict = {**tiny_dataset(moved / "c.jsonl", moved / "q.jsonl", name="renamed"), "max_missing_gold": 0.0}
+    again = _run(tmp_path, [strict], [{"name": "bm25s", "label": "relabelled"}, dense], "again.yaml")
+    assert _ran(again) == set()
+    assert sorted(_keys(first).values()) == sorted(_keys(again).values())
+
+
+def test_a_stricter_max_missing_gold_refuses_a_cached_table(tmp_path, tiny_files):
+    corpus, queries = tiny_files
+    one_lost = write_jsonl(tmp_path / "lost.jsonl", [{**QUERIES[0], "document_ids": ["Nowhere :: x"]}, *QUERIES[1:]])
+    first = _run(tmp_path, [tiny_dataset(corpus, one_lost)], [{"name": "bm25s"}])
+    assert ("prepare", "tiny") in _ran(first)
+    strict = {**tiny_dataset(corpus, one_lost), "max_missing_gold": 0.1}
+    state = _run(tmp_path, [strict], [{"name": "bm25s"}], "strict.yaml", return_state=True)
+    (failure,) = state.result(raise_on_failure=False)["failures"]
+    assert "1 of 5 queries (20%)" in failure["error"] and "allowed: 10%" in failure["error"]
+
+
+def test_code_versions_and_model_weights_change_exactly_the_keys_below_them(tmp_path, tiny_files, monkeypatch):
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    from rbench.retrievers.bm25_sparse import BM25s
+    from rbench.retrievers.models import MODELS, model_identity, packaged_path
+    from rbench.tasks.datasets.jsonl import Jsonl
+
+    corpus, queries = tiny_files
+    model = tmp_path / "model"
+    shutil.copytree(packaged_path(MODELS["tokenlearn-static-64d"]), model)
+    datasets = [tiny_dataset(corpus, queries)]
+    retrievers = [{"name": "bm25s"}, {"name": "dense", "params": {"model": str(model)}}]
+    _run(tmp_path, datasets, retrievers)
+
+    weights = load_file(model / "model.safetensors")
+    save_file({k: (np.flip(v, axis=0).copy() if v.ndim == 2 else v) for k, v in weights.items()},
+              str(model / "model.safetensors"))
+    model_identity.cache_clear()
+    new_weights = _run(tmp_path, datasets, retrievers)
+    assert {stage for stage, _ in _ran(new_weights)} == {"encode", "index", "retrieve", "evaluate"}
+    assert all(label.startswith("tiny/dense") for _, label in _ran(new_weights))
+
+    monkeypatch.setattr(BM25s, "version", BM25s.version + 1)
+    new_search = _run(tmp_path, datasets, retrievers)
+    assert _ran(new_search) == {("retrieve", "tiny/bm25s"), ("evaluate", "tiny/bm25s")}
+
+    monkeypatch.setattr(Jsonl, "version", Jsonl.version + 1)
+    new_adapter = _run(tmp_path, datasets, retrievers)
+    assert ("download", "tiny") not in _ran(new_adapter) and ("prepare", "tiny") in _ran(new_adapter)
+    # the adapter's output is unchanged, so the corpus and query digests (and all below) are too
+    assert _ran(new_adapter) == {("prepare", "tiny")}
+
+
+def test_changed_queries_rerun_only_what_reads_them(tmp_path, tiny_files):
+    corpus, queries = tiny_files
+    datasets = [tiny_dataset(corpus, queries)]
+    _run(tmp_path, datasets, [{"name": "bm25s"}])
+    write_jsonl(queries, [{**q, "query": q["query"] + " please"} if q["query_id"] == "q1" else q for q in QUERIES])
+    changed = _run(tmp_path, datasets, [{"name": "bm25s"}])
+    assert _ran(changed) == {("download", "tiny"), ("prepare", "tiny"), ("subsample", "tiny"),
+                             ("retrieve", "tiny/bm25s"), ("evaluate", "tiny/bm25s")}  # the index is kept

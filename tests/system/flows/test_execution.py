@@ -1,0 +1,278 @@
+"""Execution model: failure isolation, task runners, concurrent runs on one store, resumable builds."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rbench.flows.benchmark import benchmark
+from rbench.tasks.track import load_results
+from tests.conftest import (
+    CORPUS,
+    QUERIES,
+    REPO,
+    tiny_cross_encoder,
+    tiny_dataset,
+    write_jsonl,
+)
+
+pytestmark = pytest.mark.usefixtures("prefect_server")  # one Prefect test server per session
+
+
+def _write(tmp_path: Path, cfg: dict, name: str = "exp.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(cfg))
+    return str(path)
+
+
+def _base(tmp_path, corpus, queries, retrievers, **extra) -> dict:
+    return {"name": "exec", "store": str(tmp_path / "store"), "depth": 10, "subsample": {"size": 5},
+            "metrics": {"k": [1, 3]}, "mlflow": {"experiment": "exec"},
+            "datasets": [tiny_dataset(corpus, queries)], "retrievers": retrievers, **extra}
+
+
+def _status(result) -> dict[tuple[str, str], str]:
+    return {(s["stage"], s["label"]): s["status"] for s in result["stages"]}
+
+
+def test_a_failing_pair_fails_alone_and_a_retry_reruns_only_it(tmp_path, tiny_files):
+    from mlflow.tracking import MlflowClient
+
+    corpus, queries = tiny_files
+    broken = tmp_path / "ce"
+    broken.mkdir()  # an existing folder without a model: the reranker fails when it loads
+    config = _write(tmp_path, _base(tmp_path, corpus, queries, [
+        {"name": "bm25s"},
+        {"name": "rerank", "params": {"model": str(broken), "first_stage": {"name": "bm25s"}}},
+        {"name": "dense", "params": {"model": "static-64d"}},
+    ]))
+    state = benchmark(config, return_state=True)
+    assert state.is_failed()
+    assert "1 of 3 dataset x retriever pairs failed: tiny/rerank" in state.message
+    summary = state.result(raise_on_failure=False)
+    assert {m["retriever"] for m in summary["metrics"]} == {"bm25s", "dense"}
+    assert [f["retriever"] for f in summary["failures"]] == ["rerank"]
+    assert "retrieve[tiny/rerank]" in summary["failures"][0]["error"]
+    statuses = _status(summary)
+    assert statuses[("retrieve", "tiny/rerank")] == "failed"
+    assert statuses[("evaluate", "tiny/rerank")] == "skipped"
+    client = MlflowClient(summary["tracking_uri"])
+    parent = client.get_run(summary["mlflow_run_id"])
+    assert parent.info.status == "FAILED" and parent.data.metrics["pairs_failed"] == 1
+    children = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    assert {c.data.tags["rbench.retriever"] for c in children} == {"bm25s", "dense"}
+
+    tiny_cross_encoder(broken)  # the cause is fixed; the rerun builds only what failed or never ran
+    again = benchmark(config)
+    ran = {key for key, status in _status(again).items() if status == "ran"}
+    assert ran == {("retrieve", "tiny/rerank"), ("evaluate", "tiny/rerank")}
+    assert again["failures"] == []
+
+
+def test_index_shared_by_composites_is_built_once(tmp_path, tiny_files):
+    corpus, queries = tiny_files
+    config = _write(tmp_path, _base(tmp_path, corpus, queries, [
+        {"name": "bm25s"},
+        {"name": "dense", "params": {"model": "static-64d"}},
+        {"name": "fusion", "params": {"retrievers": [{"name": "bm25s"}, {"name": "dense", "params": {"model": "static-64d"}}]}},
+    ], execution={"shard_size": 2}))
+    result = benchmark(config)
+    stages = [s["stage"] for s in result["stages"]]
+    assert stages.count("index") == 2 and stages.count("encode") == 3  # 6 rows in shards of 2
+    assert stages.count("retrieve") == 3
+
+
+def test_sharded_and_whole_dense_index_agree(tmp_path, tiny_files):
+    corpus, queries = tiny_files
+    metrics = {}
+    for shard_size in (2, 1000):
+        cfg = _base(tmp_path / str(shard_size), corpus, queries, [{"name": "dense", "params": {"model": "static-64d"}}],
+                    execution={"shard_size": shard_size})
+        (tmp_path / str(shard_size)).mkdir()
+        metrics[shard_size] = benchmark(_write(tmp_path, cfg, f"{shard_size}.yaml"))["metrics"]
+    assert metrics[2] == metrics[1000]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runner", ["dask", "ray"])
+def test_cluster_runners_match_the_thread_runner(tmp_path, tiny_files, runner):
+    corpus, queries = tiny_files
+    retrievers = [{"name": "bm25s"}, {"name": "dense", "params": {"model": "static-64d"}}]
+    threads = benchmark(_write(tmp_path, _base(tmp_path / "t", corpus, queries, retrievers), "threads.yaml"))
+    cluster_cfg = _base(tmp_path / "c", corpus, queries, retrievers, execution={"runner": runner, "max_workers": 2})
+    cluster = benchmark(_write(tmp_path, cluster_cfg, f"{runner}.yaml"))
+    assert cluster["metrics"] == threads["metrics"]
+    assert set(_status(cluster).values()) == {"ran"}
+    again = benchmark(_write(tmp_path, cluster_cfg, f"{runner}.yaml"))
+    assert set(_status(again).values()) == {"cached"}
+
+
+def _cli(args: list[str], home: Path, extra_env: dict | None = None) -> subprocess.Popen:
+    """``rbench`` in a process of its own, as on another node: its own Prefect home and server."""
+    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING",
+           "PREFECT_HOME": str(home)}
+    env.pop("PREFECT_API_URL", None)
+    env.pop("MLFLOW_TRACKING_URI", None)
+    env.update(extra_env or {})
+    return subprocess.Popen([sys.executable, "-m", "rbench.cli", *args], cwd=REPO, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def _stage_counts(out: str) -> tuple[int, int]:
+    line = next(line for line in out.splitlines() if line.startswith("stages: "))
+    parts = line.split()
+    return int(parts[1]), int(parts[3])
+
+
+@pytest.mark.slow
+def test_two_runs_on_one_store_at_once_build_each_artifact_once(tmp_path, tiny_files):
+    corpus, queries = tiny_files
+    config = _write(tmp_path, _base(tmp_path, corpus, queries, [
+        {"name": "bm25"}, {"name": "dense", "params": {"model": "static-64d"}}]))
+    procs = [_cli(["run", config], tmp_path / f"node{i}") for i in range(2)]
+    outputs = [p.communicate(timeout=600) for p in procs]
+    for p, (out, err) in zip(procs, outputs):
+        assert p.returncode == 0, err[-3000:]
+        assert "replacing incomplete or corrupt artifact" not in err
+    ran = [_stage_counts(out)[0] for out, _ in outputs]
+    cached = [_stage_counts(out)[1] for out, _ in outputs]
+    assert sum(ran) == 10 and [r + c for r, c in zip(ran, cached)] == [10, 10]  # each of the 10 stages built once
+    tables = [[line for line in out.splitlines() if line.startswith("tiny / ")] for out, _ in outputs]
+    assert tables[0] == tables[1] and len(tables[0]) == 2 * 6
+    store = tmp_path / "store"
+    assert not list(store.glob("*/.tmp-*")) and not list(store.glob("*/.partial-*"))
+
+
+@pytest.mark.slow
+def test_killed_dense_build_resumes_with_the_missing_shards(tmp_path):
+    rows = [{**CORPUS[i % len(CORPUS)], "object": f"{CORPUS[i % len(CORPUS)]['object']} variant {i}"} for i in range(1200)]
+    corpus, queries = write_jsonl(tmp_path / "corpus.jsonl", rows), write_jsonl(tmp_path / "queries.jsonl", QUERIES)
+    cfg = _base(tmp_path, corpus, queries, [{"name": "dense", "params": {"model": "minilm"}}],
+                execution={"runner": "sequential", "shard_size": 150})
+    config = _write(tmp_path, cfg)
+    shards = tmp_path / "store" / "encode"
+    proc = _cli(["run", config], tmp_path / "node")
+    deadline = time.time() + 300
+    while time.time() < deadline and len(list(shards.glob("*/_manifest.json"))) < 3:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # the run and its ephemeral Prefect server, as a dying node
+    proc.communicate()
+    done = len(list(shards.glob("*/_manifest.json")))
+    assert 3 <= done < 8, "the build finished (or never started) before it could be killed"
+
+    result = benchmark(config)
+    encoded = [s for s in result["stages"] if s["stage"] == "encode"]
+    assert len(encoded) == 8
+    assert sum(s["status"] == "ran" for s in encoded) == 8 - done
+    assert sum(s["status"] == "cached" for s in encoded) == done
+    index = next(s for s in result["stages"] if s["stage"] == "index")
+    info = json.loads((tmp_path / "store" / "index" / index["key"] / "_manifest.json").read_text())["info"]
+    assert info["indexed"] == 1200 and info["shards"] == 8
+
+
+def test_a_failed_mlflow_logging_is_kept_and_logged_by_the_next_run(tmp_path, tiny_files, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    import rbench.tasks.track as track
+
+    corpus, queries = tiny_files
+    config = _write(tmp_path, _base(tmp_path, corpus, queries, [{"name": "bm25s"}]))
+    real = track._log_experiment
+
+    def down(*args, **kwargs):
+        raise ConnectionError("tracking server down")
+
+    monkeypatch.setattr(track, "_log_experiment", down)
+    state = benchmark(config, return_state=True)
+    summary = state.result(raise_on_failure=False)
+    assert state.is_failed() and "rbench log" in state.message and summary["metrics"]
+    assert Path(summary["mlflow_pending"]).exists()
+    monkeypatch.setattr(track, "_log_experiment", real)
+    again = benchmark(config)
+    assert again["mlflow_run_id"] and not Path(summary["mlflow_pending"]).exists()
+    client = MlflowClient(f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("exec").experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert len(parents) == 2 and len(runs) == 4
+    ran = sum(s["status"] == "ran" for s in summary["stages"])
+    assert sorted(r.data.metrics["stages_ran"] for r in parents) == [0, ran]
+
+
+@pytest.mark.slow
+def test_a_planted_password_reaches_no_output_and_metrics_survive_a_failed_mlflow(tmp_path, tiny_files):
+    secret = "pl4nted-s3cret"
+    corpus, queries = tiny_files
+    config = _write(tmp_path, _base(tmp_path, corpus, queries, [{"name": "bm25s"}]))
+    home = tmp_path / "node"
+    env_extra = {"MLFLOW_TRACKING_URI": f"http://rbench:{secret}@127.0.0.1:9", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+                 "MLFLOW_HTTP_REQUEST_TIMEOUT": "3", "PREFECT_LOGGING_LEVEL": "INFO"}
+    proc = _cli(["run", config], home, env_extra)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 1
+    assert "tiny / bm25s" in out and "MLflow logging failed" in err and "rbench:***@127.0.0.1:9" in err
+    assert secret not in out and secret not in err
+    leaks = [p for folder in (tmp_path / "store", home) for p in folder.rglob("*")
+             if p.is_file() and secret.encode() in p.read_bytes()]
+    assert leaks == []
+
+    (record,) = (tmp_path / "store" / "_mlflow-pending").glob("*.json")  # the logging is kept for later
+    store = ["--store", str(tmp_path / "store")]
+    proc = _cli(["log", *store], home, {})
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2 and "password is not stored" in err and "--tracking-uri" in err and record.exists()
+    uri = f"sqlite:///{tmp_path / 'later.db'}"
+    proc = _cli(["log", *store, "--tracking-uri", uri], home, {})
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert f"logged {record.name}" in out and not record.exists()
+    _, rows, _ = load_results(uri, ["latest"], "exec")
+    assert {(r["dataset"], r["retriever"]) for r in rows} == {("tiny", "bm25s")} and rows
+
+
+def _evaluation_bytes(store: Path) -> dict[str, bytes]:
+    return {f"{p.parent.name}/{p.name}": p.read_bytes() for p in sorted((store / "evaluate").glob("*/*"))
+            if p.name in ("per_query.parquet", "aggregate.parquet", "run.trec")}
+
+
+KILL_POINTS = {
+    **{f"after-{n}-stages": (lambda store, n=n: len(list(store.glob("*/*/_manifest.json"))) >= n) for n in (1, 3, 6, 9)},
+    "in-mlflow-setup": lambda store: (store / ".mlflow.db.lease").exists(),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ready", KILL_POINTS.values(), ids=KILL_POINTS.keys())
+def test_a_run_killed_at_a_stage_boundary_or_in_mlflow_setup_resumes_identically(tmp_path, tiny_files, ready):
+    corpus, queries = tiny_files
+    retrievers = [{"name": "bm25s"}, {"name": "dense", "params": {"model": "static-64d"}}]
+    for name in ("killed", "reference"):
+        (tmp_path / name).mkdir()
+    killed = _write(tmp_path, _base(tmp_path / "killed", corpus, queries, retrievers,
+                                    execution={"runner": "sequential"}), "killed.yaml")
+    for attempt in range(2):  # the kill point is polled: a run that outpaces the poll is retried once
+        shutil.rmtree(tmp_path / "killed" / "store", ignore_errors=True)
+        proc = _cli(["run", killed], tmp_path / f"node{attempt}")
+        deadline = time.time() + 300
+        while time.time() < deadline and proc.poll() is None and not ready(tmp_path / "killed" / "store"):
+            time.sleep(0.02)
+        if proc.poll() is None:
+            break
+        proc.communicate()
+    assert proc.poll() is None, "the run ended before it could be killed, twice"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    result = benchmark(killed)
+    assert result["failures"] == [] and result["mlflow_run_id"]
+    assert not list((tmp_path / "killed" / "store").glob("*/.tmp-*"))
+    benchmark(_write(tmp_path, _base(tmp_path / "reference", corpus, queries, retrievers), "reference.yaml"))
+    expected = _evaluation_bytes(tmp_path / "reference" / "store")
+    assert len(expected) == 6 and _evaluation_bytes(tmp_path / "killed" / "store") == expected

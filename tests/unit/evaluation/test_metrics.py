@@ -1,0 +1,143 @@
+"""Metric values against hand-computed cases, and parity with pytrec_eval and ranx."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from rbench.evaluation.evaluate import evaluate_queries, macro_average
+from rbench.evaluation.metrics import f1, mrr, ndcg, perfect_recall, precision, recall
+from rbench.evaluation.runs import dedup_documents, to_qrels, to_ranx_run, to_trec
+from tests.conftest import need
+
+RANKED = ["d3", "d1", "d7", "d2"]  # gold d1, d2, d9: hits at ranks 2 and 4
+GOLD = {"d1", "d2", "d9"}
+
+
+def test_precision_hand_computed():
+    assert precision(RANKED, GOLD, 1) == 0.0
+    assert precision(RANKED, GOLD, 2) == 0.5
+    assert precision(RANKED, GOLD, 4) == 0.5
+    assert precision(RANKED, GOLD, 10) == 0.2
+    assert precision(RANKED, GOLD, 10, denominator="retrieved") == 0.5
+    assert precision([], GOLD, 5, denominator="retrieved") == 0.0
+
+
+def test_recall_hand_computed():
+    assert recall(RANKED, GOLD, 2) == pytest.approx(1 / 3)
+    assert recall(RANKED, GOLD, 4) == pytest.approx(2 / 3)
+    assert recall(RANKED, GOLD, 2, denominator="capped") == 0.5
+    assert recall(RANKED, GOLD, 10, denominator="capped") == pytest.approx(2 / 3)
+    with pytest.raises(ValueError):
+        recall(RANKED, set(), 3)
+
+
+def test_f1_perfect_recall_mrr_hand_computed():
+    assert f1(RANKED, GOLD, 4) == pytest.approx(2 * 0.5 * (2 / 3) / (0.5 + 2 / 3))
+    assert f1(RANKED, GOLD, 1) == 0.0
+    assert perfect_recall(RANKED, GOLD, 10) == 0.0
+    assert perfect_recall(["d9", "d2", "x", "d1"], GOLD, 4) == 1.0
+    assert perfect_recall(["d9", "d2", "x", "d1"], GOLD, 3) == 0.0
+    assert mrr(RANKED, GOLD, 1) == 0.0
+    assert mrr(RANKED, GOLD, 3) == 0.5
+
+
+def test_ndcg_hand_computed():
+    dcg = 1 / math.log2(3) + 1 / math.log2(5)
+    ideal = 1 + 1 / math.log2(3) + 1 / math.log2(4)
+    assert ndcg(RANKED, GOLD, 4) == pytest.approx(dcg / ideal)
+    ideal2 = 1 + 1 / math.log2(3)
+    assert ndcg(RANKED, GOLD, 2) == pytest.approx((1 / math.log2(3)) / ideal2)
+    assert ndcg(["d1"], {"d1"}, 10) == 1.0
+
+
+def test_dedup_keeps_first_occurrence_in_rank_order():
+    rows = [
+        ("q", "B", 2, 0.8), ("q", "A", 1, 0.9), ("q", "A", 3, 0.7), ("q", "C", 4, 0.6), ("q", "B", 5, 0.5),
+    ]
+    assert dedup_documents(rows) == {"q": [("A", 0.9), ("B", 0.8), ("C", 0.6)]}
+
+
+def test_evaluate_scores_missing_queries_as_zero_and_skips_empty_gold():
+    ranking = {"q1": [("A", 1.0), ("B", 0.5)]}
+    rows = evaluate_queries(ranking, {"q1": ["B"], "q2": ["A"], "q3": []}, [1, 2])
+    by = {(r["query_id"], r["metric"], r["k"]): r["value"] for r in rows}
+    assert by[("q1", "recall", 1)] == 0.0 and by[("q1", "recall", 2)] == 1.0
+    assert by[("q1", "mrr", 2)] == 0.5
+    assert by[("q2", "recall", 2)] == 0.0
+    assert not any(r["query_id"] == "q3" for r in rows)
+    agg = {(a["metric"], a["k"]): a for a in macro_average(rows)}
+    assert agg[("recall", 2)]["value"] == 0.5 and agg[("recall", 2)]["queries"] == 2
+
+
+def test_trec_export_percent_encodes_spaces():
+    text = to_trec({"q 1": [("Andy Karl :: awards", 0.5)]}, "bm25")
+    assert text == "q%201 Q0 Andy%20Karl%20%3A%3A%20awards 1 0.500000 bm25\n"
+
+
+def _random_case(seed: int):
+    rng = random.Random(seed)
+    docs = [f"doc{i}" for i in range(30)]
+    gold, ranking = {}, {}
+    for q in range(40):
+        qid = f"q{q}"
+        gold[qid] = rng.sample(docs, rng.randint(1, 4))
+        ranked = rng.sample(docs, rng.randint(0, 15))
+        ranking[qid] = [(d, 1.0) for d in ranked]  # tied scores: order must come from rank
+    return gold, ranking
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_parity_with_pytrec_eval(seed):
+    pytrec_eval = need("pytrec_eval")
+    gold, ranking = _random_case(seed)
+    ours = {(r["query_id"], r["metric"], r["k"]): r["value"] for r in evaluate_queries(ranking, gold, [1, 3, 5, 10])}
+    measures = {"P.1,3,5,10", "recall.1,3,5,10", "ndcg_cut.1,3,5,10"}
+    theirs = pytrec_eval.RelevanceEvaluator(to_qrels(gold), measures).evaluate(to_ranx_run(ranking))
+    for qid in gold:
+        for k in (1, 3, 5, 10):
+            got = theirs.get(qid, {})
+            assert ours[(qid, "precision", k)] == pytest.approx(got.get(f"P_{k}", 0.0))
+            assert ours[(qid, "recall", k)] == pytest.approx(got.get(f"recall_{k}", 0.0))
+            assert ours[(qid, "ndcg", k)] == pytest.approx(got.get(f"ndcg_cut_{k}", 0.0))
+
+
+def test_graded_ndcg_by_hand():
+    # grades A=3, B=1; ranking B, X, A. DCG@3 = 1/log2(2) + 3/log2(4) = 1 + 1.5 = 2.5;
+    # ideal = 3/log2(2) + 1/log2(3) = 3 + 0.6309 = 3.6309
+    from rbench.evaluation.metrics import ndcg
+
+    value = ndcg(["B", "X", "A"], {"A", "B"}, 3, {"A": 3, "B": 1})
+    assert value == pytest.approx(2.5 / (3 + 1 / math.log2(3)))
+    assert ndcg(["B", "X", "A"], {"A", "B"}, 3) == pytest.approx((1 + 0.5) / (1 + 1 / math.log2(3)))
+
+
+def _graded_case(seed: int):
+    rng = random.Random(seed)
+    gold, ranking = _random_case(seed)
+    grades = {q: {d: rng.randint(1, 3) for d in docs} for q, docs in gold.items()}
+    return gold, grades, ranking
+
+
+def test_trec_qrels_round_trip(tmp_path):
+    from rbench.evaluation.runs import to_trec_qrels
+    from rbench.tasks.datasets.qrels import read_qrels
+
+    qrels = {"q 1": {"Andy Karl :: awards": 2, "d2": 1}, "q2": {"d3": 0}}
+    path = tmp_path / "qrels.trec"
+    path.write_text(to_trec_qrels(qrels))
+    assert path.read_text().splitlines()[0] == "q%201 0 Andy%20Karl%20%3A%3A%20awards 2"
+    assert read_qrels(path) == qrels
+    beir = tmp_path / "test.tsv"
+    beir.write_text("query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td2\t0\n")
+    assert read_qrels(beir) == {"q1": {"d1": 2, "d2": 0}}
+    beir.write_text("q1 d1\n")
+    from rbench.core.errors import DataError
+
+    with pytest.raises(DataError, match=r"test.tsv:1 must be .*\(BEIR\) or 'qid 0 docid grade' \(TREC\)"):
+        read_qrels(beir)
+    beir.write_text("q1 0 d1 high\n")
+    with pytest.raises(DataError, match=r"test.tsv:1: relevance 'high' is not an integer grade"):
+        read_qrels(beir)

@@ -1,0 +1,87 @@
+"""A small OpenAI-compatible chat server for tests: deterministic answers from the last
+user message, a count of requests, the Authorization headers it received, and switches
+for failures (status codes to answer first) and for stalling after N answers; ``scripted``
+answers are given first, in order."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def answer(messages: list[dict]) -> str:
+    """Sub-queries for a question, a ranking for numbered passages."""
+    user = messages[-1]["content"]
+    count = len(re.findall(r"^\[\d+\]", user, re.M))
+    if count:
+        return " > ".join(f"[{i}]" for i in range(count, 0, -1))
+    question = user.split("Question:", 1)[-1].strip()
+    words = question.split()
+    return f"{' '.join(words[:3])}\n{' '.join(words[3:])}" if len(words) > 3 else question
+
+
+class ChatServer:
+    """Serves ``/v1/chat/completions`` on 127.0.0.1 in a thread (a context manager)."""
+
+    def __init__(self, fail_first: list[int] | None = None, stall_after: int | None = None,
+                 scripted: list[str] | None = None):
+        self.scripted = list(scripted or [])
+        self.requests = 0
+        self.authorization: list[str | None] = []
+        self.bodies: list[dict] = []
+        self.fail_first = list(fail_first or [])
+        self.stall_after = stall_after
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server._lock:
+                    server.requests += 1
+                    server.authorization.append(self.headers.get("Authorization"))
+                    server.bodies.append(body)
+                    failure = server.fail_first.pop(0) if server.fail_first else None
+                    stall = server.stall_after is not None and server.requests > server.stall_after
+                if stall:
+                    time.sleep(3600)
+                if failure:
+                    self.send_response(failure)
+                    self.send_header("Retry-After", "0")
+                    self.end_headers()
+                    self.wfile.write(b'{"error": "try later"}')
+                    return
+                with server._lock:
+                    text = server.scripted.pop(0) if server.scripted else answer(body["messages"])
+                payload = {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                           "usage": {"prompt_tokens": sum(len(m["content"].split()) for m in body["messages"]),
+                                     "completion_tokens": len(text.split())}}
+                data = json.dumps(payload).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def __enter__(self) -> "ChatServer":
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._httpd.shutdown()
+
+
+if __name__ == "__main__":  # serve until killed: python -m tests.unit.llm.server
+    with ChatServer() as s:
+        print(s.url, flush=True)
+        threading.Event().wait()

@@ -1,0 +1,102 @@
+"""The artifact store: keys, atomic builds, verification of hits."""
+
+from __future__ import annotations
+
+import pytest
+
+from rbench.core.store import MANIFEST, Stage, Store, stage_key
+
+
+def _writer(calls: list):
+    def build(folder, inputs, config, **options):
+        calls.append(config)
+        (folder / "out.txt").write_text(f"value={config['v']}")
+        (folder / "sub").mkdir()
+        (folder / "sub" / "part.bin").write_bytes(b"\x00\x01" * 100)
+        return {"rows": 2}
+
+    return build
+
+
+def test_stage_key_depends_on_name_version_config_and_inputs():
+    base = stage_key("s", 1, {"a": 1, "b": [1, 2]}, ["k1"])
+    assert base == stage_key("s", 1, {"b": [1, 2], "a": 1}, ["k1"])  # key order is irrelevant
+    others = {
+        stage_key("t", 1, {"a": 1, "b": [1, 2]}, ["k1"]),
+        stage_key("s", 2, {"a": 1, "b": [1, 2]}, ["k1"]),
+        stage_key("s", 1, {"a": 2, "b": [1, 2]}, ["k1"]),
+        stage_key("s", 1, {"a": 1, "b": [1, 2]}, ["k2"]),
+    }
+    assert base not in others and len(others) == 4
+
+
+def test_run_builds_once_then_reuses(tmp_path):
+    calls: list = []
+    stage, store = Stage("demo", 1, _writer(calls)), Store(tmp_path)
+    first = stage.run(store, [], {"v": 1})
+    second = stage.run(store, [], {"v": 1})
+    assert calls == [{"v": 1}]
+    assert first.path == second.path and second.info["rows"] == 2
+    assert (first.path / MANIFEST).exists()
+    stage.run(store, [], {"v": 2})
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda p: (p / "out.txt").unlink(),
+        lambda p: (p / "out.txt").write_text("value=9"),  # same size, other bytes
+        lambda p: (p / "sub" / "part.bin").write_bytes(b"\x00"),
+        lambda p: (p / "extra.txt").write_text("stray"),
+        lambda p: (p / MANIFEST).write_text("{not json"),
+        lambda p: (p / MANIFEST).unlink(),
+    ],
+    ids=["deleted-file", "corrupted-same-size", "truncated", "stray-file", "bad-manifest", "no-manifest"],
+)
+def test_damaged_artifact_is_detected_and_rebuilt(tmp_path, damage):
+    calls: list = []
+    stage, store = Stage("demo", 1, _writer(calls)), Store(tmp_path)
+    artifact = stage.run(store, [], {"v": 1})
+    damage(artifact.path)
+    assert store.load("demo", artifact.key) is None
+    rebuilt = stage.run(store, [], {"v": 1})
+    assert len(calls) == 2
+    assert (rebuilt.path / "out.txt").read_text() == "value=1"
+    assert store.load("demo", artifact.key) is not None
+
+
+def test_failed_build_leaves_nothing_behind(tmp_path):
+    def broken(folder, inputs, config):
+        (folder / "half.txt").write_text("partial")
+        raise RuntimeError("killed")
+
+    store = Store(tmp_path)
+    with pytest.raises(RuntimeError):
+        Stage("demo", 1, broken).run(store, [], {"v": 1})
+    assert [p.name for p in (tmp_path / "demo").iterdir()] == [".locks"]
+    assert list((tmp_path / "demo" / ".locks").iterdir()) == []  # the lease was released
+
+
+def test_downstream_key_follows_upstream_key(tmp_path):
+    store = Store(tmp_path)
+    up = Stage("up", 1, _writer([]))
+    down = Stage("down", 1, _writer([]))
+    a = up.run(store, [], {"v": 1})
+    b = up.run(store, [], {"v": 2})
+    assert down.key([a], {"v": 0}) != down.key([b], {"v": 0})
+
+
+def test_verify_finds_damage_the_fast_check_misses_and_removes_it(tmp_path):
+    store = Store(tmp_path)
+    big = Stage("big", 1, lambda folder, inputs, config: (folder / "data.bin").write_bytes(bytes(300_000)) and {})
+    artifact = big.run(store, [], {})
+    demo = Stage("demo", 1, _writer([]))
+    demo.run(store, [], {"v": 1})
+    data = bytearray((artifact.path / "data.bin").read_bytes())
+    data[150_000] = 1  # in the middle: outside the fingerprinted head and tail
+    (artifact.path / "data.bin").write_bytes(bytes(data))
+    assert store.load("big", artifact.key) is not None and store.load("big", artifact.key, full=True) is None
+    assert store.verify(full=False) == []
+    assert store.verify(full=True, remove=True) == [("big", artifact.key)]
+    assert store.artifacts() == [("demo", demo.key([], {"v": 1}))]

@@ -1,0 +1,128 @@
+"""Leases and the store under many writers: one builder per key, dead builders' leftovers cleaned."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from rbench.core.lease import Lease, LeaseLost
+from rbench.core.store import MANIFEST, Stage, Store
+
+
+def _slow_build(folder, inputs, config, **options):
+    marker = Path(config["log"])
+    with open(marker, "a") as f:
+        f.write(f"{os.getpid()}\n")
+    time.sleep(1.0)
+    (folder / "out.txt").write_text("done")
+    return {}
+
+
+def _worker(root: str, log: str, queue) -> None:
+    artifact = Stage("slow", 1, _slow_build).run(Store(root), [], {"log": log})
+    queue.put((os.getpid(), str(artifact.path), (artifact.path / "out.txt").read_text()))
+
+
+def test_two_processes_building_one_key_build_it_once(tmp_path):
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    log = tmp_path / "builds.log"
+    procs = [ctx.Process(target=_worker, args=(str(tmp_path / "store"), str(log), queue)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    results = [queue.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert len(log.read_text().split()) == 1  # one build, the others waited and reused it
+    assert {r[1] for r in results} == {str(tmp_path / "store" / "slow" / results[0][1].rsplit("/", 1)[1])}
+    assert {r[2] for r in results} == {"done"}
+
+
+def test_a_lease_whose_process_died_is_broken_at_once(tmp_path):
+    ctx = mp.get_context("spawn")
+    path = tmp_path / "k.lease"
+    holder = ctx.Process(target=_hold_forever, args=(str(path),))
+    holder.start()
+    while not path.exists():
+        time.sleep(0.05)
+    holder.kill()
+    holder.join()
+    started = time.monotonic()
+    with Lease(path, ttl=60):
+        assert time.monotonic() - started < 5
+
+
+def _hold_forever(path: str) -> None:
+    Lease(Path(path), ttl=60).acquire()
+    time.sleep(600)
+
+
+def test_a_lease_without_heartbeat_is_broken_after_the_ttl(tmp_path):
+    path = tmp_path / "k.lease"
+    path.write_text('{"owner": "other-node:1:x"}')  # a holder on another host that stopped beating
+    started = time.monotonic()
+    with Lease(path, ttl=1.0, poll=0.05) as lease:
+        assert 1.0 <= time.monotonic() - started < 10
+        assert lease.holder() == lease.token
+
+
+def test_a_live_lease_is_kept_alive_and_waited_for(tmp_path):
+    path = tmp_path / "k.lease"
+    first = Lease(path, ttl=1.0)
+    assert first.try_acquire()
+    second = Lease(path, ttl=1.0, poll=0.05)
+    with pytest.raises(TimeoutError):
+        second.acquire(timeout=3.0)  # the heartbeat keeps it fresh for longer than the ttl
+    first.release()
+    assert second.try_acquire()
+    second.release()
+
+
+def test_a_builder_whose_lease_was_taken_publishes_nothing(tmp_path):
+    store = Store(tmp_path)
+
+    def build(folder, inputs, config, **options):
+        (folder / "out.txt").write_text("late")
+        lease_file = tmp_path / "demo" / ".locks" / Stage("demo", 1, build).key([], {})
+        lease_file.write_text('{"owner": "someone-else"}')  # as a waiter that broke our lease
+        return {}
+
+    with pytest.raises(LeaseLost):
+        Stage("demo", 1, build).run(store, [], {})
+    assert not [p for p in (tmp_path / "demo").iterdir() if not p.name.startswith(".")]
+
+
+def test_temporaries_of_dead_builds_are_removed_but_not_of_live_ones(tmp_path):
+    store = Store(tmp_path)
+    dead = tmp_path / "index" / ".tmp-deadbeef-1234abcd"
+    live = tmp_path / "index" / ".tmp-cafe-5678abcd"
+    for folder in (dead, live):
+        folder.mkdir(parents=True)
+        (folder / "part.bin").write_bytes(b"x")
+    holder = store.lease("index", "cafe")
+    assert holder.try_acquire()
+    try:
+        assert store.clean_temporaries() == 1
+    finally:
+        holder.release()
+    assert not dead.exists() and live.exists()
+
+
+def test_a_healthy_artifact_is_never_replaced(tmp_path):
+    store = Store(tmp_path)
+    calls = []
+
+    def build(folder, inputs, config, **options):
+        calls.append(1)
+        (folder / "out.txt").write_text("v")
+        return {}
+
+    first = Stage("demo", 1, build).run(store, [], {})
+    inode = (first.path / MANIFEST).stat().st_ino
+    store.build("demo", first.key, lambda folder, checkpoint: pytest.fail("rebuilt a healthy artifact"))
+    assert (first.path / MANIFEST).stat().st_ino == inode and calls == [1]

@@ -1,0 +1,354 @@
+"""Bad input gets one named error (the value, the user's file and line, the fix) or a counted
+warning, before work where it can, and never leaves a partial artifact."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rbench.config import load_config
+from rbench.core.errors import ConfigError, DataError
+from rbench.core.secrets import redact
+from rbench.core.store import Store
+from rbench.tasks.download import DOWNLOAD, DownloadConfig
+from rbench.tasks.prepare import PREPARE
+from tests.conftest import CORPUS, QUERIES, tiny_dataset
+
+SECRET = "s3cr3t-pa55"
+
+
+def _config(tmp_path: Path, tiny_files, **overrides) -> dict:
+    corpus, queries = tiny_files
+    cfg = {"store": str(tmp_path / "store"), "depth": 10, "datasets": [tiny_dataset(corpus, queries)],
+           "retrievers": [{"name": "bm25s"}]}
+    for key, value in overrides.items():
+        target = cfg
+        *path, last = key.split(".")
+        for part in path:
+            target = target.setdefault(part, {})
+        target[last] = value
+    return cfg
+
+
+CONFIG_CASES = {
+    "depth-bool": ({"depth": True}, "depth", "got True"),
+    "depth-zero": ({"depth": 0}, "depth", "greater than 0"),
+    "depth-text": ({"depth": "ten"}, "depth", "'ten'"),
+    "depth-float": ({"depth": 10.5}, "depth", "10.5"),
+    "depth-below-k": ({"depth": 2}, "depth 2", "largest k"),
+    "seed-negative": ({"subsample.seed": -1}, "subsample.seed", "-1"),
+    "size-bool": ({"subsample.size": True}, "subsample.size", "got True"),
+    "size-zero": ({"subsample.size": 0}, "subsample.size", "greater than 0"),
+    "recall-denominator-unknown": ({"metrics.recall_denominator": "pooled"}, "recall_denominator", "'pooled'"),
+    "dataset-empty-name": ({"datasets": [{"name": "", "adapter": "fetaqa"}]}, "datasets.0.name", "at least 1"),
+    "k-empty": ({"metrics.k": []}, "metrics.k", "at least 1"),
+    "k-zero": ({"metrics.k": [0]}, "metrics.k", "greater than 0"),
+    "k-bool": ({"metrics.k": [True]}, "metrics.k", "got True"),
+    "precision-unknown": ({"metrics.precision_denominator": "all"}, "precision_denominator", "'all'"),
+    "tracking-scheme": ({"mlflow.tracking_uri": "foo://bar"}, "foo://bar", "http://"),
+    "runner-unknown": ({"execution.runner": "spark"}, "execution.runner", "'spark'"),
+    "address-without-cluster": ({"execution.address": "tcp://x:8786"}, "tcp://x:8786", "dask"),
+    "gpus-negative": ({"execution.gpus": -1}, "execution.gpus", "-1"),
+    "shard-size-zero": ({"execution.shard_size": 0}, "execution.shard_size", "greater than 0"),
+    "workers-bool": ({"execution.max_workers": True}, "execution.max_workers", "got True"),
+    "unknown-top-key": ({"retreivers": []}, "retreivers", "unknown key"),
+    "unknown-retriever": ({"retrievers": [{"name": "bm26"}]}, "bm26", "known retrievers"),
+    "unknown-retriever-param": ({"retrievers": [{"name": "bm25s", "params": {"k3": 1}}]}, "params.k3", "unknown key"),
+    "retriever-param-range": ({"retrievers": [{"name": "dense", "params": {"min_score": 2}}]}, "min_score", "2"),
+    "unknown-model": ({"retrievers": [{"name": "dense", "params": {"model": "no-such-model"}}]}, "no-such-model", "hub id"),
+    "rerank-missing-folder": ({"retrievers": [{"name": "rerank", "params": {"model": "/nope/ce"}}]}, "/nope/ce", "folder"),
+    "fusion-unknown-component": ({"retrievers": [{"name": "fusion", "params": {"retrievers": [{"name": "x"}, {"name": "bm25s"}]}}]}, "'x'", "known retrievers"),
+    "duplicate-labels": ({"retrievers": [{"name": "bm25s"}, {"name": "bm25s"}]}, "bm25s", "unique"),
+    "unknown-adapter": ({"datasets": [{"name": "nosuch"}]}, "nosuch", "adapter"),
+    "dataset-unknown-param": ({"datasets": [{"name": "fetaqa", "params": {"splits": "test"}}]}, "params.splits", "unknown key"),
+    "dataset-unknown-split": ({"datasets": [{"name": "fetaqa", "params": {"split": "validation"}}]}, "params.split", "'dev', 'test' or 'train'"),
+    "dataset-bad-granularity": ({"datasets": [{"name": "fetaqa", "params": {"granularity": "page"}}]}, "'page'", "row"),
+    "jsonl-missing-file": ({"datasets": [{"name": "mine", "adapter": "jsonl", "params": {"corpus": "/nope.jsonl", "queries": "/nope.jsonl"}}]}, "/nope.jsonl", "does not exist"),
+    "max-missing-gold-range": ({"datasets": [{"name": "fetaqa", "max_missing_gold": 1.5}]}, "max_missing_gold", "1.5"),
+    "sweep-not-list": ({"sweep": {"granularity": "row"}}, "sweep.granularity", "list"),
+    "sweep-no-target": ({"sweep": {"nothing": [1, 2]}}, "nothing", "no dataset"),
+    "empty-datasets": ({"datasets": []}, "datasets", "at least 1"),
+    "empty-retrievers": ({"retrievers": []}, "retrievers", "at least 1"),
+    "llm-unknown-name": ({"retrievers": [{"name": "decompose", "params": {"llm": "big"}}]}, "'big'", "llms:"),
+    "llm-unknown-backend": ({"llms": {"x": {"backend": "ollama", "model": "m"}}}, "llms.x", "'openai'"),
+    "llm-key-instead-of-its-name": ({"llms": {"x": {"backend": "openai", "model": "m", "api_key_env": "sk-" + SECRET}}},
+                                    "api_key_env", "*name* of an environment variable"),
+    "llm-field-of-another-backend": ({"llms": {"x": {"backend": "transformers", "model": "m", "tensor_parallel_size": 2}}},
+                                     "tensor_parallel_size", "do not apply"),
+    "llm-url-without-scheme": ({"llms": {"x": {"backend": "openai", "model": "m", "base_url": "localhost:8000"}}},
+                               "localhost:8000", "http://"),
+    "llm-inline-key-instead-of-its-name": (
+        {"retrievers": [{"name": "decompose", "params": {"llm": {"backend": "openai", "model": "m",
+                                                                 "api_key_env": "sk-" + SECRET}}}]},
+        "params.llm.api_key_env", "*name* of an environment variable"),
+    "decompose-unknown-merge": ({"llms": {"s": {"backend": "openai", "model": "m"}}, "retrievers": [
+        {"name": "decompose", "params": {"llm": "s", "merge": "max"}}]}, "'max'", "rrf"),
+    "llm-rerank-step-not-below-window": ({"llms": {"s": {"backend": "openai", "model": "m"}}, "retrievers": [
+        {"name": "llm_rerank", "params": {"llm": "s", "window": 10, "step": 10}}]}, "step 10", "smaller than window"),
+    "prompt-file-missing": ({"llms": {"s": {"backend": "openai", "model": "m"}}, "retrievers": [
+        {"name": "decompose", "params": {"llm": "s", "prompt": "/nope/prompt.yaml"}}]}, "/nope/prompt.yaml", "built-in"),
+    "synonyms-file-missing": ({"llms": {"s": {"backend": "openai", "model": "m"}}, "retrievers": [
+        {"name": "multi_query", "params": {"llm": "s", "synonyms": "/nope/syn.txt", "cross_encoder": {"model": "a/b"}}}]},
+        "/nope/syn.txt", "wordnet"),
+    "multi-query-keep-above-candidates": ({"llms": {"s": {"backend": "openai", "model": "m"}}, "retrievers": [
+        {"name": "multi_query", "params": {"llm": "s", "ce_keep": 700, "cross_encoder": {"model": "a/b"}}}]},
+        "ce_keep 700", "larger than ce_candidates"),
+}
+
+
+@pytest.mark.parametrize("overrides, value, fix", CONFIG_CASES.values(), ids=CONFIG_CASES.keys())
+def test_bad_config_values_are_named_before_any_work(tmp_path, tiny_files, overrides, value, fix):
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(_config(tmp_path, tiny_files, **overrides)))
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert value in str(e.value) and fix in str(e.value)
+    assert SECRET not in str(e.value)
+    assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("text, what", [
+    ("user: [unclosed\n", "not valid YAML"),
+    ("system: hi\n", "needs a 'user' template"),
+    ("user: 'Q: {question}'\nexamples: [{user: a}]\n", "example 1 must have exactly"),
+    ("user: 'Q: {question}'\ntemperature: 0\n", "unknown keys ['temperature']"),
+    ("user: 'Q: the question'\n", "must contain ['{question}']"),
+])
+def test_a_bad_prompt_file_is_named(tmp_path, tiny_files, text, what):
+    prompt = tmp_path / "prompt.yaml"
+    prompt.write_text(text)
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(_config(tmp_path, tiny_files, llms={"s": {"backend": "openai", "model": "m"}},
+                                           retrievers=[{"name": "decompose", "params": {"llm": "s", "prompt": str(prompt)}}])))
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert str(prompt) in str(e.value) and what in str(e.value)
+
+
+def test_a_bad_synonyms_line_is_named_with_file_and_line(tmp_path, tiny_files):
+    synonyms = tmp_path / "synonyms.txt"
+    synonyms.write_text("# term: synonyms\ncar: automobile, motorcar\nbicycle bike\n")
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(_config(tmp_path, tiny_files, llms={"s": {"backend": "openai", "model": "m"}},
+                                           retrievers=[{"name": "multi_query", "params": {
+                                               "llm": "s", "synonyms": str(synonyms), "cross_encoder": {"model": "a/b"}}}])))
+    with pytest.raises(ConfigError, match=rf"{synonyms}:3: expected 'term: synonym, synonym', got 'bicycle bike'"):
+        load_config(path)
+
+
+FILE_CASES = {
+    "duplicate-top-key": ("datasets: []\nretrievers: [{name: bm25}]\nretrievers: [{name: bm25s}]\n",
+                          "'retrievers' appears twice", ":3"),
+    "duplicate-nested-key": ("depth: 5\nsubsample:\n  size: 3\n  size: 4\n", "'size' appears twice", ":4"),
+    "not-a-mapping": ("- a\n- b\n", "must be a YAML mapping", "list"),
+    "bad-yaml": ("depth: [1, 2\n", "not valid YAML", "line"),
+    "empty-file": ("", "must be a YAML mapping", "NoneType"),
+}
+
+
+@pytest.mark.parametrize("text, what, where", FILE_CASES.values(), ids=FILE_CASES.keys())
+def test_bad_config_files_are_named_with_their_line(tmp_path, text, what, where):
+    path = tmp_path / "exp.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert what in str(e.value) and where in str(e.value) and str(path) in str(e.value)
+
+
+def test_a_config_that_is_not_utf8_is_named(tmp_path):
+    path = tmp_path / "exp.yaml"
+    path.write_bytes(b"name: caf\xe9\n")
+    with pytest.raises(ConfigError, match=r"not UTF-8"):
+        load_config(path)
+
+
+def test_a_config_with_a_byte_order_mark_is_read(tmp_path, tiny_files):
+    path = tmp_path / "exp.yaml"
+    path.write_bytes(b"\xef\xbb\xbf" + yaml.safe_dump(_config(tmp_path, tiny_files)).encode())
+    assert load_config(path).depth == 10
+
+
+def test_a_missing_config_file_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_a_password_in_a_bad_tracking_uri_is_not_repeated(tmp_path, tiny_files):
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(_config(tmp_path, tiny_files, **{"mlflow.tracking_uri": f"htp://me:{SECRET}@host"})))
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert SECRET not in str(e.value) and "me:***@host" in str(e.value)
+
+
+@pytest.mark.parametrize("uri, shown", [
+    (f"http://user:{SECRET}@mlflow:5000", "http://user:***@mlflow:5000"),
+    (f"postgresql+psycopg2://u:{SECRET}@db/mlflow", "postgresql+psycopg2://u:***@db/mlflow"),
+    ("http://mlflow:5000", "http://mlflow:5000"),
+    ("sqlite:////data/mlflow.db", "sqlite:////data/mlflow.db"),
+])
+def test_redact_hides_passwords_only(uri, shown):
+    assert redact(uri) == shown and redact(f"at {uri} failed") == f"at {shown} failed"
+
+
+def _prepare(tmp_path: Path, corpus_lines: list | bytes, queries_lines: list | bytes, max_missing_gold: float = 0.5,
+             **params):
+    corpus, queries = tmp_path / "c.jsonl", tmp_path / "q.jsonl"
+    for path, lines in ((corpus, corpus_lines), (queries, queries_lines)):
+        if isinstance(lines, bytes):
+            path.write_bytes(lines)
+        else:
+            path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
+    dataset = tiny_dataset(corpus, queries)
+    dataset["params"].update(params)
+    dataset["max_missing_gold"] = max_missing_gold
+    from rbench.config import DatasetConfig
+
+    ds = DatasetConfig.model_validate(dataset)
+    store = Store(tmp_path / "store")
+    raw = DOWNLOAD.run(store, [], DownloadConfig.of(ds))
+    return PREPARE.run(store, [raw], ds)
+
+
+def _no_partial_prepare(tmp_path: Path) -> bool:
+    folder = tmp_path / "store" / "prepare"
+    return not folder.exists() or [p.name for p in folder.iterdir()] in ([], [".locks"])
+
+
+Q = QUERIES
+DATA_CASES = {
+    "text-null": ([{**CORPUS[0], "object": None}, *CORPUS[1:]], Q, "c.jsonl:1", "'object'"),
+    "text-list": ([*CORPUS[:2], {**CORPUS[2], "object": ["a"]}, *CORPUS[3:]], Q, "c.jsonl:3", "not text"),
+    "doc-field-null": ([{**CORPUS[0], "source": None}, *CORPUS[1:]], Q, "c.jsonl:1", "'source'"),
+    "doc-field-missing": ([{k: v for k, v in CORPUS[0].items() if k != "source"}, *CORPUS[1:]], Q, "c.jsonl:1", "no field 'source'"),
+    "query-id-null": (CORPUS, [{**Q[0], "query_id": None}, *Q[1:]], "q.jsonl:1", "'query_id'"),
+    "query-text-missing": (CORPUS, [*Q[:1], {k: v for k, v in Q[1].items() if k != "query"}, *Q[2:]], "q.jsonl:2", "no field 'query'"),
+    "query-text-null": (CORPUS, [{**Q[0], "query": None}, *Q[1:]], "q.jsonl:1", "not text"),
+    "gold-number": (CORPUS, [{**Q[0], "document_ids": 3}, *Q[1:]], "q.jsonl:1", "list of document ids"),
+    "gold-list-of-numbers": (CORPUS, [{**Q[0], "document_ids": [1, 2]}, *Q[1:]], "q.jsonl:1", "list of document ids"),
+    "all-gold-empty": (CORPUS, [{**q, "document_ids": []} for q in Q], "5 queries", "empty gold list"),
+    "gold-not-in-corpus": (CORPUS, [{**q, "document_ids": ["Nowhere :: x"]} for q in Q], "5 of 5 queries", "gold ids match"),
+    "duplicate-query-ids": (CORPUS, [Q[0], Q[0]], "'q1'", "appears twice"),
+    "malformed-json": ([json.dumps(CORPUS[0]), "{not json", *map(json.dumps, CORPUS[1:])], Q, "c.jsonl:2", "not valid JSON"),
+    "line-is-array": ([json.dumps(CORPUS[0]), "[1, 2]"], Q, "c.jsonl:2", "JSON object"),
+    "not-utf8": (json.dumps(CORPUS[0]).encode() + b"\n" + json.dumps(CORPUS[1]).replace("Andy", "And\\u00ff").encode()
+                 .replace(b"\\u00ff", b"\xff") + b"\n", Q, "c.jsonl:2", "not UTF-8"),
+    "empty-corpus": (["", "   "], Q, "empty corpus", "field names"),
+    "no-queries": (CORPUS, [""], "no queries", "queries file"),
+    "all-texts-empty": ([{**c, "object": "  "} for c in CORPUS], Q, "empty corpus", "field names"),
+}
+
+
+@pytest.mark.parametrize("corpus, queries, where, what", DATA_CASES.values(), ids=DATA_CASES.keys())
+def test_bad_data_is_named_with_the_users_file_and_line(tmp_path, corpus, queries, where, what):
+    with pytest.raises(DataError) as e:
+        _prepare(tmp_path, corpus, queries)
+    message = str(e.value)
+    assert where in message and what in message, message
+    assert "/store/" not in message  # the user's file, not the store's copy
+    assert _no_partial_prepare(tmp_path)
+
+
+def test_max_missing_gold_refuses_without_entering_the_key(tmp_path):
+    queries = [*Q[:2], *({**q, "document_ids": ["Nowhere :: x"]} for q in Q[2:])]  # 3 of 5 without gold
+    with pytest.raises(DataError, match=r"3 of 5 queries \(60%\).*allowed: 50%.*max_missing_gold"):
+        _prepare(tmp_path, CORPUS, queries)
+    (built,) = [p for p in (tmp_path / "store" / "prepare").iterdir() if not p.name.startswith(".")]
+    lax = _prepare(tmp_path, CORPUS, queries, max_missing_gold=0.6)  # the table is complete: reused, not rebuilt
+    assert lax.path == built and not lax.built and lax.info["queries_without_gold_in_corpus"] == 3
+
+
+def test_counted_warnings_tell_the_truth(tmp_path):
+    corpus = [*CORPUS, CORPUS[0], {**CORPUS[1], "object": ""}]  # a repeated record and an empty text
+    queries = [*QUERIES, {"query_id": "q6", "query": "anything?", "document_ids": []}]
+    info = _prepare(tmp_path, corpus, queries).info
+    assert info["duplicate_records"] == 1 and info["empty_texts_skipped"] == 1
+    assert info["queries_with_empty_gold"] == 1 and info["objects"] == len(CORPUS) + 1
+
+
+def test_a_byte_order_mark_in_a_data_file_is_accepted(tmp_path):
+    text = "".join(json.dumps(c) + "\n" for c in CORPUS).encode()
+    info = _prepare(tmp_path, b"\xef\xbb\xbf" + text, QUERIES).info
+    assert info["objects"] == len(CORPUS)
+
+
+def test_preflight_names_an_unknown_llm_and_an_unset_api_key(tmp_path, tiny_files, monkeypatch):
+    from rbench.experiment import preflight
+
+    monkeypatch.delenv("RBENCH_NO_SUCH_KEY", raising=False)
+    for llm, what in (({"backend": "transformers", "model": "no-such-llm"}, "unknown LLM 'no-such-llm'"),
+                      ({"backend": "openai", "model": "m", "api_key_env": "RBENCH_NO_SUCH_KEY"},
+                       "RBENCH_NO_SUCH_KEY (api_key_env of LLM 'm') is not set")):
+        path = tmp_path / "exp.yaml"
+        path.write_text(yaml.safe_dump(_config(tmp_path, tiny_files, llms={"s": llm}, retrievers=[
+            {"name": "decompose", "params": {"llm": "s", "first_stage": {"name": "bm25s"}}}])))
+        with pytest.raises(ConfigError, match=re.escape(what)):
+            preflight(load_config(path))
+
+
+def test_preflight_names_an_unreachable_model_and_an_unwritable_store(tmp_path, tiny_files, monkeypatch):
+    from rbench.experiment import preflight, resolve_experiment
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(_config(tmp_path, tiny_files, retrievers=[
+        {"name": "dense", "params": {"model": "someorg/not-downloaded"}}])))
+    with pytest.raises(ConfigError, match="someorg/not-downloaded.*local-dir"):
+        preflight(resolve_experiment(str(path), None))
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    path.write_text(yaml.safe_dump(_config(tmp_path, tiny_files, store=str(a_file / "store"))))
+    with pytest.raises(ConfigError, match="a-file/store is not writable"):
+        preflight(resolve_experiment(str(path), None))
+    path.write_text(yaml.safe_dump(_config(tmp_path, tiny_files, **{"mlflow.tracking_uri": f"sqlite:///{a_file}/m.db"})))
+    with pytest.raises(ConfigError, match="a-file cannot be created.*tracking_uri"):
+        preflight(resolve_experiment(str(path), None))
+
+
+def test_preflight_names_a_tracking_server_that_does_not_answer(tmp_path, tiny_files, caplog):
+    from rbench.experiment import check_tracking
+
+    check_tracking(f"http://user:{SECRET}@127.0.0.1:9")
+    assert "127.0.0.1:9 does not answer" in caplog.text and "rbench log" in caplog.text
+    assert SECRET not in caplog.text
+
+
+def test_the_cli_prints_one_line_for_a_user_error(tmp_path, capsys):
+    from rbench.cli import main
+
+    path = tmp_path / "exp.yaml"
+    path.write_text("depth: 5\ndepth: 6\n")
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "appears twice" in err and "Traceback" not in err
+
+
+def _fetaqa_from(mirror: Path):
+    from rbench.config import DatasetConfig
+
+    ds = DatasetConfig(name="fetaqa")
+    return DOWNLOAD.run(Store(mirror.parent / "store"), [], DownloadConfig.of(ds), mirror=mirror)
+
+
+def test_a_folder_where_the_mirror_should_hold_a_file_is_named(tmp_path):
+    from rbench.tasks.datasets.fetaqa import DEV
+
+    (tmp_path / "mirror" / DEV.name).mkdir(parents=True)
+    with pytest.raises(DataError, match=r"is a folder, but .* is a file"):
+        _fetaqa_from(tmp_path / "mirror")
+    assert not list((tmp_path / "store" / "download").glob(".tmp-*"))
+
+
+def test_a_mirror_file_with_other_content_is_named_with_both_digests(tmp_path):
+    from rbench.core.errors import ChecksumError
+    from rbench.tasks.datasets.fetaqa import DEV
+
+    (tmp_path / "mirror" / DEV.name).parent.mkdir(parents=True)
+    (tmp_path / "mirror" / DEV.name).write_text("{}\n")
+    with pytest.raises(ChecksumError, match=r"checksum mismatch for .*expected sha256 [0-9a-f]{64}, got [0-9a-f]{64}"):
+        _fetaqa_from(tmp_path / "mirror")
