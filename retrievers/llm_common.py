@@ -70,6 +70,11 @@ class LLMComposite(Composite):
     def bind_llm(self, session, tables: Sequence[Path]) -> None:
         self._session, self._tables, self._loaded = session, list(tables), {}
 
+    @property
+    def session(self):
+        """The ``LLMSession`` this retriever's calls go through (its accounting counts them)."""
+        return self._session
+
     def llm(self, config):
         """The model of ``config`` in this retriever's session."""
         return self._session.llm(config)

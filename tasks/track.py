@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,6 +12,7 @@ from typing import Any, Sequence
 
 from rbench.config import ExperimentConfig
 from rbench.core.locations import default_tracking_uri
+from rbench.core.secrets import redact
 from rbench.core.store import Artifact
 from rbench.tasks.evaluate import read_aggregate
 
@@ -176,27 +179,31 @@ def _device_name() -> str:
     return names[0].strip() if names else "cpu"
 
 
-def _run_metrics(result: dict) -> dict[str, float]:
-    metrics = {}
-    run = result.get("run")
-    if run is not None:
-        for key, value in run.info.items():
-            if (key in ("queries_per_second", "search_seconds", "pairs_scored", "pairs_per_second")
-                    or key.startswith(("llm_", "arm_", "react_"))) and \
-                    isinstance(value, (int, float)) and not isinstance(value, bool):
-                metrics[key] = value
+_REFUSED = re.compile(r"[^\w\-. /]")  # characters MLflow refuses in a metric name
+
+
+def stage_metrics(result: dict) -> dict[str, float]:
+    """Every numeric stat the pair's stages reported, under the stage's name, with no allow-list:
+    ``retrieve.<stat>``, ``rewrite.<stat>`` (``rewrite1.`` ... for further rewrites), ``index.<stat>``
+    (``index1.`` ... for further indexes) and ``evaluate.<stat>``; nested stats join with dots, and
+    characters MLflow refuses in a name become ``_``."""
+    metrics: dict[str, float] = {}
+
+    def add(prefix: str, info: Any) -> None:
+        if isinstance(info, dict):
+            for key, value in info.items():
+                add(f"{prefix}.{_REFUSED.sub('_', str(key))}", value)
+        elif isinstance(info, (int, float)) and not isinstance(info, bool) and math.isfinite(info):
+            metrics[prefix] = float(info)
+
+    if result.get("run") is not None:
+        add("retrieve", result["run"].info)
     for i, rewrite in enumerate(result.get("rewrites") or []):
-        prefix = "rewrite" if i == 0 else f"rewrite{i}"
-        for key, value in rewrite.info.items():
-            if (key in ("queries_per_second", "rewrite_seconds") or key.startswith("llm_")) and \
-                    isinstance(value, (int, float)) and not isinstance(value, bool):
-                metrics[f"{prefix}_{key}"] = value
+        add("rewrite" if i == 0 else f"rewrite{i}", rewrite.info)
     for i, index in enumerate(result.get("indexes") or []):
-        suffix = "" if i == 0 else f"_{i}"
-        for key in ("build_seconds", "encode_seconds", "passages_per_second"):
-            value = index.info.get(key)
-            if isinstance(value, (int, float)):
-                metrics[f"index{suffix}_{key}"] = value
+        add("index" if i == 0 else f"index{i}", index.info)
+    if result.get("evaluation") is not None:
+        add("evaluate", result["evaluation"].info)
     return metrics
 
 
@@ -211,8 +218,6 @@ def log_experiment(
     ``extra_artifacts`` is a folder logged to the parent run (reports, plots); ``failures``
     (pairs that did not finish) are logged to the parent run, which is then marked FAILED.
     """
-    from rbench.core.secrets import redact
-
     try:
         with tracking(cfg.tracking_uri()):
             return _log_experiment(cfg, results, report, config_text, extra_artifacts, failures)
@@ -267,7 +272,7 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
                     "depth": cfg.depth,
                 })
                 mlflow.log_metrics({metric_name(a["metric"], a["k"]): a["value"] for a in aggregate})
-                mlflow.log_metrics(_run_metrics(result))
+                mlflow.log_metrics(stage_metrics(result))
                 for name in ("per_query.parquet", "aggregate.parquet", "run.trec"):
                     mlflow.log_artifact(str(evaluation.file(name)))
                 run = result.get("run")
@@ -311,7 +316,8 @@ def find_parent_run(client, experiment: str, run: str):
         return client.get_run(run)
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
-        raise RbenchError(f"MLflow experiment {experiment!r} does not exist at this tracking URI")
+        raise RbenchError(f"MLflow experiment {experiment!r} does not exist at {redact(client.tracking_uri)}: pass "
+                          "--experiment, --store or --tracking-uri (or set RBENCH_STORE / MLFLOW_TRACKING_URI)")
     runs = client.search_runs(
         [exp.experiment_id], filter_string="attributes.status = 'FINISHED'", order_by=["attributes.start_time DESC"]
     )
@@ -380,7 +386,6 @@ def load_results(tracking_uri: str, runs: Sequence[str], experiment: str = "rben
     import pyarrow.parquet as pq
     from mlflow.tracking import MlflowClient
 
-
     client = MlflowClient(tracking_uri=tracking_uri)
     parents, metrics, scores = [], [], {}
     for parent, children in _parents_and_children(client, tracking_uri, runs, experiment):
@@ -388,8 +393,8 @@ def load_results(tracking_uri: str, runs: Sequence[str], experiment: str = "rben
         for child, dataset, label in children:
             for key, value in child.data.metrics.items():
                 metric, _, k = key.rpartition("_at_")
-                if not metric or not k.isdigit():
-                    continue  # timings and throughput, not a metric@k
+                if "." in key or not metric or not k.isdigit():
+                    continue  # a stage's stat (retrieve.*, index.*, ...), not a metric@k
                 metrics.append({"dataset": dataset, "retriever": label, "metric": metric, "k": int(k), "value": value})
             if per_query:
                 with tempfile.TemporaryDirectory() as tmp:
@@ -419,8 +424,10 @@ def load_costs_and_traces(tracking_uri: str, runs: Sequence[str], experiment: st
     costs, traces = [], []
     for _, children in _parents_and_children(client, tracking_uri, runs, experiment):
         for child, dataset, label in children:
+            stats = {key.removeprefix("retrieve."): value for key, value in child.data.metrics.items()
+                     if key.startswith("retrieve.")}
             costs += [{"dataset": dataset, "retriever": label, "name": key, "value": value}
-                      for key, value in sorted(child.data.metrics.items())
+                      for key, value in sorted(stats.items())
                       if key in COST_KEYS or key.startswith(("arm_", "react_"))]
             if any(a.path == "traces.parquet" for a in client.list_artifacts(child.info.run_id)):
                 with tempfile.TemporaryDirectory() as tmp:

@@ -95,6 +95,11 @@ def test_mlflow_has_the_printed_numbers(tmp_path, tiny_files):
         artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
         assert {"per_query.parquet", "aggregate.parquet", "run.trec"} <= artifacts
         assert child.data.params["retriever.name"] == label
+        stats = child.data.metrics  # every numeric stat of the pair's stages, under the stage's name
+        assert stats["retrieve.queries_with_fewer_than_depth"] == 4  # depth 10 on a 6-object corpus
+        assert stats["retrieve.queries"] == 4 and stats["retrieve.rows"] > 0
+        assert stats["evaluate.queries"] == 4 and "evaluate.queries_with_fewer_docs_than_max_k" in stats
+        assert any(k.startswith("index.") for k in stats)
 
 
 def test_cli_show_prints_the_logged_table(tmp_path, tiny_files, capsys):

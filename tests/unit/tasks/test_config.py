@@ -118,3 +118,88 @@ def test_sweep_expands_retrievers_with_that_parameter_into_a_grid(tmp_path, tiny
         "b[query_weighting=unique][stemmer=english]", "b[query_weighting=unique][stemmer=none]",
         "b[query_weighting=tf][stemmer=english]", "b[query_weighting=tf][stemmer=none]", "dense"]
     assert cfg.retrievers[3].params["query_weighting"] == "tf" and cfg.retrievers[3].params["stemmer"] == "none"
+
+
+def test_every_path_field_resolves_against_the_config_file_from_any_folder(tmp_path, monkeypatch):
+    """The reproduction: a config with a BEIR folder, a prompt file, a synonyms file and a model
+    folder given relative to it loads the same from another working directory."""
+    import shutil
+
+    from rbench.llm.prompts import BUILTIN
+
+    here = tmp_path / "exp"
+    (here / "beir" / "qrels").mkdir(parents=True)
+    (here / "beir" / "corpus.jsonl").write_text('{"_id": "d1", "title": "T", "text": "a volcano"}\n')
+    (here / "beir" / "queries.jsonl").write_text('{"_id": "q1", "text": "volcano"}\n')
+    (here / "beir" / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    (here / "prompts").mkdir()
+    shutil.copy(BUILTIN / "decompose.yaml", here / "prompts" / "mine.yaml")
+    (here / "syn.txt").write_text("volcano: mountain\n")
+    (here / "models" / "enc").mkdir(parents=True)
+    (here / "models" / "enc" / "modules.json").write_text("[]")
+    (here / "exp.yaml").write_text(
+        "datasets:\n  - {name: b, adapter: beir, params: {path: beir}}\n"
+        "retrievers:\n"
+        "  - {name: decompose, params: {prompt: prompts/mine.yaml, llm: {backend: openai, base_url: 'http://x/v1', "
+        "model: m}}}\n"
+        "  - {name: dense, params: {model: models/enc}}\n"
+        "llms: {}\n"
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    cfg = load_config(here / "exp.yaml")
+    assert cfg.datasets[0].params["path"] == str(here / "beir")
+    assert cfg.retrievers[0].params["prompt"] == str(here / "prompts" / "mine.yaml")
+    assert cfg.retrievers[1].params["model"] == str(here / "models" / "enc")
+    from rbench.retrievers.multi_query import MultiQueryParams
+
+    params = MultiQueryParams.model_validate(
+        {"synonyms": "syn.txt", "llm": {"backend": "openai", "base_url": "http://x/v1", "model": "m"},
+         "cross_encoder": {"model": str(here / "models" / "enc")}}, context={"base": here})
+    assert params.synonyms == str(here / "syn.txt")
+
+
+def test_a_name_that_is_not_a_file_beside_the_config_stays_a_name(tmp_path):
+    (tmp_path / "exp.yaml").write_text("datasets: [{name: fetaqa}]\nretrievers: [{name: dense, params: {model: minilm}}]\n")
+    assert load_config(tmp_path / "exp.yaml").retrievers[0].params["model"] == "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def test_the_chunking_and_search_loaders_are_as_strict_as_the_experiment_loader(tmp_path):
+    from rbench.flows.chunking_grid import load_grid_config
+    from rbench.flows.config_search import load_search_config
+
+    for load in (load_grid_config, load_search_config):
+        with pytest.raises(ConfigError, match="does not exist: pass the path of a YAML file"):
+            load(tmp_path / "missing.yaml")
+        with pytest.raises(ConfigError, match="is a folder"):
+            load(tmp_path)
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("name: a\nchunk_sizes: [100]\nname: b\n")
+    with pytest.raises(ConfigError, match=r"twice.yaml:3: key 'name' appears twice"):
+        load_grid_config(twice)
+    twice.write_text("datasets: [{name: fetaqa}]\nretrievers: [{name: bm25}]\nsearch: {}\nsearch: {}\n")
+    with pytest.raises(ConfigError, match=r"twice.yaml:4: key 'search' appears twice"):
+        load_search_config(twice)
+    grid = tmp_path / "sub" / "grid.yaml"
+    grid.parent.mkdir()
+    grid.write_text("store: st\ndata: mydata\n")
+    (grid.parent / "mydata").mkdir()
+    cfg = load_grid_config(grid)
+    assert cfg.store == grid.parent / "st" and cfg.data == str(grid.parent / "mydata")
+
+
+@pytest.mark.parametrize("command", ["show", "report"])
+def test_show_and_report_honour_the_store_and_tracking_uri_of_the_environment(tmp_path, monkeypatch, capsys, command):
+    from rbench.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("RBENCH_STORE", str(tmp_path / "envstore"))
+    assert main([command, "latest"]) == 2
+    assert f"sqlite:///{tmp_path / 'envstore' / 'mlflow.db'}" in capsys.readouterr().err
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'other.db'}")
+    assert main([command, "latest"]) == 2
+    assert f"sqlite:///{tmp_path / 'other.db'}" in capsys.readouterr().err
+    assert main([command, "latest", "--tracking-uri", f"sqlite:///{tmp_path / 'flag.db'}"]) == 2
+    assert "flag.db" in capsys.readouterr().err

@@ -1,0 +1,109 @@
+"""Code identity taken from the code: an edit to a helper changes the keys of exactly the
+components that import it, directly or through others, and nothing else."""
+
+from __future__ import annotations
+
+import shutil
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from rbench.core.identity import closure, code_digest
+from rbench.core.store import Stage
+from rbench.retrievers.base import RETRIEVERS
+from rbench.tasks.datasets.base import ADAPTERS
+from tests.conftest import REPO
+
+
+def copy_of_the_sources(root: Path):
+    """The package's folders copied under ``root``, and a module locator over the copy."""
+    dirs = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    mapped = {}
+    for package, folder in dirs.items():
+        shutil.copytree(REPO / folder, root / folder, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
+        mapped[package] = root / folder
+
+    def locate(name: str) -> Path | None:
+        for package in sorted(mapped, key=len, reverse=True):
+            if name == package or name.startswith(f"{package}."):
+                rel = name[len(package) + 1:].split(".") if name != package else []
+                base = mapped[package].joinpath(*rel)
+                for candidate in ((base.with_suffix(".py"),) if rel else ()) + (base / "__init__.py",):
+                    if candidate.is_file():
+                        return candidate
+                return None
+        return None
+
+    return locate
+
+
+def stage_modules() -> dict[str, str]:
+    from rbench.tasks.download import DOWNLOAD
+    from rbench.tasks.evaluate import EVALUATE
+    from rbench.tasks.index import ENCODE, INDEX
+    from rbench.tasks.prepare import PREPARE
+    from rbench.tasks.retrieve import RETRIEVE
+    from rbench.tasks.rewrite import REWRITE
+    from rbench.tasks.subsample import SUBSAMPLE
+
+    stages: list[Stage] = [DOWNLOAD, PREPARE, SUBSAMPLE, ENCODE, INDEX, REWRITE, RETRIEVE, EVALUATE]
+    return {f"stage:{s.name}": s.build.__module__ for s in stages}
+
+
+def components() -> dict[str, str]:
+    found = stage_modules()
+    found |= {f"retriever:{name}": cls.__module__ for name, cls in RETRIEVERS.items()}
+    found |= {f"adapter:{name}": cls.__module__ for name, cls in ADAPTERS.items()}
+    return found
+
+
+def digests(locate) -> dict[str, str]:
+    return {name: code_digest(module, locate=locate) for name, module in components().items()}
+
+
+def test_the_copy_gives_the_installed_digests(tmp_path):
+    locate = copy_of_the_sources(tmp_path)
+    assert digests(locate) == {name: code_digest(module) for name, module in components().items()}
+
+
+def test_an_edit_to_a_helper_reached_only_through_rerank_changes_exactly_its_importers(tmp_path):
+    locate = copy_of_the_sources(tmp_path)
+    before = digests(locate)
+    rerank = locate("rbench.retrievers.rerank")
+    source = rerank.read_text()
+    assert "def corpus_texts(" in source  # a helper that decompose, multi_query and arm reach only through rerank.py
+    rerank.write_text(source.replace("def corpus_texts(", "def corpus_texts(  # edited\n", 1))
+    after = digests(locate)
+    changed = {name for name in before if before[name] != after[name]}
+    assert changed == {"retriever:rerank", "retriever:decompose", "retriever:multi_query", "retriever:arm"}
+
+
+def test_an_edit_to_a_metric_changes_the_evaluate_stage_only(tmp_path):
+    locate = copy_of_the_sources(tmp_path)
+    before = digests(locate)
+    recall = locate("rbench.evaluation.metrics.recall")
+    recall.write_text(recall.read_text() + "\n")
+    after = digests(locate)
+    assert {name for name in before if before[name] != after[name]} == {"stage:evaluate"}
+
+
+def test_the_closure_follows_imports_inside_functions_and_stays_in_the_package():
+    found = closure(["rbench.tasks.evaluate"])
+    assert "rbench.evaluation.metrics.recall" in found  # imported by rbench.evaluation.evaluate's package
+    assert all(name.startswith("rbench") for name in found)
+    assert "rbench.flows.benchmark" not in found
+
+
+def test_an_unknown_module_is_named():
+    with pytest.raises(ValueError, match="rbench.nowhere is not a module"):
+        closure(["rbench.nowhere"])
+
+
+def test_retriever_keys_hold_the_digest_and_composites_hold_their_components():
+    from rbench.retrievers.base import make_retriever
+
+    fusion = make_retriever("fusion", {"retrievers": [{"name": "bm25s"}, {"name": "dense", "params": {"model": "static-64d"}}]})
+    versions = fusion.code_versions()
+    assert set(versions) == {"fusion", "bm25s", "dense"}
+    assert versions["dense"].endswith(code_digest("rbench.retrievers.dense"))
