@@ -188,7 +188,7 @@ def _tracking_uri(args: argparse.Namespace) -> str:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from rbench.report import metrics_table
-    from rbench.tasks.track import load_chunking_table, load_results
+    from rbench.tasks.results import load_chunking_table, load_results
 
     uri = _tracking_uri(args)
     chunking = load_chunking_table(uri, args.run, args.experiment)
@@ -205,7 +205,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from rbench.evaluation.report import significance, write_report
-    from rbench.tasks.track import load_costs_and_traces, load_results
+    from rbench.tasks.results import load_costs_and_traces, load_results
 
     uri = _tracking_uri(args)
     parents, rows, scores = load_results(uri, args.runs, args.experiment, per_query=True)

@@ -1,11 +1,12 @@
-"""Log an experiment to MLflow: one parent run per flow run, a child per dataset x retriever."""
+"""Writing to MLflow: one parent run per flow run and a child per dataset x retriever (experiments),
+one run per chunking grid, a parent and child runs per search; every path goes through
+:func:`writing_to` and gets the same provenance tags. Reading is in ``results.py``, the sqlite
+bootstrap in ``mlflow_setup.py``."""
 
 from __future__ import annotations
 
 import math
-import os
 import re
-import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Sequence
@@ -13,8 +14,9 @@ from typing import Any, Sequence
 from rbench.config import ExperimentConfig
 from rbench.core.locations import default_tracking_uri
 from rbench.core.secrets import redact
-from rbench.core.store import Artifact
+from rbench.core.store import Artifact, canonical_json
 from rbench.tasks.evaluate import read_aggregate
+from rbench.tasks.mlflow_setup import prepare_tracking, tracking
 
 
 def metric_name(metric: str, k: int) -> str:
@@ -48,81 +50,19 @@ def _experiment_id(mlflow, cfg: ExperimentConfig) -> str:
 
 
 @contextmanager
-def tracking(uri: str):
-    """Point MLflow's fluent API at ``uri`` for the block. ``mlflow.set_tracking_uri`` also
-    writes ``MLFLOW_TRACKING_URI`` into this process's environment, which rbench reads as the
-    worker's setting: the previous value is restored on the way out."""
-    import mlflow
-
-    before = os.environ.get("MLFLOW_TRACKING_URI")
-    mlflow.set_tracking_uri(uri)
+def writing_to(uri: str):
+    """The one way rbench writes to MLflow, for every logging path: the sqlite bootstrap, the
+    tracking URI for this block only, and a failure whose message never quotes a password
+    (MLflow's own errors quote the URI)."""
     try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("MLFLOW_TRACKING_URI", None)
-        else:
-            os.environ["MLFLOW_TRACKING_URI"] = before
+        prepare_tracking(uri)
+        with tracking(uri):
+            yield
+    except Exception as e:
+        raise RuntimeError(f"MLflow logging to {redact(uri)} failed: {redact(str(e))}") from None
 
 
-def prepare_tracking(uri: str) -> None:
-    """Make a local sqlite tracking database safe to open from many processes at once.
-
-    MLflow creates and migrates a new database on first use; two processes doing that
-    together corrupt it, and a kill in the middle leaves it unusable. So a missing
-    database is created once, under a lease, in a separate process on a temporary file
-    that is renamed into place only when its schema is complete.
-    """
-    if not uri.startswith("sqlite:///"):
-        return
-    path = Path(uri[len("sqlite:///"):])
-    if path.exists():
-        _check_sqlite(path)
-        return
-    import subprocess
-    import sys
-
-    from rbench.core.lease import Lease
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with Lease(path.with_name(f".{path.name}.lease")):
-        if path.exists():
-            return
-        for stale in path.parent.glob(f".{path.name}.*.tmp"):  # a creation killed midway
-            stale.unlink(missing_ok=True)
-        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-        try:
-            subprocess.run(
-                [sys.executable, "-c", "import sys; from mlflow.tracking import MlflowClient; "
-                 "MlflowClient(sys.argv[1]).search_experiments()", f"sqlite:///{tmp}"],
-                check=True, capture_output=True, text=True,
-            )
-            tmp.replace(path)
-        except subprocess.CalledProcessError as e:
-            raise RuntimeError(f"could not create the MLflow database {path}: {e.stderr.strip().splitlines()[-1:]}")
-        finally:
-            tmp.unlink(missing_ok=True)
-
-
-def _check_sqlite(path: Path) -> None:
-    """A damaged tracking database is named with the way to recover, before anything is logged."""
-    import sqlite3
-
-    from rbench.core.errors import RbenchError
-
-    try:
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30) as db:
-            status = db.execute("PRAGMA quick_check").fetchone()[0]
-    except sqlite3.DatabaseError as e:
-        status = str(e)
-    if status != "ok":
-        raise RbenchError(
-            f"the MLflow database {path} is damaged ({status}). Move it aside (mv {path} {path}.damaged): "
-            "the next run creates a new one, and rerunning an experiment (all stages cached) logs it again"
-        )
-
-
-def run_tags(cfg: ExperimentConfig, config_text: str) -> dict[str, str]:
+def run_tags(config_text: str) -> dict[str, str]:
     """Provenance tags: Prefect flow run, git commit, config digest, device, library versions."""
     import hashlib
     import platform
@@ -218,11 +158,8 @@ def log_experiment(
     ``extra_artifacts`` is a folder logged to the parent run (reports, plots); ``failures``
     (pairs that did not finish) are logged to the parent run, which is then marked FAILED.
     """
-    try:
-        with tracking(cfg.tracking_uri()):
-            return _log_experiment(cfg, results, report, config_text, extra_artifacts, failures)
-    except Exception as e:  # MLflow errors quote the tracking URI: never let its password reach a log
-        raise RuntimeError(f"MLflow logging to {redact(cfg.tracking_uri())} failed: {redact(str(e))}") from None
+    with writing_to(cfg.tracking_uri()):
+        return _log_experiment(cfg, results, report, config_text, extra_artifacts, failures)
 
 
 def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures) -> str:
@@ -232,11 +169,10 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
 
     from rbench.evaluation.plots import recall_curves
 
-    prepare_tracking(cfg.tracking_uri())
     experiment_id = _experiment_id(mlflow, cfg)
     with mlflow.start_run(experiment_id=experiment_id, run_name=cfg.name) as parent:
         parent_id = parent.info.run_id
-        mlflow.set_tags(run_tags(cfg, config_text))
+        mlflow.set_tags(run_tags(config_text))
         mlflow.log_params(
             {"experiment": cfg.name, "datasets": ",".join(d.name for d in cfg.datasets),
              "retrievers": ",".join(r.label for r in cfg.retrievers), "depth": cfg.depth,
@@ -308,142 +244,11 @@ def publish_run_link(cfg: ExperimentConfig, run_id: str | None) -> None:
                                  key="mlflow-run")
 
 
-def find_parent_run(client, experiment: str, run: str):
-    """The parent run ``run`` (an id), or the newest finished parent run when ``run`` is 'latest'."""
-    from rbench.core.errors import RbenchError
-
-    if run != "latest":
-        return client.get_run(run)
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None:
-        raise RbenchError(f"MLflow experiment {experiment!r} does not exist at {redact(client.tracking_uri)}: pass "
-                          "--experiment, --store or --tracking-uri (or set RBENCH_STORE / MLFLOW_TRACKING_URI)")
-    runs = client.search_runs(
-        [exp.experiment_id], filter_string="attributes.status = 'FINISHED'", order_by=["attributes.start_time DESC"]
-    )
-    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    if not parents:
-        raise RbenchError(f"no finished run in MLflow experiment {experiment!r}")
-    return parents[0]
-
-
-def load_chunking_table(tracking_uri: str, run: str, experiment: str):
-    """``(run, grid table text)`` of a chunking-grid run, or None when ``run`` is another kind."""
-    import tempfile
-
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-
-    from rbench.core.errors import RbenchError
-
-    client = MlflowClient(tracking_uri=tracking_uri)
-    try:
-        parent = find_parent_run(client, experiment, run)
-    except MlflowException as e:
-        raise RbenchError(f"cannot read run {run!r} from {tracking_uri}: {e.message}") from None
-    if parent.data.tags.get("rbench.kind") != "chunking-grid":
-        return None
-    with tempfile.TemporaryDirectory() as tmp:
-        path = client.download_artifacts(parent.info.run_id, parent.data.tags["rbench.grid_table"], tmp)
-        return parent, Path(path).read_text(encoding="utf-8")
-
-
-def _parents_and_children(client, tracking_uri: str, runs: Sequence[str], experiment: str):
-    """Per run: the parent Run and its child runs as ``(child, dataset, retriever label)``;
-    labels get the run name as prefix when several runs are read."""
-    from mlflow.exceptions import MlflowException
-
-    from rbench.core.errors import RbenchError
-
-    for run in runs:
-        try:
-            parent = find_parent_run(client, experiment, run)
-        except MlflowException as e:
-            raise RbenchError(f"cannot read run {run!r} from {tracking_uri}: {e.message}") from None
-        children = client.search_runs(
-            [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
-        )
-        if not children:
-            raise RbenchError(f"run {parent.info.run_id} has no child runs: is it an rbench parent run?")
-        labelled = []
-        for child in children:
-            label = child.data.tags.get("rbench.retriever", child.info.run_name)
-            labelled.append((child, child.data.tags.get("rbench.dataset", "?"),
-                             f"{parent.info.run_name}:{label}" if len(runs) > 1 else label))
-        yield parent, labelled
-
-
-def load_results(tracking_uri: str, runs: Sequence[str], experiment: str = "rbench", per_query: bool = False):
-    """Metrics rows (and per-query scores) of parent runs' child runs, read back from MLflow.
-
-    Returns ``(parents, metrics, scores)``: the parent Run objects, rows of ``dataset``,
-    ``retriever``, ``metric``, ``k``, ``value``, and ``scores[(dataset, retriever)][(metric,
-    k, query_id)]`` when ``per_query`` (retriever labels get the run name as prefix when
-    several runs are read).
-    """
-    import tempfile
-
-    import pyarrow.parquet as pq
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=tracking_uri)
-    parents, metrics, scores = [], [], {}
-    for parent, children in _parents_and_children(client, tracking_uri, runs, experiment):
-        parents.append(parent)
-        for child, dataset, label in children:
-            for key, value in child.data.metrics.items():
-                metric, _, k = key.rpartition("_at_")
-                if "." in key or not metric or not k.isdigit():
-                    continue  # a stage's stat (retrieve.*, index.*, ...), not a metric@k
-                metrics.append({"dataset": dataset, "retriever": label, "metric": metric, "k": int(k), "value": value})
-            if per_query:
-                with tempfile.TemporaryDirectory() as tmp:
-                    path = client.download_artifacts(child.info.run_id, "per_query.parquet", tmp)
-                    scores[(dataset, label)] = {
-                        (r["metric"], r["k"], r["query_id"]): r["value"] for r in pq.read_table(path).to_pylist()
-                    }
-    return parents, metrics, scores
-
-
-COST_KEYS = ("queries_per_second", "search_seconds", "llm_calls", "llm_calls_cached", "llm_completion_tokens",
-             "pairs_scored")
-
-
-def load_costs_and_traces(tracking_uri: str, runs: Sequence[str], experiment: str = "rbench",
-                          traces_per_run: int = 3) -> tuple[list[dict], list[dict]]:
-    """The cost side of runs' child runs: rows of ``dataset``, ``retriever``, ``name``,
-    ``value`` (queries/s, LLM calls, per-step seconds of ``arm_*`` and ``react_*``), and up to
-    ``traces_per_run`` agent traces per child run that kept them (``traces.parquet``)."""
-    import json
-    import tempfile
-
-    import pyarrow.parquet as pq
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=tracking_uri)
-    costs, traces = [], []
-    for _, children in _parents_and_children(client, tracking_uri, runs, experiment):
-        for child, dataset, label in children:
-            stats = {key.removeprefix("retrieve."): value for key, value in child.data.metrics.items()
-                     if key.startswith("retrieve.")}
-            costs += [{"dataset": dataset, "retriever": label, "name": key, "value": value}
-                      for key, value in sorted(stats.items())
-                      if key in COST_KEYS or key.startswith(("arm_", "react_"))]
-            if any(a.path == "traces.parquet" for a in client.list_artifacts(child.info.run_id)):
-                with tempfile.TemporaryDirectory() as tmp:
-                    rows = pq.read_table(client.download_artifacts(child.info.run_id, "traces.parquet", tmp)).to_pylist()
-                traces += [{"dataset": dataset, "retriever": label, **json.loads(r["trace"])}
-                           for r in rows[:traces_per_run]]
-    return costs, traces
-
-
 def log_chunking_grid(cfg, results: Sequence[dict], best: dict, out: Path, report: Sequence[dict]) -> str:
     """One MLflow run for a chunking grid: its settings, the best combination's means, the report folder."""
     import mlflow
 
-    uri = cfg.mlflow.tracking_uri or default_tracking_uri(cfg.store)
-    prepare_tracking(uri)
-    with tracking(uri):
+    with writing_to(cfg.mlflow.tracking_uri or default_tracking_uri(cfg.store)):
         return _log_chunking_grid(mlflow, cfg, results, best, out, report)
 
 
@@ -453,7 +258,8 @@ def _log_chunking_grid(mlflow, cfg, results, best, out, report) -> str:
         cfg.mlflow.experiment,
         artifact_location=None if cfg.mlflow.tracking_uri else (cfg.store.resolve() / "mlflow-artifacts").as_uri())
     with mlflow.start_run(experiment_id=experiment_id, run_name=cfg.name) as run:
-        mlflow.set_tags({"rbench.kind": "chunking-grid", "rbench.grid_table": f"{out.name}/grid.md"})
+        mlflow.set_tags({**run_tags(canonical_json(cfg.model_dump(mode="json"))), "rbench.kind": "chunking-grid",
+                         "rbench.grid_table": f"{out.name}/grid.md"})
         mlflow.log_params({k: v for k, v in cfg.model_dump(mode="json").items() if k not in ("mlflow", "store", "mirror")})
         for metric, row in best.items():
             mlflow.log_metric(f"best_{metric}_mean", row["summary"][metric]["mean"])
@@ -467,8 +273,7 @@ def log_search(cfg: ExperimentConfig, search, trials: Sequence[dict], best: dict
     """A parent run for a configuration search, a child run per trial, the history and its plot."""
     import mlflow
 
-    prepare_tracking(cfg.tracking_uri())
-    with tracking(cfg.tracking_uri()):
+    with writing_to(cfg.tracking_uri()):
         return _log_search(mlflow, cfg, search, trials, best)
 
 
@@ -481,6 +286,9 @@ def _log_search(mlflow, cfg, search, trials, best) -> str:
     experiment_id = _experiment_id(mlflow, cfg)
     metric = f"{search.metric}_at_{search.k}"
     with mlflow.start_run(experiment_id=experiment_id, run_name=f"{cfg.name}-search") as parent:
+        mlflow.set_tags({**run_tags(canonical_json({"experiment": cfg.model_dump(mode="json"),
+                                                    "search": search.model_dump(mode="json")})),
+                         "rbench.kind": "search"})
         mlflow.log_params({"retriever": search.retriever, "strategy": search.strategy, "budget": search.budget,
                            "seed": search.seed, "metric": metric, "space": search.model_dump_json(include={"space"})})
         mlflow.log_metric(f"best_{metric}", best["value"])

@@ -48,6 +48,10 @@ def test_search_reuses_finished_trials(tmp_path, tiny_files):
     assert [t["params"] for t in larger["trials"][:3]] == [t["params"] for t in first["trials"]]
     assert all(t["stages_ran"] == 0 for t in larger["trials"][:3])
     assert all(t["stages_ran"] == 3 for t in larger["trials"][3:])
+    from mlflow.tracking import MlflowClient
+
+    tags = MlflowClient(larger["tracking_uri"]).get_run(larger["mlflow_run_id"]).data.tags
+    assert tags["rbench.kind"] == "search" and {"rbench.config_sha256", "rbench.device"} <= set(tags)
 
 
 def test_bad_search_sections_are_named(tmp_path, tiny_files):

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from rbench.flows.benchmark import benchmark
-from rbench.tasks.track import load_results
+from rbench.tasks.results import load_results
 from tests.conftest import (
     CORPUS,
     QUERIES,
@@ -249,13 +249,28 @@ KILL_POINTS = {
 }
 
 
+KILL_RETRIEVERS = [{"name": "bm25s"}, {"name": "dense", "params": {"model": "static-64d"}}]
+
+
+@pytest.fixture(scope="module")
+def reference_evaluation(tmp_path_factory, prefect_server) -> dict[str, bytes]:
+    """The evaluation files of one uninterrupted run, built once for every kill point (keys
+    follow content, so the killed runs' own copies of the tiny files reach the same keys)."""
+    root = tmp_path_factory.mktemp("reference")
+    corpus, queries = write_jsonl(root / "corpus.jsonl", CORPUS), write_jsonl(root / "queries.jsonl", QUERIES)
+    benchmark(_write(root, _base(root, corpus, queries, KILL_RETRIEVERS), "reference.yaml"))
+    expected = _evaluation_bytes(root / "store")
+    assert len(expected) == 6
+    return expected
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("ready", KILL_POINTS.values(), ids=KILL_POINTS.keys())
-def test_a_run_killed_at_a_stage_boundary_or_in_mlflow_setup_resumes_identically(tmp_path, tiny_files, ready):
+def test_a_run_killed_at_a_stage_boundary_or_in_mlflow_setup_resumes_identically(tmp_path, tiny_files, ready,
+                                                                                   reference_evaluation):
     corpus, queries = tiny_files
-    retrievers = [{"name": "bm25s"}, {"name": "dense", "params": {"model": "static-64d"}}]
-    for name in ("killed", "reference"):
-        (tmp_path / name).mkdir()
+    retrievers = KILL_RETRIEVERS
+    (tmp_path / "killed").mkdir()
     killed = _write(tmp_path, _base(tmp_path / "killed", corpus, queries, retrievers,
                                     execution={"runner": "sequential"}), "killed.yaml")
     for attempt in range(2):  # the kill point is polled: a run that outpaces the poll is retried once
@@ -273,6 +288,4 @@ def test_a_run_killed_at_a_stage_boundary_or_in_mlflow_setup_resumes_identically
     result = benchmark(killed)
     assert result["failures"] == [] and result["mlflow_run_id"]
     assert not list((tmp_path / "killed" / "store").glob("*/.tmp-*"))
-    benchmark(_write(tmp_path, _base(tmp_path / "reference", corpus, queries, retrievers), "reference.yaml"))
-    expected = _evaluation_bytes(tmp_path / "reference" / "store")
-    assert len(expected) == 6 and _evaluation_bytes(tmp_path / "killed" / "store") == expected
+    assert _evaluation_bytes(tmp_path / "killed" / "store") == reference_evaluation

@@ -1,0 +1,84 @@
+"""The MLflow bootstrap: the tracking URI for one block of code, and a local sqlite database
+created once, safely, by many processes."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def tracking(uri: str):
+    """Point MLflow's fluent API at ``uri`` for the block. ``mlflow.set_tracking_uri`` also
+    writes ``MLFLOW_TRACKING_URI`` into this process's environment, which rbench reads as the
+    worker's setting: the previous value is restored on the way out."""
+    import mlflow
+
+    before = os.environ.get("MLFLOW_TRACKING_URI")
+    mlflow.set_tracking_uri(uri)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = before
+
+
+def prepare_tracking(uri: str) -> None:
+    """Make a local sqlite tracking database safe to open from many processes at once.
+
+    MLflow creates and migrates a new database on first use; two processes doing that
+    together corrupt it, and a kill in the middle leaves it unusable. So a missing
+    database is created once, under a lease, in a separate process on a temporary file
+    that is renamed into place only when its schema is complete.
+    """
+    if not uri.startswith("sqlite:///"):
+        return
+    path = Path(uri[len("sqlite:///"):])
+    if path.exists():
+        _check_sqlite(path)
+        return
+    import subprocess
+    import sys
+
+    from rbench.core.lease import Lease
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with Lease(path.with_name(f".{path.name}.lease")):
+        if path.exists():
+            return
+        for stale in path.parent.glob(f".{path.name}.*.tmp"):  # a creation killed midway
+            stale.unlink(missing_ok=True)
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+        try:
+            subprocess.run(
+                [sys.executable, "-c", "import sys; from mlflow.tracking import MlflowClient; "
+                 "MlflowClient(sys.argv[1]).search_experiments()", f"sqlite:///{tmp}"],
+                check=True, capture_output=True, text=True,
+            )
+            tmp.replace(path)
+        except subprocess.CalledProcessError as e:
+            raise RuntimeError(f"could not create the MLflow database {path}: {e.stderr.strip().splitlines()[-1:]}")
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+def _check_sqlite(path: Path) -> None:
+    """A damaged tracking database is named with the way to recover, before anything is logged."""
+    import sqlite3
+
+    from rbench.core.errors import RbenchError
+
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30) as db:
+            status = db.execute("PRAGMA quick_check").fetchone()[0]
+    except sqlite3.DatabaseError as e:
+        status = str(e)
+    if status != "ok":
+        raise RbenchError(
+            f"the MLflow database {path} is damaged ({status}). Move it aside (mv {path} {path}.damaged): "
+            "the next run creates a new one, and rerunning an experiment (all stages cached) logs it again"
+        )

@@ -1,0 +1,138 @@
+"""Reading results back from MLflow (``rbench show``, ``rbench report``): parent runs,
+their child runs' metrics, per-query scores, costs and agent traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from rbench.core.secrets import redact
+
+
+def find_parent_run(client, experiment: str, run: str):
+    """The parent run ``run`` (an id), or the newest finished parent run when ``run`` is 'latest'."""
+    from rbench.core.errors import RbenchError
+
+    if run != "latest":
+        return client.get_run(run)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        raise RbenchError(f"MLflow experiment {experiment!r} does not exist at {redact(client.tracking_uri)}: pass "
+                          "--experiment, --store or --tracking-uri (or set RBENCH_STORE / MLFLOW_TRACKING_URI)")
+    runs = client.search_runs(
+        [exp.experiment_id], filter_string="attributes.status = 'FINISHED'", order_by=["attributes.start_time DESC"]
+    )
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    if not parents:
+        raise RbenchError(f"no finished run in MLflow experiment {experiment!r}")
+    return parents[0]
+
+
+def load_chunking_table(tracking_uri: str, run: str, experiment: str):
+    """``(run, grid table text)`` of a chunking-grid run, or None when ``run`` is another kind."""
+    import tempfile
+
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    from rbench.core.errors import RbenchError
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    try:
+        parent = find_parent_run(client, experiment, run)
+    except MlflowException as e:
+        raise RbenchError(f"cannot read run {run!r} from {tracking_uri}: {e.message}") from None
+    if parent.data.tags.get("rbench.kind") != "chunking-grid":
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        path = client.download_artifacts(parent.info.run_id, parent.data.tags["rbench.grid_table"], tmp)
+        return parent, Path(path).read_text(encoding="utf-8")
+
+
+def _parents_and_children(client, tracking_uri: str, runs: Sequence[str], experiment: str):
+    """Per run: the parent Run and its child runs as ``(child, dataset, retriever label)``;
+    labels get the run name as prefix when several runs are read."""
+    from mlflow.exceptions import MlflowException
+
+    from rbench.core.errors import RbenchError
+
+    for run in runs:
+        try:
+            parent = find_parent_run(client, experiment, run)
+        except MlflowException as e:
+            raise RbenchError(f"cannot read run {run!r} from {tracking_uri}: {e.message}") from None
+        children = client.search_runs(
+            [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
+        )
+        if not children:
+            raise RbenchError(f"run {parent.info.run_id} has no child runs: is it an rbench parent run?")
+        labelled = []
+        for child in children:
+            label = child.data.tags.get("rbench.retriever", child.info.run_name)
+            labelled.append((child, child.data.tags.get("rbench.dataset", "?"),
+                             f"{parent.info.run_name}:{label}" if len(runs) > 1 else label))
+        yield parent, labelled
+
+
+def load_results(tracking_uri: str, runs: Sequence[str], experiment: str = "rbench", per_query: bool = False):
+    """Metrics rows (and per-query scores) of parent runs' child runs, read back from MLflow.
+
+    Returns ``(parents, metrics, scores)``: the parent Run objects, rows of ``dataset``,
+    ``retriever``, ``metric``, ``k``, ``value``, and ``scores[(dataset, retriever)][(metric,
+    k, query_id)]`` when ``per_query`` (retriever labels get the run name as prefix when
+    several runs are read).
+    """
+    import tempfile
+
+    import pyarrow.parquet as pq
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    parents, metrics, scores = [], [], {}
+    for parent, children in _parents_and_children(client, tracking_uri, runs, experiment):
+        parents.append(parent)
+        for child, dataset, label in children:
+            for key, value in child.data.metrics.items():
+                metric, _, k = key.rpartition("_at_")
+                if "." in key or not metric or not k.isdigit():
+                    continue  # a stage's stat (retrieve.*, index.*, ...), not a metric@k
+                metrics.append({"dataset": dataset, "retriever": label, "metric": metric, "k": int(k), "value": value})
+            if per_query:
+                with tempfile.TemporaryDirectory() as tmp:
+                    path = client.download_artifacts(child.info.run_id, "per_query.parquet", tmp)
+                    scores[(dataset, label)] = {
+                        (r["metric"], r["k"], r["query_id"]): r["value"] for r in pq.read_table(path).to_pylist()
+                    }
+    return parents, metrics, scores
+
+
+COST_KEYS = ("queries_per_second", "search_seconds", "llm_calls", "llm_calls_cached", "llm_completion_tokens",
+             "pairs_scored")
+
+
+def load_costs_and_traces(tracking_uri: str, runs: Sequence[str], experiment: str = "rbench",
+                          traces_per_run: int = 3) -> tuple[list[dict], list[dict]]:
+    """The cost side of runs' child runs: rows of ``dataset``, ``retriever``, ``name``,
+    ``value`` (queries/s, LLM calls, per-step seconds of ``arm_*`` and ``react_*``), and up to
+    ``traces_per_run`` agent traces per child run that kept them (``traces.parquet``)."""
+    import json
+    import tempfile
+
+    import pyarrow.parquet as pq
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    costs, traces = [], []
+    for _, children in _parents_and_children(client, tracking_uri, runs, experiment):
+        for child, dataset, label in children:
+            stats = {key.removeprefix("retrieve."): value for key, value in child.data.metrics.items()
+                     if key.startswith("retrieve.")}
+            costs += [{"dataset": dataset, "retriever": label, "name": key, "value": value}
+                      for key, value in sorted(stats.items())
+                      if key in COST_KEYS or key.startswith(("arm_", "react_"))]
+            if any(a.path == "traces.parquet" for a in client.list_artifacts(child.info.run_id)):
+                with tempfile.TemporaryDirectory() as tmp:
+                    rows = pq.read_table(client.download_artifacts(child.info.run_id, "traces.parquet", tmp)).to_pylist()
+                traces += [{"dataset": dataset, "retriever": label, **json.loads(r["trace"])}
+                           for r in rows[:traces_per_run]]
+    return costs, traces
