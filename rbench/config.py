@@ -16,10 +16,12 @@ from pydantic import (
     model_validator,
 )
 
-from rbench.core.configfile import ConfigPath, format_validation_error, load_mapping
+from rbench.core.configfile import ConfigPath, format_validation_error, load_mapping, validate_params
 from rbench.core.errors import ConfigError
 from rbench.core.locations import DEFAULT_STORE, default_tracking_uri
 from rbench.core.secrets import redact
+from rbench.llm.config import LLMConfig
+from rbench.retrievers.base import RetrieverSpec
 
 PositiveInt = Annotated[StrictInt, Field(gt=0)]  # strict: `depth: true` is an error, not 1
 TRACKING_SCHEMES = ("http", "https", "sqlite", "file", "databricks", "postgresql", "mysql", "mssql")
@@ -68,46 +70,23 @@ class DatasetConfig(Strict):
         from rbench.tasks.datasets.base import ADAPTERS
 
         adapter = ADAPTERS.get(self.adapter or self.name)
-        params = _validate_params(adapter.Params, self.params, info.context)
+        params = validate_params(adapter.Params, self.params, info.context)
         object.__setattr__(self, "adapter", adapter.name)
         object.__setattr__(self, "params", params)
         return self
 
 
-class RetrieverConfig(Strict):
-    """One retriever: a registered name, an optional label and its parameters."""
+class RetrieverConfig(RetrieverSpec):
+    """One retriever of an experiment: a :class:`RetrieverSpec` (the one model of a retriever
+    reference, also used inside composites' params) with a unique ``label`` (default: its name)."""
 
-    name: str
     label: str | None = None
-    params: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _check_retriever(self, info: ValidationInfo) -> "RetrieverConfig":
-        from rbench.retrievers.base import RETRIEVERS
-
-        cls = RETRIEVERS.get(self.name)
-        if not cls.searchable:
-            raise ValueError(f"{self.name!r} is not a retriever: {cls.description}")
-        params = _validate_params(cls.Params, self.params, info.context)
-        object.__setattr__(self, "params", params)
+    def _default_label(self) -> "RetrieverConfig":
         if self.label is None:
             object.__setattr__(self, "label", self.name)
         return self
-
-
-def _validate_params(model: type[BaseModel], params: dict[str, Any], context: dict | None = None) -> dict[str, Any]:
-    try:
-        return model.model_validate(params, context=context).model_dump(mode="json")
-    except ValidationError as e:
-        problems = []
-        for err in e.errors():
-            where = ".".join(str(p) for p in err["loc"])
-            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-            got = err.get("input")
-            secret = "api_key" in where  # a key pasted where its variable's name belongs is not repeated
-            shown = "" if isinstance(got, (dict, list)) or got is None or secret else f" (got {got!r})"
-            problems.append(f"params.{where}: {msg}{shown}")
-        raise ValueError("; ".join(problems)) from None
 
 
 class ExecutionConfig(Strict):
@@ -167,7 +146,7 @@ class ExperimentConfig(Strict):
     metrics: MetricsConfig = MetricsConfig()
     mlflow: MlflowConfig = MlflowConfig()
     execution: ExecutionConfig = ExecutionConfig()
-    llms: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    llms: dict[str, LLMConfig] = Field(default_factory=dict)
     sweep: dict[str, list[Any]] = Field(default_factory=dict)
     datasets: list[DatasetConfig] = Field(min_length=1)
     retrievers: list[RetrieverConfig] = Field(min_length=1)
@@ -261,20 +240,6 @@ class ExperimentConfig(Strict):
                 "raise depth so each query retrieves at least k objects"
             )
         return self
-
-    @field_validator("llms")
-    @classmethod
-    def _check_llms(cls, llms: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        from rbench.llm.config import LLMConfig
-
-        for name, settings in llms.items():
-            try:
-                LLMConfig.model_validate(settings)
-            except ValidationError as e:
-                problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'settings'}: {err['msg']}"
-                                     for err in e.errors())
-                raise ValueError(f"llms.{name}: {problems}") from None
-        return llms
 
     def tracking_uri(self) -> str:
         """The MLflow tracking URI: the configured one, or sqlite inside the store."""

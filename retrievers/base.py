@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Iterator, Mapping, Sequence
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
+from rbench.core.configfile import validate_params
 from rbench.core.identity import code_digest
 from rbench.core.registry import Registry
 
@@ -26,7 +27,8 @@ def make_retriever(name: str, params: BaseModel | Mapping[str, Any] | None = Non
 
 
 class RetrieverSpec(BaseModel):
-    """A retriever inside another one's params: a registered name and its params."""
+    """A reference to a retriever: a registered name and its params, validated once by the
+    retriever's ``Params`` (an experiment's retrievers and composites' components alike)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -38,8 +40,7 @@ class RetrieverSpec(BaseModel):
         cls = RETRIEVERS.get(self.name)
         if not cls.searchable:
             raise ValueError(f"{self.name!r} is not a retriever: {cls.description}")
-        normalized = cls.Params.model_validate(self.params, context=info.context).model_dump(mode="json")
-        object.__setattr__(self, "params", normalized)
+        object.__setattr__(self, "params", validate_params(cls.Params, self.params, info.context))
         return self
 
     def build(self) -> "Retriever":

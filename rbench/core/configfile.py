@@ -69,7 +69,8 @@ def format_validation_error(err: ValidationError, source: str, what: str = "expe
         if e["type"] == "extra_forbidden":
             msg = "unknown key; remove it or check its spelling"
         got = e.get("input")
-        shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+        secret = "api_key" in where  # a key pasted where its variable's name belongs is not repeated
+        shown = "" if isinstance(got, (dict, list)) or got is None or secret else f" (got {got!r})"
         lines.append(f"  {where}: {msg}{shown}")
     return redact("\n".join(lines))
 
@@ -82,6 +83,24 @@ def validate_file(model: type[BaseModel], path: Path | str, what: str, hint: str
         return model.model_validate(raw, context={"base": path.resolve().parent})
     except ValidationError as e:
         raise ConfigError(format_validation_error(e, str(path), what)) from None
+
+
+def validate_params(model: type[BaseModel], params: dict[str, Any], context: dict | None = None) -> dict[str, Any]:
+    """Validate a component's ``params`` as ``model`` (paths resolved by ``context``) and return
+    them as plain JSON values; problems become one ValueError of ``params.key: problem (got
+    value)`` parts (a value under a key naming an API key is never repeated)."""
+    try:
+        return model.model_validate(params, context=context).model_dump(mode="json")
+    except ValidationError as e:
+        problems = []
+        for err in e.errors():
+            where = ".".join(str(p) for p in err["loc"])
+            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            got = err.get("input")
+            secret = "api_key" in where  # a key pasted where its variable's name belongs is not repeated
+            shown = "" if isinstance(got, (dict, list)) or got is None or secret else f" (got {got!r})"
+            problems.append(f"params.{where}: {msg}{shown}")
+        raise ValueError("; ".join(problems)) from None
 
 
 def _resolve(value: Path, info: ValidationInfo) -> Path:
