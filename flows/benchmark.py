@@ -13,7 +13,6 @@ from rbench.core.errors import quiet_user_errors
 from rbench.core.secrets import redact
 from rbench.core.store import Store, canonical_json
 from rbench.experiment import config_text, preflight, resolve_experiment, run_name
-from rbench.retrievers.base import make_retriever
 from rbench.tasks.download import DOWNLOAD, DownloadConfig
 from rbench.tasks.evaluate import EVALUATE, read_aggregate
 from rbench.tasks.index import ENCODE, INDEX, IndexConfig
@@ -63,7 +62,7 @@ def run_stages(cfg: ExperimentConfig) -> tuple[list[dict], list[dict], list[dict
         indexes: dict[str, tuple[object, set[str]]] = {}
         rewritten: dict[str, tuple[object, str]] = {}
         for r in cfg.retrievers:
-            retriever = make_retriever(r.name, r.params)
+            retriever = r.build()
             label = f"{name}/{r.label}"
             built, needs = [], {name, label}
             for leaf, leaf_cfg in zip(retriever.leaves(), IndexConfig.all_of(r)):

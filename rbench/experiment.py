@@ -52,11 +52,10 @@ def preflight(cfg: ExperimentConfig) -> None:
     import uuid
 
     from rbench.llm.config import check_llm
-    from rbench.retrievers.base import make_retriever
     from rbench.retrievers.models import check_available
 
     for r in cfg.retrievers:
-        retriever = make_retriever(r.name, r.params)
+        retriever = r.build()
         for leaf in retriever.leaves():
             model = getattr(leaf.params, "model", None)
             if model is not None:

@@ -149,6 +149,10 @@ class ARM(LLMComposite):
     name = "arm"
     description = ("ARM: LLM keywords, corpus-constrained n-gram alignment, alignment retrieval, neighbour "
                    "expansion, MIP (OR-Tools) or cross-encoder selection, final LLM document selection")
+    conformance = {"": {"llm": "$SMOLLM2", "dense": {"name": "dense", "params": {"model": "static-64d"}},
+                        "max_keywords": 3, "keyword_rephrasing_beams": 2, "corpus_ngram_max_len": 3, "max_ngrams": 5,
+                        "alignment_retrieval_k": 3, "query_retrieval_k": 3, "mip_k_select": 3, "mip_candidates": 6,
+                        "max_tokens": 32}}
     Params = ARMParams
     version = 2
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, Iterator, Mapping, Sequence
 
@@ -12,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validat
 from rbench.core.configfile import validate_params
 from rbench.core.identity import code_digest
 from rbench.core.registry import Registry
+from rbench.core.store import canonical_json
 
 Hits = list[tuple[str, float]]
 Run = dict[str, Hits]
@@ -43,9 +46,19 @@ class RetrieverSpec(BaseModel):
         object.__setattr__(self, "params", validate_params(cls.Params, self.params, info.context))
         return self
 
+    def typed_params(self) -> BaseModel:
+        """The params as the retriever's ``Params`` object, parsed once per process (``params`` is
+        their JSON form, which cache keys hash)."""
+        return _typed_params(self.name, canonical_json(self.params))
+
     def build(self) -> "Retriever":
-        """Instantiate the retriever."""
-        return make_retriever(self.name, self.params)
+        """Instantiate the retriever with the typed params (no second validation)."""
+        return RETRIEVERS.get(self.name)(self.typed_params())
+
+
+@lru_cache(maxsize=512)
+def _typed_params(name: str, params: str) -> BaseModel:
+    return RETRIEVERS.get(name).Params.model_validate(json.loads(params))
 
 
 def corpus_batches(corpus: Path, batch_size: int = 4096) -> Iterator[tuple[list[str], list[str]]]:
@@ -78,6 +91,12 @@ class Retriever(ABC):
     shard_version: ClassVar[int] = 1
     uses_model: ClassVar[bool] = False
     searchable: ClassVar[bool] = True
+    conformance: ClassVar[dict[str, dict[str, Any]]] = {"": {}}
+    """Params that make the conformance test (``tests/integration/retrievers/test_conformance.py``)
+    fast on its six-object corpus, by case ("" and variants such as ``hnsw``). ``$SMOLLM2``
+    stands for an in-process SmolLM2-135M, ``$TINY_CROSS_ENCODER`` for a local one-layer
+    cross-encoder the test builds; a case with either has no known answers (a 135M model or
+    random weights reorder)."""
 
     def __init__(self, params: BaseModel | Mapping[str, Any] | None = None):
         if isinstance(params, self.Params):

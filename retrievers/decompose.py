@@ -41,6 +41,9 @@ class Decompose(LLMComposite):
     name = "decompose"
     description = "LLM query decomposition; sub-queries searched by a first stage, merged (RRF/round-robin), " \
                   "optional cross-encoder rerank"
+    conformance = {"": {"llm": "$SMOLLM2", "first_stage": {"name": "dense", "params": {"model": "static-64d"}}, "max_tokens": 48},
+                   "rerank": {"llm": "$SMOLLM2", "first_stage": {"name": "dense", "params": {"model": "static-64d"}}, "max_tokens": 48,
+                              "rerank": {"model": "$TINY_CROSS_ENCODER"}}}
     Params = DecomposeParams
     version = 2
 

@@ -91,6 +91,7 @@ class Dense(Retriever):
 
     name = "dense"
     description = "sentence-transformers embeddings + FAISS (flat or HNSW; GPU with faiss-gpu)"
+    conformance = {"": {"model": "static-64d"}, "hnsw": {"model": "static-64d", "index": "hnsw"}}
     Params = DenseParams
     index_fields = ("model", "index", "hnsw_m", "ef_construction")
     shard_fields = ("model",)

@@ -84,6 +84,7 @@ class Fusion(Composite):
 
     name = "fusion"
     description = "hybrid fusion of 2+ retrievers: RRF or weighted normalised scores; optional doc collapse"
+    conformance = {"": {"retrievers": [{"name": "bm25s"}, {"name": "dense", "params": {"model": "static-64d"}}]}}
     Params = FusionParams
 
     def __init__(self, params=None):

@@ -53,6 +53,8 @@ class LLMRerank(LLMComposite):
 
     name = "llm_rerank"
     description = "listwise LLM reranking (sliding window or top-k selection) of any first stage"
+    conformance = {"": {"llm": "$SMOLLM2", "first_stage": {"name": "dense", "params": {"model": "static-64d"}}, "window": 4, "step": 2,
+                        "max_tokens": 24}}  # a dense first stage returns every object: a list of one asks nothing
     Params = LLMRerankParams
     version = 2
 

@@ -119,6 +119,8 @@ class MultiQuery(LLMComposite):
     name = "multi_query"
     description = "LLM writes 2-8 BM25 queries + a master query; synonyms; RRF over doc-collapsed runs; " \
                   "cross-encoder cut; LLM selects documents"
+    conformance = {"": {"llm": "$SMOLLM2", "first_stage": {"name": "bm25s"}, "max_tokens": 48, "ce_candidates": 6,
+                        "ce_keep": 4, "select_max": 3, "cross_encoder": {"model": "$TINY_CROSS_ENCODER"}}}
     Params = MultiQueryParams
     version = 2
 

@@ -50,6 +50,7 @@ class ReAct(LLMComposite):
 
     name = "react"
     description = "ReAct agent: Thought + Search[keywords] | Finish turns (constrained) over a base retriever"
+    conformance = {"": {"llm": "$SMOLLM2", "max_iterations": 2, "k_search": 3, "max_tokens": 48, "thought_chars": 60}}
     Params = ReActParams
 
     def __init__(self, params=None):

@@ -100,6 +100,7 @@ class Rerank(Composite):
 
     name = "rerank"
     description = "first stage (any retriever) + cross-encoder rescoring of k x k_multiplier candidates"
+    conformance = {"": {"model": "$TINY_CROSS_ENCODER", "first_stage": {"name": "dense", "params": {"model": "static-64d"}}}}
     Params = RerankParams
     uses_model = True
 

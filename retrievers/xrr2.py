@@ -44,6 +44,7 @@ class XRR2(LLMComposite):
 
     name = "xrr2"
     description = "LLM expansion -> weighted BM25 -> LLM picks topk1 of topk0 -> topk1 reranked N times, ranks averaged"
+    conformance = {"": {"llm": "$SMOLLM2", "expansion_tokens": 32, "rounds": 1, "topk1": 2, "max_tokens": 16}}
     Params = XRR2Params
     version = 2
 

@@ -31,7 +31,7 @@ class IndexConfig(BaseModel):
     def all_of(cls, retriever: RetrieverConfig) -> list["IndexConfig"]:
         """The indexes a configured retriever searches: its own, or its components' (in order).
         A component's index has the same key as that retriever's own, so it is shared."""
-        instance = RETRIEVERS.get(retriever.name)(retriever.params)
+        instance = retriever.build()
         return [cls(retriever=leaf.name, version=leaf.code_identity(leaf.index_version), params=leaf.index_params(),
                     models=leaf.model_identities()) for leaf in instance.leaves()]
 

@@ -47,7 +47,7 @@ class RetrieveConfig(BaseModel):
     @classmethod
     def of(cls, retriever: RetrieverConfig, depth: int) -> "RetrieveConfig":
         """The retrieve config of a configured retriever."""
-        instance = RETRIEVERS.get(retriever.name)(retriever.params)
+        instance = retriever.build()
         return cls(retriever=retriever.name, params=retriever.params, depth=depth,
                    versions=instance.code_versions(), models=instance.model_identities(),
                    contents=instance.content_digests())

@@ -1,8 +1,8 @@
-"""Content-hash keyed artifact store and the Prefect cache policy built on it.
+"""The content-hash keyed artifact store (the Prefect glue lives in ``rbench.tasks.orchestration``).
 
 Every stage output is a folder ``<store>/<stage>/<key>``. The key hashes the stage
-name and version, the part of its configuration that shapes the output, and the
-content digests (or keys) of its inputs, so a change upstream changes exactly the
+name and version, the digest of its code (:mod:`rbench.core.identity`), the part of its
+configuration that shapes the output, and the content digests (or keys) of its inputs, so a change upstream changes exactly the
 keys that read what changed. A folder is
 built under a temporary name and renamed into place once complete; its
 ``_manifest.json`` (written last) lists each file with size, sha256 and a fast

@@ -57,3 +57,13 @@ def test_every_builtin_registers_itself():
     assert {"fetaqa", "ottqa", "tabfact", "arm", "target", "beir", "jsonl"} <= set(ADAPTERS.names())
     with pytest.raises(ConfigError, match="For your own files use adapter 'jsonl'"):
         ADAPTERS.get("my-data")
+
+
+def test_params_are_parsed_once_and_shared_so_they_must_be_immutable():
+    from rbench.config import parse_config
+
+    raw = {"datasets": [{"name": "fetaqa"}], "retrievers": [{"name": "dense", "params": {"model": "minilm"}}]}
+    first, second = parse_config(raw).retrievers[0], parse_config(raw).retrievers[0]
+    assert first.typed_params() is second.typed_params() and first == second
+    assert first.build().params is first.typed_params()
+    assert all(cls.Params.model_config.get("frozen") for _, cls in RETRIEVERS.items())

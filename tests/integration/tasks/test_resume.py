@@ -48,7 +48,7 @@ def _failing_after(monkeypatch, cls, method: str, calls: int):
 
 def test_encoding_resumes_with_the_unfinished_chunks(tmp_path, prepared, monkeypatch):
     monkeypatch.setattr(dense_module, "CHUNK", 2)
-    store, config = Store(tmp_path / "store"), EncodeConfig(retriever="dense", version=1,
+    store, config = Store(tmp_path / "store"), EncodeConfig(retriever="dense", version=dense_module.Dense.code_identity(1),
                                                             params={"model": "static-64d"}, start=0, stop=6)
     counter = _failing_after(monkeypatch, Dense, "encode", 2)
     with pytest.raises(KeyboardInterrupt):
@@ -66,7 +66,7 @@ def test_encoding_resumes_with_the_unfinished_chunks(tmp_path, prepared, monkeyp
 def test_retrieval_resumes_with_the_unsearched_batches(tmp_path, prepared, monkeypatch):
     monkeypatch.setattr(retrieve_module, "QUERY_BATCH", 2)
     store = Store(tmp_path / "store")
-    leaf = IndexConfig(retriever="bm25s", version=BM25s.index_version, params=BM25s().index_params())
+    leaf = IndexConfig(retriever="bm25s", version=BM25s.code_identity(BM25s.index_version), params=BM25s().index_params())
     index = INDEX.run(store, [prepared], leaf)
     config = RetrieveConfig(retriever="bm25s", params=BM25s().params.model_dump(), depth=3)
     _failing_after(monkeypatch, BM25s, "search", 2)

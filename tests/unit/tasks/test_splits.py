@@ -16,10 +16,9 @@ from rbench.core.store import Store
 from rbench.tasks.datasets.base import get_adapter, known_file, manifest
 from rbench.tasks.datasets.target import context_title
 from rbench.tasks.download import DOWNLOAD, DownloadConfig
-from tests.conftest import SHARED_DATA, write_jsonl
+from tests.conftest import write_jsonl
 from tests.unit.tasks.test_adapters import _prepare, _table, write_target
 
-SHARED_MANIFESTS = SHARED_DATA / "manifests"
 
 
 def _files(adapter: str, **params):
@@ -48,15 +47,14 @@ def test_tabfact_full_splits_pin_every_table_and_the_sample_stays_the_default():
     assert len(_files("tabfact")) == 42
 
 
-@pytest.mark.skipif(not SHARED_MANIFESTS.exists(), reason="../shared/data/manifests is absent")
-def test_shipped_manifests_equal_the_published_digests():
-    published = json.loads((SHARED_MANIFESTS / "tabfact.json").read_text())["files"]
+def test_shipped_manifests_equal_the_published_digests(shared_data):
+    published = json.loads((shared_data / "manifests" / "tabfact.json").read_text())["files"]
     ours = manifest("tabfact")
     assert len(ours) == len(published) == 16576
     renamed = {("tabfact/all_csv/" if k.startswith("data/all_csv/") else "tabfact/") + k.rsplit("/", 1)[1]: v["sha256"]
                for k, v in published.items()}
     assert renamed == ours
-    feta = json.loads((SHARED_MANIFESTS / "fetaqa.json").read_text())["files"]
+    feta = json.loads((shared_data / "manifests" / "fetaqa.json").read_text())["files"]
     assert {"fetaqa/" + k.rsplit("/", 1)[1]: v["sha256"] for k, v in feta.items()} == manifest("fetaqa")
 
 
