@@ -70,7 +70,7 @@ def test_changing_the_first_stage_asks_the_llm_nothing(tmp_path, tiny_files, mon
 
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["llm"], filter_string="tags.`rbench.retriever` = 'llm_rerank'")
-    assert runs["metrics.llm_calls"].iloc[0] == 10
+    assert runs["metrics.retrieve.llm_calls"].iloc[0] == 10
     for label in ("dec-dense", "dec-reranked"):  # a new first stage or reranker reads the cached rewrites
         runs = mlflow.search_runs(experiment_names=["llm"], filter_string=f"tags.`rbench.retriever` = '{label}'")
         assert runs["metrics.rewrite.llm_calls"].iloc[0] == 5 and runs["metrics.retrieve.llm_calls"].iloc[0] == 0
