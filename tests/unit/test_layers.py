@@ -5,12 +5,13 @@ layer or a lower one, and the module graph has no cycle."""
 
 from __future__ import annotations
 
-import ast
 import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+
+from rbench.core.identity import imported_modules
 
 REPO = Path(__file__).resolve().parents[2]
 LAYERS = [  # lowest first; a module's layer is that of the longest prefix that names it
@@ -45,39 +46,15 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """The package's modules that ``name`` imports (the longest known prefix of each target)."""
-    is_package = path.name == "__init__.py"
-    targets = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            targets |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = name.split(".")[: len(name.split(".")) - node.level + (1 if is_package else 0)]
-                base = ".".join(parts + ([node.module] if node.module else []))
-            targets |= {f"{base}.{a.name}" for a in node.names} | {base}
-    found = set()
-    for target in targets:
-        parts = target.split(".")
-        for i in range(len(parts), 0, -1):
-            candidate = ".".join(parts[:i])
-            if candidate in known:
-                if candidate != name:
-                    found.add(candidate)
-                break
-    return found
-
-
 def layer(name: str) -> int:
     best = max((p for group in LAYERS for p in group if name == p or name.startswith(f"{p}.")), key=len)
     return next(i for i, group in enumerate(LAYERS) if best in group)
 
 
 def graph() -> dict[str, set[str]]:
+    """``{module: the package's modules it imports}`` (resolved as the cache keys' code identity resolves them)."""
     mods = modules()
-    return {name: imports(name, path, set(mods)) for name, path in mods.items()}
+    return {name: imported_modules(name, path, mods.get) - {name} for name, path in mods.items()}
 
 
 def test_one_top_level_package():
