@@ -24,7 +24,7 @@ from rbench.core.configfile import (
     load_mapping,
 )
 from rbench.core.errors import ConfigError
-from rbench.core.locations import DEFAULT_STORE
+from rbench.core.locations import DEFAULT_STORE, ENV_MIRROR, ENV_STORE, ENV_TRACKING, flag_or_env
 from rbench.core.store import file_digest
 from rbench.evaluation.chunking_report import write_grid_report
 from rbench.retrievers.models import Encoding, canonical_id
@@ -122,15 +122,20 @@ class ChunkingGridConfig(BaseModel):
 def load_grid_config(path: str | Path, mirror: str | None = None, store: str | None = None,
                      corpora: list[str] | None = None) -> ChunkingGridConfig:
     """Read a grid YAML file; relative paths resolve against its folder; ``corpora`` (the
-    CLI's ``--corpus``) overrides the config's; bad values are ConfigErrors."""
+    CLI's ``--corpus``) overrides the config's; mirror, store and tracking URI come from the
+    arguments, else ``RBENCH_MIRROR`` / ``RBENCH_STORE`` / ``MLFLOW_TRACKING_URI``, else the file;
+    bad values are ConfigErrors."""
     path = Path(path)
     raw = load_mapping(path, "chunking grid config", " (data, model, chunker, chunk_sizes, ...)")
     if corpora:
         raw["corpora"] = list(corpora)
-    for key, override in (("mirror", mirror), ("store", store)):
+    for key, override in (("mirror", flag_or_env(mirror, ENV_MIRROR)), ("store", flag_or_env(store, ENV_STORE))):
         if override is not None:
             raw[key] = str(Path(override).expanduser().resolve())
     raw.setdefault("store", str(DEFAULT_STORE.resolve()))
+    tracking_uri = flag_or_env(None, ENV_TRACKING)
+    if tracking_uri:
+        raw["mlflow"] = {**(raw.get("mlflow") or {}), "tracking_uri": tracking_uri}
     try:
         cfg = ChunkingGridConfig.model_validate(raw, context={"base": path.resolve().parent})
         cfg.embed_config(cfg.chunkers()[0])

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from rbench.config import ExperimentConfig, RetrieverConfig, parse_config
 from rbench.core.configfile import format_validation_error, load_mapping
 from rbench.core.errors import ConfigError
+from rbench.core.locations import ENV_MIRROR, ENV_STORE, ENV_TRACKING, flag_or_env
 from rbench.flows.benchmark import run_stages
 from rbench.tasks.evaluate import read_aggregate
 from rbench.tasks.search_space import SearchConfig, propose
@@ -30,7 +31,11 @@ def load_search_config(path: str | Path, mirror: str | None = None, store: str |
     if "search" not in raw:
         raise ConfigError(f"{path} needs a 'search:' section (retriever, space, strategy, budget, metric, k)")
     search_raw = raw.pop("search")
-    cfg = parse_config(raw, base=path.resolve().parent, source=str(path), mirror=mirror, store=store)
+    tracking_uri = flag_or_env(None, ENV_TRACKING)
+    if tracking_uri:
+        raw["mlflow"] = {**(raw.get("mlflow") or {}), "tracking_uri": tracking_uri}
+    cfg = parse_config(raw, base=path.resolve().parent, source=str(path), mirror=flag_or_env(mirror, ENV_MIRROR),
+                       store=flag_or_env(store, ENV_STORE))
     try:
         search = SearchConfig.model_validate(search_raw)
     except ValidationError as e:

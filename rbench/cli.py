@@ -80,8 +80,7 @@ def cmd_chunking(args: argparse.Namespace) -> int:
         load_grid_config,
     )
 
-    mirror = args.mirror or os.environ.get("RBENCH_MIRROR") or None
-    cfg = load_grid_config(args.config, mirror, args.store, args.corpus)
+    cfg = load_grid_config(args.config, args.mirror, args.store, args.corpus)
     if cfg.search is not None:
         result = chunking_search(str(Path(args.config).resolve()), str(cfg.mirror) if cfg.mirror else None,
                                  str(cfg.store), args.corpus)
@@ -106,8 +105,7 @@ def cmd_chunking(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     from rbench.flows.config_search import config_search, load_search_config
 
-    mirror = args.mirror or os.environ.get("RBENCH_MIRROR") or None
-    cfg, search = load_search_config(args.config, mirror, args.store)
+    cfg, search = load_search_config(args.config, args.mirror, args.store)
     print(f"rbench: {search.strategy} search of {search.retriever!r} over {list(search.space)}, "
           f"budget {search.budget}, target {search.metric}@{search.k}", flush=True)
     started = time.perf_counter()
@@ -122,13 +120,14 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from rbench.core.locations import ENV_MIRROR, flag_or_env
     from rbench.retrievers.base import RETRIEVERS
     from rbench.retrievers.models import ALIASES, MODELS, packaged_path
     from rbench.tasks.datasets.base import ADAPTERS
 
     what = args.what
     if what in ("datasets", "all"):
-        mirror = args.mirror or os.environ.get("RBENCH_MIRROR")
+        mirror = flag_or_env(args.mirror, ENV_MIRROR)
         print(f"datasets (mirror: {mirror or 'none; pass --mirror or set RBENCH_MIRROR'}):")
         for name, cls in ADAPTERS.items():
             print(f"  {name:<12} {cls.description}")
@@ -239,7 +238,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
-    from rbench.core.locations import ENV_TRACKING, resolve_store
+    from rbench.core.locations import ENV_TRACKING, flag_or_env, resolve_store
     from rbench.core.store import Store
     from rbench.tasks.pending import log_pending, pending_records
 
@@ -248,7 +247,7 @@ def cmd_log(args: argparse.Namespace) -> int:
     if not records:
         print(f"rbench: no pending MLflow logging in {store.root}")
         return 0
-    uri = args.tracking_uri or os.environ.get(ENV_TRACKING) or None
+    uri = flag_or_env(args.tracking_uri, ENV_TRACKING)
     for record in records:
         run_id = log_pending(record, uri)
         print(f"rbench: logged {record.name} as MLflow run {run_id}")

@@ -11,7 +11,7 @@ import yaml
 
 from rbench.config import ExecutionConfig, ExperimentConfig, load_config, parse_config
 from rbench.core.errors import ConfigError
-from rbench.core.locations import ENV_STORE, ENV_TRACKING, resolve_mirror
+from rbench.core.locations import ENV_MIRROR, ENV_STORE, ENV_TRACKING, flag_or_env
 
 MIN_FREE_BYTES = int(os.environ.get("RBENCH_MIN_FREE_MB", "200")) * 1_000_000
 
@@ -24,9 +24,9 @@ def resolve_experiment(config_path: str | None, experiment: ExperimentConfig | d
     process's environment (read here, on the worker, at run time), else from the experiment."""
     if config_path is None and experiment is None:
         raise ConfigError("give an experiment: config_path (a YAML file) or experiment (a structured config)")
-    mirror = resolve_mirror(mirror)
-    store = store or os.environ.get(ENV_STORE) or None
-    tracking_uri = tracking_uri or os.environ.get(ENV_TRACKING) or None
+    mirror = flag_or_env(mirror, ENV_MIRROR)
+    store = flag_or_env(store, ENV_STORE)
+    tracking_uri = flag_or_env(tracking_uri, ENV_TRACKING)
     if experiment is not None:  # the structured form wins over a (default) file path
         raw = experiment.model_dump(mode="json") if isinstance(experiment, ExperimentConfig) else dict(experiment)
         cfg = parse_config(raw, source="(experiment parameter)", mirror=mirror, store=store)

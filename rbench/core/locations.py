@@ -30,6 +30,7 @@ def resolve_tracking_uri(flag: str | None = None, configured: str | None = None,
     return flag or os.environ.get(ENV_TRACKING) or configured or default_tracking_uri(resolve_store(store))
 
 
-def resolve_mirror(flag: str | Path | None = None) -> str | None:
-    """The mirror folder: ``flag``, else ``$RBENCH_MIRROR``, else none (the file's value then applies)."""
-    return str(flag) if flag else (os.environ.get(ENV_MIRROR) or None)
+def flag_or_env(flag: str | Path | None, variable: str) -> str | None:
+    """``flag``, else the environment variable (read now: on a worker, at run time), else None, which
+    leaves the settings file's value in place."""
+    return str(flag) if flag else (os.environ.get(variable) or None)

@@ -203,3 +203,22 @@ def test_show_and_report_honour_the_store_and_tracking_uri_of_the_environment(tm
     assert f"sqlite:///{tmp_path / 'other.db'}" in capsys.readouterr().err
     assert main([command, "latest", "--tracking-uri", f"sqlite:///{tmp_path / 'flag.db'}"]) == 2
     assert "flag.db" in capsys.readouterr().err
+
+
+def test_chunking_and_search_take_store_and_tracking_uri_from_the_environment(tmp_path, monkeypatch):
+    from rbench.flows.chunking_grid import load_grid_config
+    from rbench.flows.config_search import load_search_config
+
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("store: filestore\n")
+    search = tmp_path / "search.yaml"
+    search.write_text("datasets: [{name: fetaqa}]\nretrievers: [{name: bm25s}]\n"
+                      "search: {retriever: bm25s, space: {k1: {low: 0.5, high: 1.5}}}\n")
+    assert load_grid_config(grid).store == tmp_path / "filestore"
+    monkeypatch.setenv("RBENCH_STORE", str(tmp_path / "envstore"))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://tracking:5000")
+    cfg = load_grid_config(grid)
+    assert cfg.store == tmp_path / "envstore" and cfg.mlflow.tracking_uri == "http://tracking:5000"
+    experiment, _ = load_search_config(search)
+    assert experiment.store == tmp_path / "envstore" and experiment.tracking_uri() == "http://tracking:5000"
+    assert load_grid_config(grid, store=str(tmp_path / "flag")).store == tmp_path / "flag"
