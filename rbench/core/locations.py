@@ -12,9 +12,9 @@ ENV_MIRROR, ENV_STORE, ENV_TRACKING = "RBENCH_MIRROR", "RBENCH_STORE", "MLFLOW_T
 DEFAULT_STORE = Path(".rbench")
 
 
-def resolve_store(flag: str | Path | None = None, configured: str | Path | None = None) -> Path:
-    """The store folder: ``flag``, else ``$RBENCH_STORE``, else ``configured``, else ``./.rbench``."""
-    chosen = flag or os.environ.get(ENV_STORE) or configured or DEFAULT_STORE
+def resolve_store(flag: str | Path | None = None) -> Path:
+    """The store of a command without a settings file: ``flag``, else ``$RBENCH_STORE``, else ``./.rbench``."""
+    chosen = flag or os.environ.get(ENV_STORE) or DEFAULT_STORE
     return Path(chosen).expanduser().resolve()
 
 
@@ -23,11 +23,10 @@ def default_tracking_uri(store: str | Path) -> str:
     return f"sqlite:///{Path(store).expanduser().resolve() / 'mlflow.db'}"
 
 
-def resolve_tracking_uri(flag: str | None = None, configured: str | None = None,
-                         store: str | Path | None = None) -> str:
-    """The tracking URI: ``flag``, else ``$MLFLOW_TRACKING_URI``, else ``configured``, else the
-    sqlite file of the store resolved by :func:`resolve_store` from ``store``."""
-    return flag or os.environ.get(ENV_TRACKING) or configured or default_tracking_uri(resolve_store(store))
+def resolve_tracking_uri(flag: str | None = None, store: str | Path | None = None) -> str:
+    """The tracking URI of a command without a settings file: ``flag``, else ``$MLFLOW_TRACKING_URI``,
+    else the sqlite file of the store resolved by :func:`resolve_store` from ``store``."""
+    return flag or os.environ.get(ENV_TRACKING) or default_tracking_uri(resolve_store(store))
 
 
 def flag_or_env(flag: str | Path | None, variable: str) -> str | None:

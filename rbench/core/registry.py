@@ -28,16 +28,14 @@ class Registry(Generic[T]):
                  hint: str = ""):
         self.kind, self.package, self.group, self._key, self.hint = kind, package, group, key, hint
         self._items: dict[str, T] = {}
-        self._loaded = False
+        self._loaded = self._loading = False
         self._lock = threading.RLock()
 
     def register(self, component: T) -> T:
         """Register ``component`` under its name (usable as a class decorator)."""
         name = self._key(component)
         existing = self._items.get(name)
-        if existing is not None and existing is not component and \
-                (getattr(existing, "__qualname__", None), getattr(existing, "__module__", None)) != \
-                (getattr(component, "__qualname__", None), getattr(component, "__module__", None)):
+        if existing is not None and _where(existing) != _where(component):  # the same definition may register twice
             raise ConfigError(f"two {self.kind}s are named {name!r}: {_where(existing)} and {_where(component)}; "
                               "rename one")
         self._items[name] = component
@@ -45,20 +43,24 @@ class Registry(Generic[T]):
 
     def _load(self) -> None:
         with self._lock:
-            if self._loaded:
+            if self._loaded or self._loading:  # loading: a module being imported looked a name up
                 return
-            self._loaded = True
-            package = importlib.import_module(self.package)
-            for info in pkgutil.iter_modules(package.__path__, f"{self.package}."):
-                importlib.import_module(info.name)
-            for ep in entry_points(group=self.group):
-                try:
-                    loaded = ep.load()
-                except Exception as e:
-                    raise ConfigError(f"the {self.kind} entry point {ep.name!r} ({ep.value}, group {self.group}) "
-                                      f"failed to load: {type(e).__name__}: {e}") from None
-                if not isinstance(loaded, ModuleType):
-                    self.register(loaded)
+            self._loading = True
+            try:
+                package = importlib.import_module(self.package)
+                for info in pkgutil.iter_modules(package.__path__, f"{self.package}."):
+                    importlib.import_module(info.name)
+                for ep in entry_points(group=self.group):
+                    try:
+                        loaded = ep.load()
+                    except Exception as e:
+                        raise ConfigError(f"the {self.kind} entry point {ep.name!r} ({ep.value}, group {self.group}) "
+                                          f"failed to load: {type(e).__name__}: {e}") from None
+                    if not isinstance(loaded, ModuleType):
+                        self.register(loaded)
+                self._loaded = True  # only once complete: a failed load is retried, never half-used
+            finally:
+                self._loading = False
 
     def get(self, name: str) -> T:
         """The component registered as ``name``; a ConfigError lists the known names otherwise."""

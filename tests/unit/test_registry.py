@@ -67,3 +67,12 @@ def test_params_are_parsed_once_and_shared_so_they_must_be_immutable():
     assert first.typed_params() is second.typed_params() and first == second
     assert first.build().params is first.typed_params()
     assert all(cls.Params.model_config.get("frozen") for _, cls in RETRIEVERS.items())
+
+
+def test_a_failed_load_is_retried_not_half_used(monkeypatch):
+    broken = EntryPoint(name="gone", value="no_such_package_x:Thing", group="rbench.widgets")
+    reg = _registry(monkeypatch, broken)
+    with pytest.raises(ConfigError, match="failed to load"):
+        reg.names()
+    with pytest.raises(ConfigError, match="failed to load"):  # not an empty registry the second time
+        reg.get("a")
