@@ -182,6 +182,10 @@ class ARM(LLMComposite):
     def open(self, folders, corpus) -> None:
         super().open(folders, corpus)
         import pyarrow.parquet as pq
+
+        from rbench.core.imports import torch_before_scipy
+
+        torch_before_scipy()
         from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
         modality = pq.read_table(corpus, columns=["object_id", "modality"])

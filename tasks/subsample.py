@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from rbench.config import SubsampleConfig
+from rbench.core.imports import torch_before_scipy
 from rbench.core.store import Artifact, Stage
 
 
@@ -17,11 +18,12 @@ def select_queries(texts: list[str], size: int, seed: int) -> list[int]:
     Fits k-means with k = size on TF-IDF vectors and keeps, per cluster, the member
     closest to its centroid. Deterministic for a given seed.
     """
+    if size >= len(texts):
+        return list(range(len(texts)))
+    torch_before_scipy()
     from sklearn.cluster import KMeans
     from sklearn.feature_extraction.text import TfidfVectorizer
 
-    if size >= len(texts):
-        return list(range(len(texts)))
     vectors = TfidfVectorizer(sublinear_tf=True).fit_transform(texts)
     km = KMeans(n_clusters=size, random_state=seed, n_init=1).fit(vectors)
     distances = km.transform(vectors)
