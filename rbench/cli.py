@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from rbench.core.errors import RbenchError
+from rbench.core.secrets import redact
 
 
 def _setup_environment() -> None:
@@ -193,11 +194,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     chunking = load_chunking_table(uri, args.run, args.experiment)
     if chunking is not None:
         parent, table = chunking
-        print(f"chunking grid run {parent.info.run_id} ({parent.info.run_name}), {uri}")
+        print(f"chunking grid run {parent.info.run_id} ({parent.info.run_name}), {redact(uri)}")
         print(table)
         return 0
     (parent,), rows, _ = load_results(uri, [args.run], args.experiment)
-    print(f"run {parent.info.run_id} ({parent.info.run_name}), {uri}")
+    print(f"run {parent.info.run_id} ({parent.info.run_name}), {redact(uri)}")
     print(metrics_table(rows))
     return 0
 

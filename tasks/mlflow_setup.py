@@ -11,20 +11,29 @@ from pathlib import Path
 
 @contextmanager
 def tracking(uri: str):
-    """Point MLflow's fluent API at ``uri`` for the block. ``mlflow.set_tracking_uri`` also
-    writes ``MLFLOW_TRACKING_URI`` into this process's environment, which rbench reads as the
-    worker's setting: the previous value is restored on the way out."""
+    """Point MLflow's fluent API at ``uri`` for the block. Credentials in the URI go to
+    ``MLFLOW_TRACKING_USERNAME`` / ``MLFLOW_TRACKING_PASSWORD`` instead (MLflow prints and
+    stores the URI it is given: "View run ... at"). ``mlflow.set_tracking_uri`` also writes
+    ``MLFLOW_TRACKING_URI`` into this process's environment, which rbench reads as the
+    worker's setting: every variable is restored on the way out."""
     import mlflow
 
-    before = os.environ.get("MLFLOW_TRACKING_URI")
-    mlflow.set_tracking_uri(uri)
+    from rbench.core.secrets import split_credentials
+
+    bare, credentials = split_credentials(uri)
+    names = ("MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
+    before = {name: os.environ.get(name) for name in names}
+    if credentials is not None:
+        os.environ["MLFLOW_TRACKING_USERNAME"], os.environ["MLFLOW_TRACKING_PASSWORD"] = credentials
+    mlflow.set_tracking_uri(bare)
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop("MLFLOW_TRACKING_URI", None)
-        else:
-            os.environ["MLFLOW_TRACKING_URI"] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def prepare_tracking(uri: str) -> None:

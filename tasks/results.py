@@ -41,7 +41,7 @@ def load_chunking_table(tracking_uri: str, run: str, experiment: str):
     try:
         parent = find_parent_run(client, experiment, run)
     except MlflowException as e:
-        raise RbenchError(f"cannot read run {run!r} from {tracking_uri}: {e.message}") from None
+        raise RbenchError(f"cannot read run {run!r} from {redact(tracking_uri)}: {redact(e.message)}") from None
     if parent.data.tags.get("rbench.kind") != "chunking-grid":
         return None
     with tempfile.TemporaryDirectory() as tmp:
@@ -60,7 +60,7 @@ def _parents_and_children(client, tracking_uri: str, runs: Sequence[str], experi
         try:
             parent = find_parent_run(client, experiment, run)
         except MlflowException as e:
-            raise RbenchError(f"cannot read run {run!r} from {tracking_uri}: {e.message}") from None
+            raise RbenchError(f"cannot read run {run!r} from {redact(tracking_uri)}: {redact(e.message)}") from None
         children = client.search_runs(
             [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
         )

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from rbench.config import ExperimentConfig
 from rbench.core.locations import default_tracking_uri
-from rbench.core.secrets import redact
+from rbench.core.secrets import redact, split_credentials
 from rbench.core.store import Artifact, canonical_json
 from rbench.tasks.evaluate import read_aggregate
 from rbench.tasks.mlflow_setup import prepare_tracking, tracking
@@ -233,14 +233,16 @@ def publish_run_link(cfg: ExperimentConfig, run_id: str | None) -> None:
     from prefect.artifacts import create_link_artifact, create_markdown_artifact
 
     uri = cfg.tracking_uri()
+    bare, _ = split_credentials(uri)
     if uri.startswith(("http://", "https://")):
-        from mlflow.tracking import MlflowClient
+        with tracking(uri):
+            import mlflow
 
-        experiment_id = MlflowClient(uri).get_run(run_id).info.experiment_id
-        create_link_artifact(link=f"{uri.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}",
+            experiment_id = mlflow.MlflowClient().get_run(run_id).info.experiment_id
+        create_link_artifact(link=f"{bare.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}",
                              link_text=f"MLflow run {run_id}", key="mlflow-run")
     else:
-        create_markdown_artifact(markdown=f"MLflow run `{run_id}` at `{uri}`: `rbench show {run_id}`",
+        create_markdown_artifact(markdown=f"MLflow run `{run_id}` at `{bare}`: `rbench show {run_id}`",
                                  key="mlflow-run")
 
 

@@ -78,19 +78,29 @@ class OpenAIBackend(Backend):
         from rbench.core.secrets import PYSERINI_PLACEHOLDER_KEY
 
         self.config = config
-        self._secret = None
-        headers = {}
+        self._secrets: list[str] = []
+        headers, auth = {}, None
         if config.api_key_env:
             key = os.environ.get(config.api_key_env, "")
             if not key or key == PYSERINI_PLACEHOLDER_KEY:
                 raise ConfigError(f"the environment variable {config.api_key_env} (api_key_env of LLM "
                                   f"{config.model!r}) is not set: export it with the server's API key")
-            self._secret = key
+            self._secrets.append(key)
             headers["Authorization"] = f"Bearer {key}"
-        self._http = httpx.Client(base_url=config.base_url, headers=headers, timeout=config.timeout)
+        if config.basic_auth_env:
+            user, colon, password = os.environ.get(config.basic_auth_env, "").partition(":")
+            if not colon:
+                raise ConfigError(f"the environment variable {config.basic_auth_env} (basic_auth_env of LLM "
+                                  f"{config.model!r}) must hold USER:PASSWORD: export it")
+            self._secrets.append(password)
+            auth = httpx.BasicAuth(user, password)
+        self._http = httpx.Client(base_url=config.base_url, headers=headers, auth=auth, timeout=config.timeout)
 
     def _hide(self, text: str) -> str:
-        return text.replace(self._secret, "***") if self._secret else text
+        for secret in self._secrets:
+            if secret:
+                text = text.replace(secret, "***")
+        return text
 
     def _body(self, request: Request, retry: int = 0) -> dict:
         s = request.sampling

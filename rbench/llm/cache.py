@@ -4,7 +4,8 @@ The key hashes the model's identity, the full rendered messages and the sampling
 fields the answer depends on (see :meth:`Sampling.key_view`): greedy answers are shared
 by every run that asks the same thing; sampled ones per seed and sample index. Each
 answer is written atomically as soon as it returns, so a killed stage resumes without
-asking again, and many workers can share one store.
+asking again, and many workers can share one store. A record holds the sha256 of its own
+content: one edited in place (still valid JSON under the same key) is damaged, not a hit.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ from rbench.core.store import canonical_json, write_atomic
 
 log = logging.getLogger("rbench")
 FOLDER = "llm-calls"
+
+
+def _record_digest(record: dict[str, Any]) -> str:
+    content = {k: v for k, v in record.items() if k != "digest"}
+    return hashlib.sha256(canonical_json(content).encode()).hexdigest()
 
 
 def call_key(model: dict[str, Any], messages: list[dict[str, str]], sampling: dict[str, Any]) -> str:
@@ -40,11 +46,13 @@ class CallCache:
         return self.root / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """The stored answer of ``key``, or None (missing, or damaged: then it is removed)."""
+        """The stored answer of ``key``, or None (missing, or damaged: unreadable, another key's,
+        or not matching its digest; then it is counted and removed)."""
         path = self._path(key)
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
-            if record.get("key") == key and isinstance(record.get("text"), str):
+            if (record.get("key") == key and isinstance(record.get("text"), str)
+                    and record.get("digest") == _record_digest(record)):
                 return record
         except FileNotFoundError:
             return None
@@ -58,4 +66,5 @@ class CallCache:
 
     def put(self, key: str, record: dict[str, Any]) -> None:
         """Store the answer of ``key`` (atomically: a reader sees the old state or the whole file)."""
-        write_atomic(self._path(key), json.dumps({**record, "key": key}, ensure_ascii=False))
+        record = {k: v for k, v in record.items() if k != "digest"} | {"key": key}
+        write_atomic(self._path(key), json.dumps({**record, "digest": _record_digest(record)}, ensure_ascii=False))

@@ -21,12 +21,12 @@ from rbench.llm.constrain import Constraint
 PositiveInt = Annotated[StrictInt, Field(gt=0)]
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 BACKEND_FIELDS = {
-    "openai": {"base_url", "api_key_env", "max_concurrency", "timeout", "max_retries", "revision", "structured_outputs"},
+    "openai": {"base_url", "api_key_env", "basic_auth_env", "max_concurrency", "timeout", "max_retries", "revision", "structured_outputs"},
     "transformers": {"device", "batch_size", "dtype", "threads"},
     "vllm": {"tensor_parallel_size", "quantization", "gpu_memory_utilization", "max_model_len", "dtype", "batch_size",
              "enforce_eager"},
 }
-RUNTIME_FIELDS = frozenset({"base_url", "api_key_env", "max_concurrency", "timeout", "max_retries", "device",
+RUNTIME_FIELDS = frozenset({"base_url", "api_key_env", "basic_auth_env", "max_concurrency", "timeout", "max_retries", "device",
                             "batch_size", "threads", "tensor_parallel_size", "gpu_memory_utilization"})
 
 
@@ -35,7 +35,9 @@ class LLMConfig(BaseModel):
 
     ``openai``: any OpenAI-compatible server at ``base_url``; the API key is read at call
     time from the environment variable *named* by ``api_key_env`` (the key itself never
-    appears in a config); ``revision`` pins what the server serves for the call cache.
+    appears in a config), and a server behind HTTP basic auth gets ``user:password`` from the
+    variable named by ``basic_auth_env`` (credentials written into ``base_url`` are refused:
+    URLs are printed, logged and stored); ``revision`` pins what the server serves for the call cache.
     ``structured_outputs: true`` says the server is vLLM and enforces output constraints
     itself (otherwise a constrained answer is checked and asked again, at most twice).
     ``transformers``: in-process, from a hub id, a local folder, a ``.gguf`` file or a
@@ -51,6 +53,7 @@ class LLMConfig(BaseModel):
     revision: str | None = None
     base_url: str = "https://api.openai.com/v1"
     api_key_env: str | None = None
+    basic_auth_env: str | None = None
     max_concurrency: PositiveInt = 8
     timeout: float = Field(120.0, gt=0)
     max_retries: StrictInt = Field(4, ge=0, le=20)
@@ -65,12 +68,12 @@ class LLMConfig(BaseModel):
     max_model_len: PositiveInt | None = None
     enforce_eager: StrictBool = False
 
-    @field_validator("api_key_env")
+    @field_validator("api_key_env", "basic_auth_env")
     @classmethod
     def _env_name(cls, name: str | None) -> str | None:
         if name is not None and not ENV_NAME.match(name):
-            raise ValueError("api_key_env must be the *name* of an environment variable holding the key "
-                             "(such as OPENAI_API_KEY), not the key itself")
+            raise ValueError("must be the *name* of an environment variable holding the secret "
+                             "(such as OPENAI_API_KEY), not the secret itself")
         return name
 
     @field_validator("base_url")
@@ -78,6 +81,10 @@ class LLMConfig(BaseModel):
     def _url(cls, url: str) -> str:
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"base_url {url!r} must start with http:// or https:// (e.g. http://localhost:8000/v1)")
+        if "@" in url.split("/")[2]:
+            raise ValueError("base_url must not carry credentials (user:password@host): URLs are printed, logged "
+                             "and stored. Export USER:PASSWORD in an environment variable and name it in "
+                             "basic_auth_env (or name a bearer key's variable in api_key_env)")
         return url.rstrip("/")
 
     @model_validator(mode="after")
@@ -145,6 +152,9 @@ def check_llm(config: LLMConfig) -> None:
         if config.api_key_env and not os.environ.get(config.api_key_env):
             raise ConfigError(f"the environment variable {config.api_key_env} (api_key_env of LLM {config.model!r}) "
                               "is not set: export it with the server's API key")
+        if config.basic_auth_env and ":" not in os.environ.get(config.basic_auth_env, ""):
+            raise ConfigError(f"the environment variable {config.basic_auth_env} (basic_auth_env of LLM "
+                              f"{config.model!r}) must hold USER:PASSWORD: export it")
         return
     from rbench.llm.models import resolve_llm
 

@@ -207,6 +207,57 @@ def test_a_failed_mlflow_logging_is_kept_and_logged_by_the_next_run(tmp_path, ti
     assert sorted(r.data.metrics["stages_ran"] for r in parents) == [0, ran]
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_a_tracking_password_stays_out_of_mlflow_lines_links_and_records(tmp_path, tiny_files):
+    """MLflow prints "View run ... at <uri>" and rbench links the run from Prefect: with the password
+    in MLFLOW_TRACKING_URI, neither may carry it, against a real tracking server."""
+    secret = "pl4nted-tr4cking"
+    port = _free_port()
+    server_dir = tmp_path / "mlflow-server"
+    server_dir.mkdir()
+    server = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1",
+                               "--port", str(port), "--workers", "1",
+                               "--backend-store-uri", f"sqlite:///{server_dir / 'mlflow.db'}",
+                               "--default-artifact-root", str(server_dir / "artifacts")],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        import urllib.request
+
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).close()
+                break
+            except OSError:
+                time.sleep(1)
+        corpus, queries = tiny_files
+        config = _write(tmp_path, _base(tmp_path, corpus, queries, [{"name": "bm25s"}]))
+        home = tmp_path / "node"
+        proc = _cli(["run", config], home, {"MLFLOW_TRACKING_URI": f"http://rbench:{secret}@127.0.0.1:{port}",
+                                            "PREFECT_LOGGING_LEVEL": "INFO"})
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-3000:]
+        assert "View run" in out + err and f"http://127.0.0.1:{port}/#/experiments/" in out + err
+        assert secret not in out and secret not in err
+        leaks = [p for folder in (tmp_path / "store", home, server_dir) for p in folder.rglob("*")
+                 if p.is_file() and secret.encode() in p.read_bytes()]
+        assert leaks == []
+        proc = _cli(["show", "latest", "--experiment", "exec"], home,
+                    {"MLFLOW_TRACKING_URI": f"http://rbench:{secret}@127.0.0.1:{port}"})
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0 and "bm25s" in out and secret not in out + err
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+
 @pytest.mark.slow
 def test_a_planted_password_reaches_no_output_and_metrics_survive_a_failed_mlflow(tmp_path, tiny_files):
     secret = "pl4nted-s3cret"

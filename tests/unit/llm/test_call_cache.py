@@ -82,6 +82,45 @@ def test_a_damaged_answer_is_counted_and_asked_again(tmp_path):
         assert json.loads(victim.read_text())["text"]
 
 
+def test_an_answer_edited_in_place_is_not_served(tmp_path):
+    with ChatServer() as server:
+        first = _llm(server, tmp_path).chat_one(PROMPTS[:2], Sampling())
+        victim = next((tmp_path / "store" / "llm-calls").rglob("*.json"))
+        record = json.loads(victim.read_text())
+        victim.write_text(json.dumps({**record, "text": "an edited answer"}))  # valid JSON, same key
+        again = _llm(server, tmp_path)
+        assert again.chat_one(PROMPTS[:2], Sampling()) == first
+        assert server.requests == 3 and again.cache.corrupt == 1
+        assert json.loads(victim.read_text())["text"] != "an edited answer"
+
+
+def test_basic_auth_comes_from_a_variable_and_never_from_the_url(tmp_path, monkeypatch):
+    import base64
+
+    from rbench.config import parse_config
+    from rbench.core.errors import ConfigError
+
+    secret = "pl4nted-b4sic"
+    with pytest.raises(ValueError) as refused:
+        LLMConfig(backend="openai", base_url=f"http://rbench:{secret}@127.0.0.1:9/v1", model="m")
+    assert "basic_auth_env" in str(refused.value)
+    raw = {"name": "x", "datasets": [], "retrievers": [],
+           "llms": {"s": {"backend": "openai", "model": "m", "base_url": f"http://rbench:{secret}@h/v1"}}}
+    with pytest.raises(ConfigError) as refused:
+        parse_config(raw, source="exp.yaml")
+    assert "llms.s.base_url" in str(refused.value) and secret not in str(refused.value)
+
+    monkeypatch.setenv("RBENCH_TEST_BASIC", f"rbench:{secret}")
+    with ChatServer(fail_first=[400]) as server:
+        llm = _llm(server, tmp_path, basic_auth_env="RBENCH_TEST_BASIC")
+        with pytest.raises(LLMError) as failed:
+            llm.chat_one(PROMPTS[:1], Sampling())
+        assert secret not in str(failed.value)
+        llm.chat_one(PROMPTS[:1], Sampling())
+    expected = "Basic " + base64.b64encode(f"rbench:{secret}".encode()).decode()
+    assert server.authorization == [expected, expected]
+
+
 def _queries_artifact(folder: Path, count: int) -> Artifact:
     folder.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.table({"query_id": [f"q{i}" for i in range(count)],
