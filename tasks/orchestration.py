@@ -5,7 +5,8 @@ Prefect's own policies are not used: INPUTS hashes a ``Path`` by name, and a cac
 hit would hand back a path whose files may have been deleted. ``StageCachePolicy``
 uses the stage's content key and, when the artifact behind an existing Prefect
 record is missing or corrupt, returns a one-off key so that the task runs and
-rebuilds it instead of reporting a stale hit; likewise when the stage's ``check``
+rebuilds it instead of reporting a stale hit. A record that names another artifact (records
+are files: copied, swapped) is rewritten from the store before Prefect reads it; likewise when the stage's ``check``
 refuses the artifact under this run's config, so that the task runs and fails with
 that refusal. Artifacts handed between tasks are
 re-addressed inside the receiving worker's store (:meth:`Store.attach`), so a record
@@ -31,6 +32,7 @@ from rbench.core.errors import MissingExtraError
 from rbench.core.store import Artifact, Stage, Store, summarize
 
 RESULTS_FOLDER = "_prefect-results"
+log = logging.getLogger("rbench")
 _GPU_SLOTS: dict[int, threading.BoundedSemaphore] = {}
 _GPU_LOCK = threading.Lock()
 
@@ -53,9 +55,23 @@ class StageCachePolicy(CachePolicy):
                 self.stage.check(artifact, inputs["config"])
             except Exception:  # refused under this config: run the task, which raises the refusal
                 return f"{key}-refused-{uuid.uuid4().hex}"
-        if artifact is None and task_ctx.result_store.exists(key):
+        if not task_ctx.result_store.exists(key):
+            return key
+        if artifact is None:
             return f"{key}-rebuild-{uuid.uuid4().hex}"
+        if not self._record_matches(task_ctx.result_store, key, content_key):
+            task_ctx.result_store.write(obj=artifact, key=key)
+            log.warning("the Prefect record %s pointed at another artifact: rewritten from the store", key)
         return key
+
+    def _record_matches(self, result_store, key: str, content_key: str) -> bool:
+        """Whether the Prefect record under ``key`` names this stage's artifact ``content_key``
+        (records are files anyone can copy or swap; a hit must be the artifact it is read for)."""
+        try:
+            recorded = result_store.read(key).result
+        except Exception:  # unreadable: treated like a record of another key
+            return False
+        return isinstance(recorded, Artifact) and (recorded.stage, recorded.key) == (self.stage.name, content_key)
 
 
 def _gpu_slot(slots: int):
