@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 from pydantic import BaseModel
 
 from rbench.core.identity import code_digest
-from rbench.core.lease import Lease
+from rbench.core.lease import Lease, LeaseLost
 
 MANIFEST = "_manifest.json"
 LOCKS = ".locks"
@@ -128,11 +128,14 @@ class Checkpoint:
     """Finished items of a build in progress, kept across kills until the artifact is published.
 
     Each item is a file written atomically, so an item either exists whole or not at all.
-    Only the holder of the key's lease writes here.
+    Only the holder of the key's lease writes here: with ``lease`` given, every write first
+    checks it, so a builder whose lease was broken stops with :class:`LeaseLost` instead of
+    writing into a folder that its successor owns (or has already removed).
     """
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, lease: Lease | None = None):
         self.folder = folder
+        self.lease = lease
 
     def path(self, name: str) -> Path:
         """Where item ``name`` lives (it may not exist yet)."""
@@ -146,16 +149,25 @@ class Checkpoint:
         """Save a pyarrow table as item ``name``."""
         import pyarrow.parquet as pq
 
+        self._check()
         self.folder.mkdir(parents=True, exist_ok=True)
         tmp = self.folder / f".{name}.{uuid.uuid4().hex[:8]}"
-        pq.write_table(table, tmp)
-        tmp.replace(self.path(name))
+        try:
+            pq.write_table(table, tmp)
+            self._check()
+            tmp.replace(self.path(name))
+        finally:
+            tmp.unlink(missing_ok=True)
 
     def read_parquet(self, name: str):
         """Load item ``name`` as a pyarrow table."""
         import pyarrow.parquet as pq
 
         return pq.read_table(self.path(name))
+
+    def _check(self) -> None:
+        if self.lease is not None:
+            self.lease.check()
 
 
 class Store:
@@ -232,7 +244,7 @@ class Store:
             self._remove_temporaries(final.parent, key)
             tmp = final.parent / f"{TMP}{key}-{uuid.uuid4().hex[:8]}"
             tmp.mkdir()
-            checkpoint = self.checkpoint(stage, key)
+            checkpoint = Checkpoint(self.checkpoint(stage, key).folder, lease)
             try:
                 started = time.perf_counter()
                 info = dict(builder(tmp, checkpoint) or {})
@@ -252,8 +264,11 @@ class Store:
                     final.rename(trash)
                     shutil.rmtree(trash, ignore_errors=True)
                 tmp.rename(final)
-            except BaseException:
+            except BaseException as e:
                 shutil.rmtree(tmp, ignore_errors=True)
+                if not isinstance(e, LeaseLost) and lease.holder() != lease.token:  # its folders were taken away
+                    raise LeaseLost(f"lease {lease.path} was taken over by {lease.holder()} during the build "
+                                    f"({type(e).__name__}: {e}): this build is abandoned") from e
                 raise
             shutil.rmtree(checkpoint.folder, ignore_errors=True)
         return Artifact(stage, key, final, info, built=True), True
@@ -288,20 +303,26 @@ class Store:
         return damaged
 
     def clean_temporaries(self) -> int:
-        """Remove temporary folders left by dead builders; return how many.
+        """Remove temporary folders left by dead builders, and checkpoint folders of artifacts
+        already published (a builder that lost its lease may have written them); return how many.
 
-        A key's temporaries are removed only while holding its lease, so a live build
-        (which holds the lease) never loses its folder.
+        A key's folders are removed only while holding its lease, so a live build (which
+        holds the lease) never loses its folder.
         """
         removed = 0
         for stage_folder in (p for p in self.root.iterdir() if p.is_dir()) if self.root.is_dir() else ():
             keys = {p.name[len(prefix):].rsplit("-", 1)[0]
                     for prefix in (TMP, TRASH) for p in stage_folder.glob(f"{prefix}*")}
-            for key in keys:
+            published = {p.name[len(PARTIAL):] for p in stage_folder.glob(f"{PARTIAL}*")
+                         if (stage_folder / p.name[len(PARTIAL):] / MANIFEST).is_file()}
+            for key in keys | published:
                 lease = self.lease(stage_folder.name, key)
                 if lease.try_acquire():
                     try:
                         removed += self._remove_temporaries(stage_folder, key)
+                        if key in published and self.load(stage_folder.name, key) is not None:
+                            shutil.rmtree(stage_folder / f"{PARTIAL}{key}", ignore_errors=True)
+                            removed += 1
                     finally:
                         lease.release()
         return removed

@@ -97,6 +97,54 @@ def test_a_builder_whose_lease_was_taken_publishes_nothing(tmp_path):
     assert not [p for p in (tmp_path / "demo").iterdir() if not p.name.startswith(".")]
 
 
+def _taken_over(tmp_path: Path, key: str) -> None:
+    """What a waiter that broke our lease does: take the lease, clear our temporaries, publish
+    (which removes the checkpoint folder)."""
+    import shutil
+
+    (tmp_path / "demo" / ".locks" / key).write_text('{"owner": "someone-else"}')
+    for folder in (tmp_path / "demo").glob(".tmp-*"):
+        shutil.rmtree(folder)
+    shutil.rmtree(tmp_path / "demo" / f".partial-{key}", ignore_errors=True)
+
+
+def test_a_builder_whose_lease_was_broken_stops_with_lease_lost_and_leaves_no_chunks(tmp_path):
+    import pyarrow as pa
+
+    store = Store(tmp_path)
+
+    def resumable(folder, inputs, config, checkpoint, **options):
+        checkpoint.write_parquet("batch-0.parquet", pa.table({"x": [1]}))
+        _taken_over(tmp_path, Stage("demo", 1, resumable, resumable=True).key([], {}))
+        checkpoint.write_parquet("batch-1.parquet", pa.table({"x": [2]}))  # must not be written
+        return {}
+
+    with pytest.raises(LeaseLost):
+        Stage("demo", 1, resumable, resumable=True).run(store, [], {})
+    assert not any((tmp_path / "demo").glob(".partial-*"))
+
+    def writes_into_its_folder(folder, inputs, config, **options):
+        _taken_over(tmp_path, Stage("demo", 2, writes_into_its_folder).key([], {}))
+        (folder / "out.txt").write_text("late")  # the folder is gone: FileNotFoundError underneath
+        return {}
+
+    with pytest.raises(LeaseLost, match="FileNotFoundError"):
+        Stage("demo", 2, writes_into_its_folder).run(store, [], {})
+
+
+def test_checkpoints_of_published_artifacts_are_cleaned(tmp_path):
+    store = Store(tmp_path)
+    artifact = Stage("demo", 1, lambda folder, inputs, config: (folder / "o").write_text("x") and {}).run(
+        store, [], {})
+    orphan = tmp_path / "demo" / f".partial-{artifact.key}"
+    orphan.mkdir()
+    (orphan / "batch-9.parquet").write_bytes(b"late")
+    unfinished = tmp_path / "demo" / ".partial-0123"
+    unfinished.mkdir()
+    assert store.clean_temporaries() == 1
+    assert not orphan.exists() and unfinished.exists()
+
+
 def test_temporaries_of_dead_builds_are_removed_but_not_of_live_ones(tmp_path):
     store = Store(tmp_path)
     dead = tmp_path / "index" / ".tmp-deadbeef-1234abcd"
