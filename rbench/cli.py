@@ -224,7 +224,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from rbench.core.locations import resolve_store
     from rbench.core.store import Store
 
-    store = Store(resolve_store(args.store))
+    root = resolve_store(args.store)
+    if not root.is_dir():
+        what = "is a file, not a store folder" if root.exists() else "does not exist"
+        raise RbenchError(f"the store {root} {what}: pass the folder a run wrote to (--store, or RBENCH_STORE)")
+    store = Store(root)
     started = time.perf_counter()
     total = len(store.artifacts())
     damaged = store.verify(full=not args.fast, remove=args.remove)

@@ -283,11 +283,17 @@ class Store:
         return removed
 
     def artifacts(self) -> list[tuple[str, str]]:
-        """``(stage, key)`` of every published artifact folder in the store."""
+        """``(stage, key)`` of every artifact folder in the store, published or damaged: every
+        folder of a stage folder (one holding a ``.locks`` folder or a manifest) that is not
+        temporary, including one whose ``_manifest.json`` is gone."""
         if not self.root.is_dir():
             return []
-        return sorted((folder.parent.name, folder.name) for folder in self.root.glob(f"*/*/{MANIFEST}")
-                      for folder in [folder.parent] if not folder.name.startswith("."))
+        found = []
+        for stage in sorted(p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
+            folders = sorted(p for p in stage.iterdir() if p.is_dir() and not p.name.startswith("."))
+            if (stage / LOCKS).is_dir() or any((f / MANIFEST).is_file() for f in folders):
+                found.extend((stage.name, f.name) for f in folders)
+        return found
 
     def verify(self, full: bool = True, remove: bool = False) -> list[tuple[str, str]]:
         """Check every artifact (``full``: every byte against its sha256); return the damaged

@@ -100,3 +100,30 @@ def test_verify_finds_damage_the_fast_check_misses_and_removes_it(tmp_path):
     assert store.verify(full=False) == []
     assert store.verify(full=True, remove=True) == [("big", artifact.key)]
     assert store.artifacts() == [("demo", demo.key([], {"v": 1}))]
+
+
+def test_verify_counts_an_artifact_whose_manifest_is_gone(tmp_path):
+    store = Store(tmp_path)
+    demo = Stage("demo", 1, _writer([]))
+    artifact = demo.run(store, [], {"v": 1})
+    other = demo.run(store, [], {"v": 2})
+    (artifact.path / MANIFEST).unlink()
+    (tmp_path / "_prefect-results").mkdir()
+    (tmp_path / "llm-calls" / "ab").mkdir(parents=True)
+    assert sorted(store.artifacts()) == sorted([("demo", artifact.key), ("demo", other.key)])
+    assert store.verify(full=True, remove=True) == [("demo", artifact.key)]
+    assert demo.run(store, [], {"v": 1}).built
+
+
+def test_verify_refuses_a_store_that_is_missing_or_a_file(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    (tmp_path / "file").write_text("x")
+    for target, says in ((tmp_path / "absent", "does not exist"), (tmp_path / "file", "is a file")):
+        proc = subprocess.run([sys.executable, "-m", "rbench.cli", "verify", "--store", str(target)], cwd=REPO,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr
+        assert "0 damaged" not in proc.stdout
