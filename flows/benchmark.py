@@ -35,6 +35,16 @@ def _index_label(dataset: str, leaf) -> str:
     return f"{dataset}/{leaf.name}" + (f":{model.rsplit('/', 1)[-1]}" if model else "")
 
 
+def _unique(label: str, key: str, taken: dict[str, str]) -> str:
+    """``label``, or ``label#2``, ``#3``... when another configuration (two LLMs serving one model,
+    two indexes of one model) already has it, so that a failure is reported under its own name."""
+    candidate, n = label, 1
+    while taken.setdefault(candidate, key) != key:
+        n += 1
+        candidate = f"{label}#{n}"
+    return candidate
+
+
 def run_stages(cfg: ExperimentConfig) -> tuple[list[dict], list[dict], list[dict]]:
     """Submit every stage of every dataset x retriever; return (results, failures, stage report).
 
@@ -61,6 +71,7 @@ def run_stages(cfg: ExperimentConfig) -> tuple[list[dict], list[dict], list[dict
         rows = pq.ParquetFile(corpus.file("corpus.parquet")).metadata.num_rows
         indexes: dict[str, tuple[object, set[str]]] = {}
         rewritten: dict[str, tuple[object, str]] = {}
+        taken: dict[str, str] = {}
         for r in cfg.retrievers:
             retriever = r.build()
             label = f"{name}/{r.label}"
@@ -68,7 +79,7 @@ def run_stages(cfg: ExperimentConfig) -> tuple[list[dict], list[dict], list[dict
             for leaf, leaf_cfg in zip(retriever.leaves(), IndexConfig.all_of(r)):
                 key = canonical_json(leaf_cfg)
                 if key not in indexes:
-                    index_label = _index_label(name, leaf)
+                    index_label = _unique(_index_label(name, leaf), key, taken)
                     device = getattr(leaf.params, "device", None)
                     shards = leaf_cfg.shards(rows, cfg.execution.shard_size)
                     shard_labels = [f"{index_label}[{shard.start}:{shard.stop}]" for shard in shards]
@@ -82,7 +93,7 @@ def run_stages(cfg: ExperimentConfig) -> tuple[list[dict], list[dict], list[dict
             for spec in retriever.rewrites():
                 key = canonical_json(spec.key_view())
                 if key not in rewritten:
-                    rewrite_label = f"{name}/{spec.kind}:{spec.llm.model.rsplit('/', 1)[-1]}"
+                    rewrite_label = _unique(f"{name}/{spec.kind}:{spec.llm.model.rsplit('/', 1)[-1]}", key, taken)
                     rewritten[key] = (sub.submit(rewrite, [queries[name]], spec, rewrite_label,
                                                  gpu=spec.llm.backend != "openai" and spec.llm.device != "cpu"),
                                           rewrite_label)

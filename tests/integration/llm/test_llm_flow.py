@@ -76,6 +76,25 @@ def test_changing_the_first_stage_asks_the_llm_nothing(tmp_path, tiny_files, mon
         assert runs["metrics.rewrite.llm_calls"].iloc[0] == 5 and runs["metrics.retrieve.llm_calls"].iloc[0] == 0
 
 
+def test_two_llms_serving_one_model_are_reported_under_their_own_labels(tmp_path, tiny_files, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "k")
+    with ChatServer() as good, ChatServer(fail_first=[400] * 50) as bad:
+        cfg = _config(tmp_path, tiny_files, good.url, [
+            {"name": "decompose", "label": "via-good", "params": {"llm": "server", "first_stage": {"name": "bm25s"}}},
+            {"name": "decompose", "label": "via-bad", "params": {"llm": "broken", "first_stage": {"name": "bm25s"}}},
+        ])
+        # another revision of the same model (the URL alone is no part of an answer's identity)
+        cfg["llms"]["broken"] = {**cfg["llms"]["server"], "base_url": bad.url, "revision": "v2"}
+        state = benchmark(config_path=_write(tmp_path, cfg), return_state=True)
+        assert state.is_failed()
+        result = state.result(raise_on_failure=False)
+    rewrites = {s["label"]: s["status"] for s in result["stages"] if s["stage"] == "rewrite"}
+    assert rewrites == {"tiny/decompose:test-model": "ran", "tiny/decompose:test-model#2": "failed"}
+    (failure,) = result["failures"]
+    assert failure["retriever"] == "via-bad" and "rewrite[tiny/decompose:test-model#2]" in failure["error"]
+    assert {m["retriever"] for m in result["metrics"]} == {"via-good"}
+
+
 @pytest.mark.slow
 def test_a_planted_api_key_reaches_the_server_and_nothing_else(tmp_path, tiny_files):
     secret = "sk-pl4nted-llm-k3y"
