@@ -37,7 +37,7 @@ class SubsampleConfig(Strict):
     """TF-IDF k-means query subsampling: keep the query nearest each of ``size`` centroids."""
 
     size: PositiveInt = 500
-    seed: StrictInt = Field(0, ge=0)
+    seed: StrictInt = Field(0, ge=0, lt=2**32)  # k-means takes a 32-bit seed
 
 
 class MetricsConfig(Strict):
@@ -116,7 +116,7 @@ class MlflowConfig(Strict):
     """Where results are tracked; the default is a sqlite file inside the store."""
 
     tracking_uri: str | None = None
-    experiment: str = "rbench"
+    experiment: str = Field("rbench", min_length=1, pattern=r"\S")
 
     @field_validator("tracking_uri")
     @classmethod

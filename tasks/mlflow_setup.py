@@ -53,6 +53,7 @@ def prepare_tracking(uri: str) -> None:
     import subprocess
     import sys
 
+    from rbench.core.errors import RbenchError
     from rbench.core.lease import Lease
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -70,7 +71,12 @@ def prepare_tracking(uri: str) -> None:
             )
             tmp.replace(path)
         except subprocess.CalledProcessError as e:
-            raise RuntimeError(f"could not create the MLflow database {path}: {e.stderr.strip().splitlines()[-1:]}")
+            lines = e.stderr.strip().splitlines()
+            cause = next((line for line in reversed(lines) if "No space left" in line or "disk" in line.lower()),
+                         lines[-1] if lines else f"exit status {e.returncode}")
+            raise RbenchError(f"could not create the MLflow database {path}: {cause}") from None
+        except OSError as e:
+            raise RbenchError(f"could not create the MLflow database {path}: {e.strerror or e}") from None
         finally:
             tmp.unlink(missing_ok=True)
 

@@ -35,6 +35,8 @@ QUERY_SCHEMA = pa.schema(
     [("query_id", pa.string()), ("text", pa.string()), ("gold_doc_ids", pa.list_(pa.string()))]
 )
 GRADED_QUERY_SCHEMA = QUERY_SCHEMA.append(pa.field("gold_grades", pa.list_(pa.int32())))
+PLACES = "_places.parquet"  # (doc_id, position, origin) of every object, removed once checked
+PLACES_SCHEMA = pa.schema([("doc_id", pa.string()), ("position", pa.int64()), ("origin", pa.string())])
 BATCH = 10_000
 CORPUS_KEY_COLUMNS = ["object_id", "text", "doc_id", "page_title", "source", "modality"]
 
@@ -57,39 +59,69 @@ def write_batches(path: Path, schema: pa.Schema, rows: Iterable[dict], batch: in
 
 
 def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -> dict:
-    """Write ``corpus.parquet``, ``queries.parquet`` and ``validation.json``; refuse unusable data."""
+    """Write ``corpus.parquet``, ``queries.parquet`` and ``validation.json``; refuse unusable data:
+    an empty document or query id (it would write malformed TREC lines), a query id twice, two
+    objects at one position of one document (two records sharing a document id)."""
     (raw,) = inputs
     adapter = get_adapter(config.adapter)
     params = adapter.Params.model_validate(config.params)
-    empty = 0
+    empty, blank = 0, []
+    places = folder / PLACES
+
+    def where(item) -> str:
+        return item.origin or f"dataset {config.name!r}"
 
     def corpus_rows() -> Iterator[dict]:
         nonlocal empty
-        for obj in adapter.objects(raw.path, params):
-            if not obj.text.strip():
-                empty += 1
-                continue
-            yield {
-                "object_id": object_id(obj.doc_id, obj.position, obj.text), "text": obj.text,
-                "doc_id": obj.doc_id, "page_title": obj.page_title, "source": obj.source,
-                "modality": obj.modality, "metadata": json.dumps(obj.metadata, ensure_ascii=False, sort_keys=True),
-            }
+        with pq.ParquetWriter(places, PLACES_SCHEMA) as side:
+            buffer: list[dict] = []
+            for obj in adapter.objects(raw.path, params):
+                if not obj.doc_id.strip():
+                    raise DataError(f"{where(obj)}: empty document id {obj.doc_id!r}: every object needs one "
+                                    "(check the id fields, e.g. doc_id_fields for jsonl)")
+                if not obj.text.strip():
+                    empty += 1
+                    continue
+                buffer.append({"doc_id": obj.doc_id, "position": obj.position, "origin": obj.origin})
+                if len(buffer) >= BATCH:
+                    side.write_table(pa.Table.from_pylist(buffer, schema=PLACES_SCHEMA))
+                    buffer.clear()
+                yield {
+                    "object_id": object_id(obj.doc_id, obj.position, obj.text), "text": obj.text,
+                    "doc_id": obj.doc_id, "page_title": obj.page_title, "source": obj.source,
+                    "modality": obj.modality, "metadata": json.dumps(obj.metadata, ensure_ascii=False, sort_keys=True),
+                }
+            if buffer:
+                side.write_table(pa.Table.from_pylist(buffer, schema=PLACES_SCHEMA))
 
     def query_rows() -> Iterator[dict]:
         seen: set[str] = set()
         for q in adapter.queries(raw.path, params):
+            if not q.query_id.strip():
+                raise DataError(f"{where(q)}: empty query id {q.query_id!r}: every query needs one "
+                                "(check the query id field, e.g. query_id_field for jsonl)")
             if q.query_id in seen:
-                raise DataError(f"dataset {config.name!r}: query id {q.query_id!r} appears twice")
+                raise DataError(f"{where(q)}: query id {q.query_id!r} appears twice in dataset {config.name!r}")
             seen.add(q.query_id)
-            yield q.model_dump()
+            if not q.text.strip():
+                blank.append(q.query_id)
+            yield q.model_dump(exclude={"origin"})
 
     write_batches(folder / "corpus.parquet", CORPUS_SCHEMA, corpus_rows())
+    try:
+        check_places(places, config.name)
+    finally:
+        places.unlink(missing_ok=True)
     query_schema = GRADED_QUERY_SCHEMA if adapter.graded else QUERY_SCHEMA
     write_batches(folder / "queries.parquet", query_schema, query_rows())
     digests = {"corpus": table_digest(folder / "corpus.parquet", CORPUS_KEY_COLUMNS),
                "queries": table_digest(folder / "queries.parquet", query_schema.names)}
     report = validate(folder / "corpus.parquet", folder / "queries.parquet", config.name, empty)
+    report["blank_queries"], report["blank_query_examples"] = len(blank), blank[:5]
     write_atomic(folder / "validation.json", json.dumps(report, indent=2, ensure_ascii=False))
+    if blank:
+        log.warning("%s: %d queries are blank and are scored as they are (no retriever can find their gold), "
+                    "e.g. %s: fix or remove them in the queries file", config.name, len(blank), blank[:3])
     if report["queries_without_gold_in_corpus"] or report["queries_with_some_gold_missing"]:
         log.warning("%s: %d queries have no gold document in the corpus, %d miss some (e.g. %s)", config.name,
                     report["queries_without_gold_in_corpus"], report["queries_with_some_gold_missing"],
@@ -101,6 +133,22 @@ def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -
         log.warning("%s: %d objects repeat the document and text of another one (kept: a table may repeat a row)",
                     config.name, report["duplicate_records"])
     return {**{k: v for k, v in report.items() if not isinstance(v, list)}, "digests": digests}
+
+
+def check_places(places: Path, dataset: str) -> None:
+    """Refuse two objects at the same position of one document: two records that share a
+    document id (a BEIR corpus line repeated with another text). Streamed with polars, one
+    pass per leading character class, so memory does not grow with the corpus."""
+    import polars as pl
+
+    rows = pl.scan_parquet(places)
+    clash = (rows.group_by("doc_id", "position").agg(pl.len().alias("n"), pl.col("origin").head(2))
+             .filter(pl.col("n") > 1).head(1).collect(engine="streaming"))
+    if clash.height:
+        row = clash.row(0, named=True)
+        origins = " and ".join(o for o in row["origin"] if o) or f"dataset {dataset!r}"
+        raise DataError(f"{origins}: two records share the document id {row['doc_id']!r}; give each document its "
+                        "own id (or merge the records into one)")
 
 
 def table_digest(path: Path, columns: list[str]) -> str:

@@ -52,7 +52,8 @@ class FileSpec(BaseModel):
 
 
 class CorpusObject(BaseModel):
-    """One retrievable object before it gets its id (see DESIGN.md, corpus contract)."""
+    """One retrievable object before it gets its id (see DESIGN.md, corpus contract).
+    ``origin`` (``file:line``, optional) is where it was read: errors name it; it is not stored."""
 
     text: str
     doc_id: str
@@ -61,16 +62,19 @@ class CorpusObject(BaseModel):
     modality: str
     position: int
     metadata: dict[str, Any] = Field(default_factory=dict)
+    origin: str | None = None
 
 
 class Query(BaseModel):
     """One question with the documents that answer it; ``gold_grades``, from adapters with
-    graded judgements (``Adapter.graded``), holds each gold document's grade (> 0)."""
+    graded judgements (``Adapter.graded``), holds each gold document's grade (> 0).
+    ``origin`` (``file:line``, optional) is where it was read: errors name it; it is not stored."""
 
     query_id: str
     text: str
     gold_doc_ids: list[str]
     gold_grades: list[int] | None = None
+    origin: str | None = None
 
 
 def read_jsonl(path: Path, shown: Path | None = None) -> Iterator[tuple[int, dict]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Iterator
 
@@ -22,6 +24,8 @@ from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_text
 from rbench.tasks.datasets.qrels import read_qrels
 from rbench.tasks.datasets.serialize import serialize_text
 
+SPLIT = re.compile(r"^[A-Za-z0-9][\w.-]*$")
+
 
 class BeirParams(BaseModel):
     """``path``: the dataset folder; ``split``: which qrels file (``qrels/<split>.tsv``), or
@@ -34,6 +38,14 @@ class BeirParams(BaseModel):
     split: str = "test"
     qrels: ConfigPath | None = None
     chunker: ChunkerConfig = ChunkerConfig()
+
+    @field_validator("split")
+    @classmethod
+    def _split_name(cls, split: str) -> str:
+        if not SPLIT.match(split):
+            raise ValueError(f"split {split!r} must be the name of a file in qrels/ (such as test, dev, train), "
+                             "not a path: for qrels elsewhere, set qrels")
+        return split
 
     @field_validator("path")
     @classmethod
@@ -67,12 +79,17 @@ class Beir(Adapter):
 
     def objects(self, raw: Path, params: BeirParams) -> Iterator[CorpusObject]:
         for line_no, doc in read_jsonl(raw / "corpus.jsonl"):
+            where = f"{params.path / 'corpus.jsonl'}:{line_no}"
             if "_id" not in doc or "text" not in doc:
-                raise DataError(f"{raw / 'corpus.jsonl'}:{line_no} needs '_id' and 'text', has {sorted(doc)}")
+                raise DataError(f"{where} needs '_id' and 'text', has {sorted(doc)}")
+            if not isinstance(doc["text"], (str, int, float)) or isinstance(doc["text"], bool):
+                raise DataError(f"{where}: 'text' is {json.dumps(doc['text'])}, not text: give it a string "
+                                "(\"\" for a document with a title only), or remove the line")
             title = str(doc.get("title") or "")
             for position, chunk in enumerate(chunk_text(str(doc["text"]), params.chunker)):
                 yield CorpusObject(text=serialize_text(title, chunk) if title else chunk, doc_id=str(doc["_id"]),
-                                   page_title=title, source=str(doc["_id"]), modality="text", position=position)
+                                   page_title=title, source=str(doc["_id"]), modality="text", position=position,
+                                   origin=where)
 
     def queries(self, raw: Path, params: BeirParams) -> Iterator[Query]:
         judged = read_qrels(raw / "qrels.tsv", params.qrels or params.path / "qrels" / f"{params.split}.tsv")
@@ -80,7 +97,10 @@ class Beir(Adapter):
         for line_no, q in read_jsonl(raw / "queries.jsonl"):
             if "_id" not in q or "text" not in q:
                 raise DataError(f"{raw / 'queries.jsonl'}:{line_no} needs '_id' and 'text', has {sorted(q)}")
+            if q["text"] is None or isinstance(q["text"], (bool, list, dict)):
+                raise DataError(f"{params.path / 'queries.jsonl'}:{line_no}: 'text' is {json.dumps(q['text'])}, "
+                                "not text: give it a string, or remove the line")
             relevant = gold.get(str(q["_id"]))
             if relevant:
                 yield Query(query_id=str(q["_id"]), text=str(q["text"]), gold_doc_ids=list(relevant),
-                            gold_grades=list(relevant.values()))
+                            gold_grades=list(relevant.values()), origin=f"{params.path / 'queries.jsonl'}:{line_no}")

@@ -53,6 +53,8 @@ class JsonlParams(BaseModel):
     @field_validator("corpus", "queries")
     @classmethod
     def _exists(cls, path: Path) -> Path:
+        if path.is_dir():
+            raise ValueError(f"{path} is a folder; give the path of a JSONL file")
         if not path.is_file():
             raise ValueError(f"file {path} does not exist; give the path of a JSONL file")
         return path
@@ -108,7 +110,7 @@ class Jsonl(Adapter):
                 yield CorpusObject(
                     text=body, doc_id=doc, page_title=title,
                     source=parts[-1] if len(parts) > 1 else "", modality=params.modality,
-                    position=position, metadata=metadata,
+                    position=position, metadata=metadata, origin=f"{path}:{line_no}",
                 )
 
     def queries(self, raw: Path, params: JsonlParams) -> Iterator[Query]:
@@ -123,4 +125,4 @@ class Jsonl(Adapter):
                 )
             qid = _text(record, params.query_id_field, path, line_no, "query_id_field") if params.query_id_field else str(line_no)
             text = _text(record, params.query_text_field, path, line_no, "query_text_field")
-            yield Query(query_id=qid, text=text, gold_doc_ids=gold)
+            yield Query(query_id=qid, text=text, gold_doc_ids=gold, origin=f"{path}:{line_no}")

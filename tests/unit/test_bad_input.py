@@ -41,6 +41,13 @@ CONFIG_CASES = {
     "depth-float": ({"depth": 10.5}, "depth", "10.5"),
     "depth-below-k": ({"depth": 2}, "depth 2", "largest k"),
     "seed-negative": ({"subsample.seed": -1}, "subsample.seed", "-1"),
+    "seed-beyond-32-bits": ({"subsample.seed": 2**40}, "subsample.seed", "less than 4294967296"),
+    "mlflow-experiment-empty": ({"mlflow.experiment": ""}, "mlflow.experiment", "at least 1"),
+    "mlflow-experiment-blank": ({"mlflow.experiment": "  "}, "mlflow.experiment", "pattern"),
+    "jsonl-corpus-is-a-folder": ({"datasets": [{"name": "mine", "adapter": "jsonl", "params": {
+        "corpus": "/tmp", "queries": "/tmp"}}]}, "/tmp is a folder", "JSONL file"),
+    "beir-split-is-a-path": ({"datasets": [{"name": "b", "adapter": "beir", "params": {
+        "path": "/nope", "split": "../../x"}}]}, "'../../x'", "not a path"),
     "size-bool": ({"subsample.size": True}, "subsample.size", "got True"),
     "size-zero": ({"subsample.size": 0}, "subsample.size", "greater than 0"),
     "recall-denominator-unknown": ({"metrics.recall_denominator": "pooled"}, "recall_denominator", "'pooled'"),
@@ -233,6 +240,7 @@ DATA_CASES = {
     "all-gold-empty": (CORPUS, [{**q, "document_ids": []} for q in Q], "5 queries", "empty gold list"),
     "gold-not-in-corpus": (CORPUS, [{**q, "document_ids": ["Nowhere :: x"]} for q in Q], "5 of 5 queries", "gold ids match"),
     "duplicate-query-ids": (CORPUS, [Q[0], Q[0]], "'q1'", "appears twice"),
+    "query-id-empty": (CORPUS, [*Q[:2], {**Q[2], "query_id": " "}, *Q[3:]], "q.jsonl:3", "empty query id"),
     "malformed-json": ([json.dumps(CORPUS[0]), "{not json", *map(json.dumps, CORPUS[1:])], Q, "c.jsonl:2", "not valid JSON"),
     "line-is-array": ([json.dumps(CORPUS[0]), "[1, 2]"], Q, "c.jsonl:2", "JSON object"),
     "not-utf8": (json.dumps(CORPUS[0]).encode() + b"\n" + json.dumps(CORPUS[1]).replace("Andy", "And\\u00ff").encode()
@@ -251,6 +259,50 @@ def test_bad_data_is_named_with_the_users_file_and_line(tmp_path, corpus, querie
     assert where in message and what in message, message
     assert "/store/" not in message  # the user's file, not the store's copy
     assert _no_partial_prepare(tmp_path)
+
+
+def test_an_empty_document_id_is_named_with_its_line(tmp_path):
+    corpus = [*CORPUS[:3], {**CORPUS[3], "page_title": ""}, *CORPUS[4:]]
+    with pytest.raises(DataError, match=r"c\.jsonl:4: empty document id"):
+        _prepare(tmp_path, corpus, QUERIES, doc_id_fields=["page_title"])
+    assert _no_partial_prepare(tmp_path)
+
+
+def _beir(tmp_path: Path, corpus: list[dict]) -> Path:
+    folder = tmp_path / "beir"
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in corpus))
+    (folder / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "volcano lava"}) + "\n")
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    return folder
+
+
+def _prepare_beir(tmp_path: Path, folder: Path):
+    from rbench.config import DatasetConfig
+
+    ds = DatasetConfig.model_validate({"name": "b", "adapter": "beir", "params": {"path": str(folder)}})
+    store = Store(tmp_path / "store")
+    return PREPARE.run(store, [DOWNLOAD.run(store, [], DownloadConfig.of(ds))], ds)
+
+
+@pytest.mark.parametrize("corpus, where, what", [
+    ([{"_id": "d1", "text": "lava"}, {"_id": "d2", "title": "t", "text": None}], "corpus.jsonl:2", "'text' is null"),
+    ([{"_id": "d1", "text": "lava"}, {"_id": "d2", "text": "ash"}, {"_id": "d1", "text": "rock"}],
+     "corpus.jsonl:1 and ", "share the document id 'd1'"),
+    ([{"_id": "", "text": "lava"}], "corpus.jsonl:1", "empty document id"),
+], ids=["text-null", "id-shared", "id-empty"])
+def test_bad_beir_records_are_named_with_their_line(tmp_path, corpus, where, what):
+    with pytest.raises(DataError) as e:
+        _prepare_beir(tmp_path, _beir(tmp_path, corpus))
+    assert where in str(e.value) and what in str(e.value) and "/store/" not in str(e.value)
+    assert _no_partial_prepare(tmp_path)
+
+
+def test_blank_queries_are_counted_and_named(tmp_path, caplog):
+    queries = [*Q[:4], {**Q[4], "query": "   "}]
+    info = _prepare(tmp_path, CORPUS, queries).info
+    assert info["blank_queries"] == 1 and info["queries"] == len(Q)
+    assert any("1 queries are blank" in r.getMessage() and Q[4]["query_id"] in r.getMessage() for r in caplog.records)
 
 
 def test_max_missing_gold_refuses_without_entering_the_key(tmp_path):
