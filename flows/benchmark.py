@@ -118,6 +118,18 @@ def run_stages(cfg: ExperimentConfig) -> tuple[list[dict], list[dict], list[dict
     return results, failures, report
 
 
+def check_data(cfg: ExperimentConfig) -> None:
+    """Download and prepare, as plain functions before any flow starts, every dataset whose files
+    are at hand (the user's files, or the mirror): a bad line or field is one error before the
+    Prefect server and the other stages, and the flow then finds these stages cached. Datasets
+    that need the network are left to the flow and its retries."""
+    store = Store(cfg.store)
+    for ds in cfg.datasets:
+        files = DownloadConfig.of(ds, cfg.mirror)
+        if all(f.local is not None or (cfg.mirror is not None and (cfg.mirror / f.name).exists()) for f in files.files):
+            PREPARE.run(store, [DOWNLOAD.run(store, [], files, mirror=cfg.mirror)], ds)
+
+
 @flow(name="rbench-stages")
 def run_experiment(cfg: ExperimentConfig) -> dict:
     """The stages of one experiment under the task runner its ``execution`` section names."""
@@ -176,6 +188,8 @@ def benchmark(config_path: str | None = None, experiment: ExperimentConfig | Non
                              runner=runner, address=address)
     preflight(cfg)
     results, failures, report = run_with_runner(cfg)
+    if not results:  # no pair finished: nothing to log, the failures say it all
+        return finish(cfg, summarize_results(cfg, results, report, None, failures))
     text = redact(config_text(cfg, config_path if experiment is None else None))
     logged = log_to_mlflow(cfg, results, report, text, failures=failures, return_state=True)
     run_id = logged.result() if logged.is_completed() else None

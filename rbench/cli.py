@@ -31,6 +31,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"rbench: experiment {cfg.name!r}: {len(cfg.datasets)} dataset(s) x {len(cfg.retrievers)} "
           f"retriever(s); store {cfg.store}; mirror {cfg.mirror or '(none: download)'}; "
           f"runner {cfg.execution.runner}", flush=True)
+    from rbench.flows.benchmark import check_data
+
+    check_data(cfg)
     if args.command == "embeddings":
         from rbench.flows.embedding_benchmark import embedding_benchmark as flow_fn
         extra = {}
@@ -54,15 +57,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - started
     ran = [s for s in result["stages"] if s["status"] == "ran"]
     cached = [s for s in result["stages"] if s["status"] == "cached"]
-    print()
-    print(metrics_table(result["metrics"]))
-    print()
+    if result["metrics"]:
+        print()
+        print(metrics_table(result["metrics"]))
+        print()
     print(f"stages: {len(ran)} ran, {len(cached)} cached, "
           f"{len(result['stages']) - len(ran) - len(cached)} failed or skipped; wall time {elapsed:.1f}s")
     if result.get("mlflow_run_id"):
         print(f"MLflow run {result['mlflow_run_id']} at {result['tracking_uri']}")
         print(f"show it again with: rbench show {result['mlflow_run_id']} --tracking-uri {result['tracking_uri']}")
-    else:
+    elif result.get("mlflow_error"):
         print(f"MLflow logging failed: {result.get('mlflow_error')}; the metrics above are in the store, and the "
               f"logging is kept in {result.get('mlflow_pending')}: run `rbench log --store {cfg.store}` (or any run "
               "that logs to this tracking URI) to log it", file=sys.stderr)
@@ -71,7 +75,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print((Path(result["report_folder"]) / "models.md").read_text())
     for failure in result.get("failures", []):
         print(f"FAILED {failure['dataset']}/{failure['retriever']}: {failure['error']}", file=sys.stderr)
-    return 1 if result.get("failures") or not result.get("mlflow_run_id") else 0
+    return 1 if result.get("failures") or result.get("mlflow_error") else 0
 
 
 def cmd_chunking(args: argparse.Namespace) -> int:

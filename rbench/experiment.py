@@ -107,7 +107,10 @@ def check_tracking(uri: str) -> None:
         except (OSError, ValueError) as e:
             logging.getLogger("rbench").warning(
                 "the MLflow tracking server %s does not answer (%s): the run goes on, and its logging is kept in "
-                "the store for `rbench log`", redact(uri), redact(str(getattr(e, "reason", e))))
+                "the store for `rbench log` (tried once, not retried for minutes)", redact(uri),
+                redact(str(getattr(e, "reason", e))))
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
 
 
 def config_text(cfg: ExperimentConfig, config_path: str | None) -> str:

@@ -46,3 +46,33 @@ def test_a_user_error_in_a_task_is_logged_without_the_engines_traceback(monkeypa
         logger.removeHandler(handler)
     text = out.getvalue()
     assert "bad gold" in text and text.count("Traceback") == 1 and "KeyError: 'a bug'" in text
+
+
+def test_a_bad_corpus_line_is_one_message_before_the_prefect_server(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests.conftest import CORPUS, QUERIES, REPO, tiny_dataset
+
+    corpus, queries = tmp_path / "c.jsonl", tmp_path / "q.jsonl"
+    lines = [json.dumps(c) for c in CORPUS]
+    lines.insert(3, "{broken")
+    corpus.write_text("\n".join(lines) + "\n")
+    queries.write_text("".join(json.dumps(q) + "\n" for q in QUERIES))
+    config = tmp_path / "exp.yaml"
+    config.write_text(yaml.safe_dump({"name": "bad", "store": str(tmp_path / "store"), "subsample": {"size": 3},
+                                      "datasets": [tiny_dataset(corpus, queries)], "retrievers": [{"name": "bm25s"}]}))
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "home"), "PREFECT_LOGGING_LEVEL": "INFO"}
+    env.pop("PREFECT_API_URL", None)
+    env.pop("MLFLOW_TRACKING_URI", None)
+    proc = subprocess.run([sys.executable, "-m", "rbench.cli", "run", str(config)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 2, output
+    assert output.count(f"{corpus}:4 is not valid JSON") == 1
+    assert "Starting temporary server" not in output and "Traceback" not in output
+    assert not (tmp_path / "store" / "mlflow.db").exists() and "metric" not in proc.stdout

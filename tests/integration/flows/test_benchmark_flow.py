@@ -199,3 +199,13 @@ def test_rerank_and_fusion_run_in_the_flow_and_the_report(tmp_path, tiny_files):
                  "--trials", "200", "--out", str(tmp_path / "report")]) == 0
     text = (tmp_path / "report" / "report.md").read_text()
     assert text.count("| tiny | ") >= 6 and "rerank" in text and "p-value" in text
+
+
+def test_a_run_where_no_pair_finished_logs_no_mlflow_run(tmp_path, tiny_files):
+    corpus, queries = tiny_files
+    corpus.write_text(corpus.read_text() + "{broken\n")
+    state = benchmark(_config(tmp_path, corpus, queries), return_state=True)
+    assert state.is_failed() and "is not valid JSON" in state.message
+    summary = state.result(raise_on_failure=False)
+    assert summary["mlflow_run_id"] is None and summary["metrics"] == [] and "mlflow_error" not in summary
+    assert not (tmp_path / "store" / "mlflow.db").exists()

@@ -20,7 +20,6 @@ from tests.conftest import write_jsonl
 from tests.unit.tasks.test_adapters import _prepare, _table, write_target
 
 
-
 def _files(adapter: str, **params):
     a = get_adapter(adapter)
     return a.files(a.Params.model_validate(params))
