@@ -404,3 +404,20 @@ def test_a_mirror_file_with_other_content_is_named_with_both_digests(tmp_path):
     (tmp_path / "mirror" / DEV.name).write_text("{}\n")
     with pytest.raises(ChecksumError, match=r"checksum mismatch for .*expected sha256 [0-9a-f]{64}, got [0-9a-f]{64}"):
         _fetaqa_from(tmp_path / "mirror")
+
+
+def test_a_full_disk_while_creating_the_mlflow_database_keeps_its_cause(tmp_path, monkeypatch):
+    import subprocess
+
+    from rbench.core.errors import RbenchError
+    from rbench.tasks.mlflow_setup import prepare_tracking
+
+    def full(*args, **kwargs):
+        raise subprocess.CalledProcessError(1, args[0], stderr="Traceback ...\nsqlite3.OperationalError: database or "
+                                            "disk is full\n  (Background on this error at: https://sqlalche.me/e/20/e3q8)")
+
+    monkeypatch.setattr(subprocess, "run", full)
+    with pytest.raises(RbenchError, match="could not create the MLflow database .*: sqlite3.OperationalError: "
+                                          "database or disk is full$"):
+        prepare_tracking(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert not list(tmp_path.glob(".mlflow.db.*.tmp"))
