@@ -118,16 +118,21 @@ def run_stages(cfg: ExperimentConfig) -> tuple[list[dict], list[dict], list[dict
     return results, failures, report
 
 
-def check_data(cfg: ExperimentConfig) -> None:
+def check_data(cfg: ExperimentConfig) -> set[tuple[str, str]]:
     """Download and prepare, as plain functions before any flow starts, every dataset whose files
     are at hand (the user's files, or the mirror): a bad line or field is one error before the
     Prefect server and the other stages, and the flow then finds these stages cached. Datasets
-    that need the network are left to the flow and its retries."""
+    that need the network are left to the flow and its retries. Returns ``(stage, key)`` of
+    what was built here (the flow reports them as cached)."""
     store = Store(cfg.store)
+    built = set()
     for ds in cfg.datasets:
         files = DownloadConfig.of(ds, cfg.mirror)
         if all(f.local is not None or (cfg.mirror is not None and (cfg.mirror / f.name).exists()) for f in files.files):
-            PREPARE.run(store, [DOWNLOAD.run(store, [], files, mirror=cfg.mirror)], ds)
+            raw = DOWNLOAD.run(store, [], files, mirror=cfg.mirror)
+            prepared = PREPARE.run(store, [raw], ds)
+            built |= {(a.stage, a.key) for a in (raw, prepared) if a.built}
+    return built
 
 
 @flow(name="rbench-stages")
