@@ -243,9 +243,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
           f"{len(damaged)} damaged")
     for stage, key in damaged:
         print(f"  {stage}/{key}" + (" (removed: the next run rebuilds it)" if args.remove else ""))
-    if damaged and not args.remove:
+    items = store.verify_checkpoints(remove=args.remove)
+    print(f"rbench: {len(items)} damaged checkpoint item(s) of unfinished builds")
+    for stage, key, item in items:
+        print(f"  {stage}/.partial-{key}/{item}" + (" (removed: the next run redoes it)" if args.remove else ""))
+    if (damaged or items) and not args.remove:
         print("rerun with --remove to delete them so that the next run rebuilds them")
-    return 1 if damaged and not args.remove else 0
+    return 1 if (damaged or items) and not args.remove else 0
 
 
 def cmd_log(args: argparse.Namespace) -> int:
@@ -339,12 +343,26 @@ def _shown_default(field) -> str:
     return f"<{value.name}>" if isinstance(value, RetrieverSpec) else repr(value)
 
 
+WORKING_COMMANDS = frozenset({"run", "embeddings", "chunking", "search", "log"})
+
+
+def _stop_prefect_servers() -> None:
+    """Stop the temporary Prefect server this process started (a signal ends the process at once)."""
+    server = sys.modules.get("prefect.server.api.server")
+    for instance in list(getattr(getattr(server, "SubprocessASGIServer", None), "_instances", {}).values()):
+        instance.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``rbench`` command."""
     args = build_parser().parse_args(argv)
     if args.debug:
         os.environ["RBENCH_DEBUG"] = "1"
     _setup_environment()
+    if argv is None and args.command in WORKING_COMMANDS:  # a process of its own, not a caller's function call
+        from rbench.core.stopping import stop_on_signals
+
+        stop_on_signals(_stop_prefect_servers)
     try:
         return args.func(args)
     except RbenchError as e:

@@ -144,17 +144,14 @@ class Dense(Retriever):
         for offset in range(0, len(texts), CHUNK):
             name = f"chunk-{offset:09d}.npy"
             if checkpoint is not None and checkpoint.done(name):
-                parts.append(np.load(checkpoint.path(name)))
+                parts.append(checkpoint.read_array(name))
                 resumed += 1
                 continue
             t0 = time.perf_counter()
             vectors = self.encode(texts[offset : offset + CHUNK], "document")
             seconds += time.perf_counter() - t0
             if checkpoint is not None:
-                checkpoint.folder.mkdir(parents=True, exist_ok=True)
-                tmp = checkpoint.path(f".{name}.tmp.npy")
-                np.save(tmp, vectors)
-                tmp.replace(checkpoint.path(name))
+                checkpoint.write_array(name, vectors)
             parts.append(vectors)
             log.info("dense: encoded rows %d-%d of shard %d:%d (%.0f/s)", start + offset,
                      start + offset + len(vectors), start, stop, len(vectors) / max(time.perf_counter() - t0, 1e-9))
@@ -163,6 +160,7 @@ class Dense(Retriever):
         np.save(folder / "embeddings.npy", matrix)
         encoded = len(texts) - sum(len(p) for p in parts[:resumed])
         return {"rows": len(texts), "encoded": encoded, "chunks_resumed": resumed,
+                "chunks_redone": checkpoint.redone if checkpoint is not None else 0,
                 "encode_seconds": round(seconds, 6),
                 "passages_per_second": round(encoded / seconds, 1) if seconds else None}
 

@@ -133,6 +133,7 @@ def build_retrieve(folder: Path, inputs: list[Artifact], config: RetrieveConfig,
         "queries_per_second": round(searched / seconds, 1) if seconds else None,
         "queries_with_fewer_than_depth": sum(1 for q in qids if per_query.get(q, 0) < config.depth),
         "batches_resumed": resumed,
+        "batches_redone": checkpoint.redone,
         **retriever.stats(),
         **(session.accounting.summary() if _calls_llm(retriever) else {}),
     }

@@ -24,6 +24,26 @@ log = logging.getLogger("rbench")
 DEFAULT_TTL = float(os.environ.get("RBENCH_LEASE_TTL", "60"))
 
 
+_HELD: set["Lease"] = set()
+_HELD_LOCK = threading.Lock()
+_STOPPING = threading.Event()
+
+
+class Stopping(RuntimeError):
+    """This process is stopping on a signal: it takes no new lease."""
+
+
+def release_all() -> int:
+    """Release every lease this process holds, and refuse new ones from then on (a process
+    stopping on a signal, whose other threads still run); return how many were released."""
+    with _HELD_LOCK:
+        _STOPPING.set()
+        held = list(_HELD)
+    for lease in held:
+        lease.release()
+    return len(held)
+
+
 class LeaseLost(RuntimeError):
     """Another process broke this lease (its heartbeat stalled for longer than the TTL)."""
 
@@ -48,6 +68,11 @@ class Lease:
             return False
         with os.fdopen(fd, "w") as f:
             json.dump({"owner": self.token, "since": time.time()}, f)
+        with _HELD_LOCK:
+            if _STOPPING.is_set():
+                self.path.unlink(missing_ok=True)
+                raise Stopping(f"not taking the lease {self.path}: this process is stopping")
+            _HELD.add(self)
         self._stop.clear()
         self._beat = threading.Thread(target=self._heartbeat, name=f"lease-{self.path.name}", daemon=True)
         self._beat.start()
@@ -127,6 +152,8 @@ class Lease:
 
     def release(self) -> None:
         """Stop the heartbeat and remove the lease file if it is still ours."""
+        with _HELD_LOCK:
+            _HELD.discard(self)
         self._stop.set()
         if self._beat is not None:
             self._beat.join()

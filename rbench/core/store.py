@@ -127,43 +127,98 @@ class Artifact:
 class Checkpoint:
     """Finished items of a build in progress, kept across kills until the artifact is published.
 
-    Each item is a file written atomically, so an item either exists whole or not at all.
-    Only the holder of the key's lease writes here: with ``lease`` given, every write first
-    checks it, so a builder whose lease was broken stops with :class:`LeaseLost` instead of
+    Each item is written atomically beside a record of its size and sha256
+    (``.<name>.item``); an item is reused only while it matches its record, so a truncated
+    or overwritten item is redone (counted in :attr:`redone`), never trusted. Only the
+    holder of the key's lease writes here: with ``lease`` given, every write first checks
+    it, so a builder whose lease was broken stops with :class:`LeaseLost` instead of
     writing into a folder that its successor owns (or has already removed).
     """
 
     def __init__(self, folder: Path, lease: Lease | None = None):
         self.folder = folder
         self.lease = lease
+        self.redone = 0
 
     def path(self, name: str) -> Path:
         """Where item ``name`` lives (it may not exist yet)."""
         return self.folder / name
 
+    def _record(self, name: str) -> Path:
+        return self.folder / f".{name}.item"
+
+    def items(self) -> list[str]:
+        """Names of the items present (whole or damaged)."""
+        if not self.folder.is_dir():
+            return []
+        return sorted(p.name for p in self.folder.iterdir() if p.is_file() and not p.name.startswith("."))
+
+    def intact(self, name: str) -> bool:
+        """Whether item ``name`` matches the size and sha256 recorded when it was written."""
+        try:
+            record = json.loads(self._record(name).read_text())
+            path = self.path(name)
+            return path.stat().st_size == record["size"] and file_digest(path) == record["sha256"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+
     def done(self, name: str) -> bool:
-        """Whether item ``name`` was finished by this or an earlier (killed) build."""
-        return self.path(name).is_file()
+        """Whether item ``name`` was finished, whole, by this or an earlier (killed) build; a
+        damaged one is removed, logged and counted, and the caller redoes it."""
+        if not self.path(name).is_file():
+            return False
+        if self.intact(name):
+            return True
+        log.warning("checkpoint item %s does not match its record: it is redone", self.path(name))
+        self.discard(name)
+        self.redone += 1
+        return False
+
+    def discard(self, name: str) -> None:
+        """Remove item ``name`` and its record."""
+        self.path(name).unlink(missing_ok=True)
+        self._record(name).unlink(missing_ok=True)
 
     def write_parquet(self, name: str, table) -> None:
         """Save a pyarrow table as item ``name``."""
         import pyarrow.parquet as pq
 
-        self._check()
-        self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = self.folder / f".{name}.{uuid.uuid4().hex[:8]}"
-        try:
-            pq.write_table(table, tmp)
-            self._check()
-            tmp.replace(self.path(name))
-        finally:
-            tmp.unlink(missing_ok=True)
+        self._write(name, lambda tmp: pq.write_table(table, tmp))
+
+    def write_array(self, name: str, array) -> None:
+        """Save a numpy array as item ``name`` (``.npy`` format)."""
+        import numpy as np
+
+        def save(tmp: Path) -> None:
+            with open(tmp, "wb") as f:
+                np.save(f, array)
+
+        self._write(name, save)
 
     def read_parquet(self, name: str):
         """Load item ``name`` as a pyarrow table."""
         import pyarrow.parquet as pq
 
         return pq.read_table(self.path(name))
+
+    def read_array(self, name: str):
+        """Load item ``name`` as a numpy array."""
+        import numpy as np
+
+        return np.load(self.path(name))
+
+    def _write(self, name: str, writer: Callable[[Path], None]) -> None:
+        self._check()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = self.folder / f".{name}.{uuid.uuid4().hex[:8]}"
+        try:
+            writer(tmp)
+            record = {"size": tmp.stat().st_size, "sha256": file_digest(tmp)}
+            self._check()
+            _write_text_atomic(self._record(name), canonical_json(record))
+            tmp.replace(self.path(name))
+        finally:
+            tmp.unlink(missing_ok=True)
 
     def _check(self) -> None:
         if self.lease is not None:
@@ -306,6 +361,26 @@ class Store:
                         trash = self.root / stage / f"{TRASH}{key}-{uuid.uuid4().hex[:8]}"
                         self.folder(stage, key).rename(trash)
                         shutil.rmtree(trash, ignore_errors=True)
+        return damaged
+
+    def verify_checkpoints(self, remove: bool = False) -> list[tuple[str, str, str]]:
+        """``(stage, key, item)`` of every checkpoint item of an unfinished build that does not
+        match its record; ``remove`` deletes them (unless a live build holds the key's lease),
+        so that the next run redoes them."""
+        damaged = []
+        for partial in sorted(self.root.glob(f"*/{PARTIAL}*")) if self.root.is_dir() else ():
+            stage, key = partial.parent.name, partial.name[len(PARTIAL):]
+            checkpoint = Checkpoint(partial)
+            bad = [name for name in checkpoint.items() if not checkpoint.intact(name)]
+            damaged += [(stage, key, name) for name in bad]
+            if remove and bad:
+                lease = self.lease(stage, key)
+                if lease.try_acquire():
+                    try:
+                        for name in bad:
+                            checkpoint.discard(name)
+                    finally:
+                        lease.release()
         return damaged
 
     def clean_temporaries(self) -> int:

@@ -179,6 +179,40 @@ def test_killed_dense_build_resumes_with_the_missing_shards(tmp_path):
     assert info["indexed"] == 1200 and info["shards"] == 8
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_stops_a_run_within_seconds_and_the_rerun_resumes(tmp_path, sig):
+    rows = [{**CORPUS[i % len(CORPUS)], "object": f"{CORPUS[i % len(CORPUS)]['object']} variant {i}"} for i in range(1200)]
+    corpus, queries = write_jsonl(tmp_path / "corpus.jsonl", rows), write_jsonl(tmp_path / "queries.jsonl", QUERIES)
+    cfg = _base(tmp_path, corpus, queries, [{"name": "dense", "params": {"model": "minilm"}}],
+                execution={"runner": "threads", "max_workers": 2, "shard_size": 150})
+    config = _write(tmp_path, cfg)
+    shards = tmp_path / "store" / "encode"
+    proc = _cli(["run", config], tmp_path / "node")
+    deadline = time.time() + 300
+    while time.time() < deadline and len(list(shards.glob("*/_manifest.json"))) < 2:
+        time.sleep(0.05)
+    told = time.monotonic()
+    proc.send_signal(sig)  # to rbench alone, as Ctrl-C or `kill` would
+    _, err = proc.communicate(timeout=60)
+    assert time.monotonic() - told < 10
+    assert proc.returncode == 128 + sig and "stopped" in err, err[-2000:]
+    with pytest.raises(ProcessLookupError):  # no temporary Prefect server or worker left behind
+        for _ in range(50):
+            os.killpg(proc.pid, 0)
+            time.sleep(0.1)
+    assert not [p for p in (tmp_path / "store").glob("*/.locks/*") if p.is_file()]  # leases released
+    done = len(list(shards.glob("*/_manifest.json")))
+    assert 2 <= done < 8, "the build finished (or never started) before the signal"
+
+    result = benchmark(config)
+    encoded = [s for s in result["stages"] if s["stage"] == "encode"]
+    assert sum(s["status"] == "cached" for s in encoded) == done and len(encoded) == 8
+    index = next(s for s in result["stages"] if s["stage"] == "index")
+    info = json.loads((tmp_path / "store" / "index" / index["key"] / "_manifest.json").read_text())["info"]
+    assert info["indexed"] == 1200
+
+
 def test_a_failed_mlflow_logging_is_kept_and_logged_by_the_next_run(tmp_path, tiny_files, monkeypatch):
     from mlflow.tracking import MlflowClient
 

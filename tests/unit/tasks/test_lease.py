@@ -174,3 +174,35 @@ def test_a_healthy_artifact_is_never_replaced(tmp_path):
     inode = (first.path / MANIFEST).stat().st_ino
     store.build("demo", first.key, lambda folder, checkpoint: pytest.fail("rebuilt a healthy artifact"))
     assert (first.path / MANIFEST).stat().st_ino == inode and calls == [1]
+
+
+def _batches(folder, inputs, config, checkpoint, **options):
+    import pyarrow as pa
+
+    for i in range(3):
+        name = f"batch-{i:09d}.parquet"
+        if not checkpoint.done(name):
+            checkpoint.write_parquet(name, pa.table({"x": [i]}))
+    total = sum(checkpoint.read_parquet(f"batch-{i:09d}.parquet").column("x")[0].as_py() for i in range(3))
+    (folder / "total.txt").write_text(str(total))
+    return {"redone": checkpoint.redone}
+
+
+def test_a_damaged_checkpoint_item_is_redone_and_counted_and_verify_finds_it(tmp_path):
+    import pyarrow as pa
+
+    from rbench.core.store import Checkpoint
+
+    store = Store(tmp_path)
+    stage = Stage("retrieve", 1, _batches, resumable=True)
+    key = stage.key([], {})
+    partial = Checkpoint(tmp_path / "retrieve" / f".partial-{key}")
+    partial.write_parquet("batch-000000001.parquet", pa.table({"x": [1]}))
+    partial.write_parquet("batch-000000002.parquet", pa.table({"x": [2]}))
+    partial.path("batch-000000000.parquet").write_bytes(b"junk")  # no record: a 4-byte junk item
+    partial.path("batch-000000002.parquet").write_bytes(b"PAR1" + bytes(20))  # record no longer matches
+    assert sorted(store.verify_checkpoints()) == [("retrieve", key, "batch-000000000.parquet"),
+                                                  ("retrieve", key, "batch-000000002.parquet")]
+    artifact = stage.run(store, [], {})
+    assert artifact.info["redone"] == 2 and (artifact.path / "total.txt").read_text() == "3"
+    assert store.verify_checkpoints() == []
