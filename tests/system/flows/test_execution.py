@@ -152,18 +152,24 @@ def test_two_runs_on_one_store_at_once_build_each_artifact_once(tmp_path, tiny_f
     assert not list(store.glob("*/.tmp-*")) and not list(store.glob("*/.partial-*"))
 
 
-@pytest.mark.slow
-def test_killed_dense_build_resumes_with_the_missing_shards(tmp_path):
+def _dense_build_under_way(tmp_path: Path, execution: dict, shards_done: int):
+    """``rbench run`` of a 1,200-row MiniLM index in 8 shards, once ``shards_done`` shards are
+    published: (config path, the process, the encode stage folder)."""
     rows = [{**CORPUS[i % len(CORPUS)], "object": f"{CORPUS[i % len(CORPUS)]['object']} variant {i}"} for i in range(1200)]
     corpus, queries = write_jsonl(tmp_path / "corpus.jsonl", rows), write_jsonl(tmp_path / "queries.jsonl", QUERIES)
-    cfg = _base(tmp_path, corpus, queries, [{"name": "dense", "params": {"model": "minilm"}}],
-                execution={"runner": "sequential", "shard_size": 150})
-    config = _write(tmp_path, cfg)
+    config = _write(tmp_path, _base(tmp_path, corpus, queries, [{"name": "dense", "params": {"model": "minilm"}}],
+                                    execution=execution))
     shards = tmp_path / "store" / "encode"
     proc = _cli(["run", config], tmp_path / "node")
     deadline = time.time() + 300
-    while time.time() < deadline and len(list(shards.glob("*/_manifest.json"))) < 3:
+    while time.time() < deadline and len(list(shards.glob("*/_manifest.json"))) < shards_done:
         time.sleep(0.05)
+    return config, proc, shards
+
+
+@pytest.mark.slow
+def test_killed_dense_build_resumes_with_the_missing_shards(tmp_path):
+    config, proc, shards = _dense_build_under_way(tmp_path, {"runner": "sequential", "shard_size": 150}, 3)
     os.killpg(proc.pid, signal.SIGKILL)  # the run and its ephemeral Prefect server, as a dying node
     proc.communicate()
     done = len(list(shards.glob("*/_manifest.json")))
@@ -182,16 +188,8 @@ def test_killed_dense_build_resumes_with_the_missing_shards(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_stops_a_run_within_seconds_and_the_rerun_resumes(tmp_path, sig):
-    rows = [{**CORPUS[i % len(CORPUS)], "object": f"{CORPUS[i % len(CORPUS)]['object']} variant {i}"} for i in range(1200)]
-    corpus, queries = write_jsonl(tmp_path / "corpus.jsonl", rows), write_jsonl(tmp_path / "queries.jsonl", QUERIES)
-    cfg = _base(tmp_path, corpus, queries, [{"name": "dense", "params": {"model": "minilm"}}],
-                execution={"runner": "threads", "max_workers": 2, "shard_size": 150})
-    config = _write(tmp_path, cfg)
-    shards = tmp_path / "store" / "encode"
-    proc = _cli(["run", config], tmp_path / "node")
-    deadline = time.time() + 300
-    while time.time() < deadline and len(list(shards.glob("*/_manifest.json"))) < 2:
-        time.sleep(0.05)
+    config, proc, shards = _dense_build_under_way(
+        tmp_path, {"runner": "threads", "max_workers": 2, "shard_size": 150}, 2)
     told = time.monotonic()
     proc.send_signal(sig)  # to rbench alone, as Ctrl-C or `kill` would
     _, err = proc.communicate(timeout=60)
