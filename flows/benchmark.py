@@ -163,6 +163,22 @@ def summarize_results(cfg: ExperimentConfig, results: list[dict], report: list[d
             "failures": failures or []}
 
 
+class PartialFailure(Exception):
+    """The result of a flow run where some pairs (or the MLflow logging) failed: the message says
+    which, ``summary`` holds what the flow returns otherwise (the metrics of the pairs that
+    finished). An exception, so that Prefect can resolve the Failed state it is the data of."""
+
+    def __init__(self, message: str, summary: dict | None = None):
+        super().__init__(message)
+        self.summary = summary or {}
+
+
+def summary_of(state) -> dict:
+    """The summary of a finished benchmark flow run, whether it completed or partly failed."""
+    result = state.result(raise_on_failure=False)
+    return result.summary if isinstance(result, PartialFailure) else result
+
+
 def finish(cfg: ExperimentConfig, summary: dict):
     """The flow's final state: Completed with the summary, or Failed naming the failed pairs
     (and an MLflow logging failure: the metrics are in the store, the logging is kept for later)."""
@@ -175,7 +191,10 @@ def finish(cfg: ExperimentConfig, summary: dict):
         problems.append(f"MLflow logging failed ({summary['mlflow_error']}); the metrics are in the store and "
                         f"the logging is kept in {summary['mlflow_pending']}: `rbench log` logs it, and so does the "
                         "next run that logs to this tracking URI")
-    return Failed(message=redact("; ".join(problems)), data=summary) if problems else summary
+    if not problems:
+        return summary
+    message = redact("; ".join(problems))
+    return Failed(message=message, data=PartialFailure(message, summary))
 
 
 @flow(name="rbench-benchmark", flow_run_name=run_name, log_prints=True)

@@ -23,7 +23,7 @@ def _setup_environment() -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from rbench.experiment import preflight, resolve_experiment
-    from rbench.flows.benchmark import check_data
+    from rbench.flows.benchmark import check_data, summary_of
     from rbench.report import metrics_table
 
     cfg = resolve_experiment(args.config, None, mirror=args.mirror, store=args.store,
@@ -48,7 +48,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return_state=True,
         **extra,
     )
-    result = state.result(raise_on_failure=False)
+    result = summary_of(state)
     if not isinstance(result, dict):
         if isinstance(result, RbenchError):
             raise result

@@ -63,12 +63,12 @@ def main() -> None:
         raw["name"] = f"{raw['name']}-{args.llm}"
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         yaml.safe_dump(raw, f)
-    from rbench.flows.benchmark import benchmark
+    from rbench.flows.benchmark import benchmark, summary_of
 
     started = time.perf_counter()
     state = benchmark(config_path=f.name, mirror=args.mirror, store=args.store, runner=args.runner,
                       return_state=True)
-    summary = state.result(raise_on_failure=False)
+    summary = summary_of(state)
     seconds = time.perf_counter() - started
     summary = getattr(summary, "result", summary)
     if not isinstance(summary, dict):

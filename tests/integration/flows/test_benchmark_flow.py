@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from rbench.flows.benchmark import benchmark
+from rbench.flows.benchmark import benchmark, summary_of
 from tests.conftest import tiny_dataset
 
 pytestmark = pytest.mark.usefixtures("prefect_server")  # one Prefect test server per session
@@ -206,6 +206,6 @@ def test_a_run_where_no_pair_finished_logs_no_mlflow_run(tmp_path, tiny_files):
     corpus.write_text(corpus.read_text() + "{broken\n")
     state = benchmark(_config(tmp_path, corpus, queries), return_state=True)
     assert state.is_failed() and "is not valid JSON" in state.message
-    summary = state.result(raise_on_failure=False)
+    summary = summary_of(state)
     assert summary["mlflow_run_id"] is None and summary["metrics"] == [] and "mlflow_error" not in summary
     assert not (tmp_path / "store" / "mlflow.db").exists()

@@ -8,7 +8,7 @@ import shutil
 import pytest
 import yaml
 
-from rbench.flows.benchmark import benchmark
+from rbench.flows.benchmark import benchmark, summary_of
 from tests.conftest import CORPUS, QUERIES, tiny_dataset, write_jsonl
 
 pytestmark = pytest.mark.usefixtures("prefect_server")  # one Prefect test server per session
@@ -73,7 +73,7 @@ def test_a_stricter_max_missing_gold_refuses_a_cached_table(tmp_path, tiny_files
     assert ("prepare", "tiny") in _ran(first)
     strict = {**tiny_dataset(corpus, one_lost), "max_missing_gold": 0.1}
     state = _run(tmp_path, [strict], [{"name": "bm25s"}], "strict.yaml", return_state=True)
-    (failure,) = state.result(raise_on_failure=False)["failures"]
+    (failure,) = summary_of(state)["failures"]
     assert "1 of 5 queries (20%)" in failure["error"] and "allowed: 10%" in failure["error"]
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rbench.flows.benchmark import benchmark
+from rbench.flows.benchmark import benchmark, summary_of
 from tests.conftest import REPO, tiny_cross_encoder, tiny_dataset
 from tests.unit.llm.server import ChatServer
 
@@ -87,7 +87,7 @@ def test_two_llms_serving_one_model_are_reported_under_their_own_labels(tmp_path
         cfg["llms"]["broken"] = {**cfg["llms"]["server"], "base_url": bad.url, "revision": "v2"}
         state = benchmark(config_path=_write(tmp_path, cfg), return_state=True)
         assert state.is_failed()
-        result = state.result(raise_on_failure=False)
+        result = summary_of(state)
     rewrites = {s["label"]: s["status"] for s in result["stages"] if s["stage"] == "rewrite"}
     assert rewrites == {"tiny/decompose:test-model": "ran", "tiny/decompose:test-model#2": "failed"}
     (failure,) = result["failures"]
