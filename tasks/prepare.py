@@ -137,8 +137,8 @@ def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -
 
 def check_places(places: Path, dataset: str) -> None:
     """Refuse two objects at the same position of one document: two records that share a
-    document id (a BEIR corpus line repeated with another text). Streamed with polars, one
-    pass per leading character class, so memory does not grow with the corpus."""
+    document id (a BEIR corpus line repeated with another text). Read from the side file with
+    polars' streaming engine, not from Python memory."""
     import polars as pl
 
     rows = pl.scan_parquet(places)
