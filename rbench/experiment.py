@@ -83,10 +83,9 @@ def check_tracking(uri: str) -> None:
     logging is kept in the store for ``rbench log``). A sqlite database must be creatable."""
     import logging
     import urllib.error
-    import urllib.parse
     import urllib.request
 
-    from rbench.core.secrets import redact
+    from rbench.core.secrets import redact, split_credentials
 
     if uri.startswith("sqlite:///"):
         folder = Path(uri[len("sqlite:///"):]).parent
@@ -97,8 +96,7 @@ def check_tracking(uri: str) -> None:
                               "fix mlflow.tracking_uri (or MLFLOW_TRACKING_URI)") from None
         return
     if uri.startswith(("http://", "https://")):
-        parts = urllib.parse.urlsplit(uri)
-        probe = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()  # no credentials in the probe
+        probe, _ = split_credentials(uri)  # no credentials in the probe
         try:
             with urllib.request.urlopen(f"{probe.rstrip('/')}/health", timeout=5):
                 pass

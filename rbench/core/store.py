@@ -249,9 +249,10 @@ class Store:
         """The build lease of (stage, key)."""
         return Lease(self.root / stage / LOCKS / key)
 
-    def checkpoint(self, stage: str, key: str) -> Checkpoint:
-        """Resumable items of the build of (stage, key); removed once the artifact is published."""
-        return Checkpoint(self.root / stage / f"{PARTIAL}{key}")
+    def checkpoint(self, stage: str, key: str, lease: Lease | None = None) -> Checkpoint:
+        """Resumable items of the build of (stage, key), written only while ``lease`` holds (when
+        given); removed once the artifact is published."""
+        return Checkpoint(self.root / stage / f"{PARTIAL}{key}", lease)
 
     def load(self, stage: str, key: str, full: bool = False) -> Artifact | None:
         """Return the artifact if present and intact, else None.
@@ -299,7 +300,7 @@ class Store:
             self._remove_temporaries(final.parent, key)
             tmp = final.parent / f"{TMP}{key}-{uuid.uuid4().hex[:8]}"
             tmp.mkdir()
-            checkpoint = Checkpoint(self.checkpoint(stage, key).folder, lease)
+            checkpoint = self.checkpoint(stage, key, lease)
             try:
                 started = time.perf_counter()
                 info = dict(builder(tmp, checkpoint) or {})

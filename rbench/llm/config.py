@@ -16,6 +16,7 @@ from pydantic import (
 )
 
 from rbench.core.configfile import PathOrName
+from rbench.core.secrets import split_credentials
 from rbench.llm.constrain import Constraint
 
 PositiveInt = Annotated[StrictInt, Field(gt=0)]
@@ -81,7 +82,7 @@ class LLMConfig(BaseModel):
     def _url(cls, url: str) -> str:
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"base_url {url!r} must start with http:// or https:// (e.g. http://localhost:8000/v1)")
-        if "@" in url.split("/")[2]:
+        if split_credentials(url)[1] is not None:
             raise ValueError("base_url must not carry credentials (user:password@host): URLs are printed, logged "
                              "and stored. Export USER:PASSWORD in an environment variable and name it in "
                              "basic_auth_env (or name a bearer key's variable in api_key_env)")

@@ -77,6 +77,15 @@ class Query(BaseModel):
     origin: str | None = None
 
 
+def text_value(value: Any, where: str, field: str, hint: str = "") -> str:
+    """``value`` as text (a string or a number); null, booleans, lists and objects are a
+    DataError naming ``where`` (the user's file and line) and ``field``."""
+    if value is None or isinstance(value, (bool, list, dict)):
+        raise DataError(f"{where} field {field!r}{hint} is {json.dumps(value)}, not text: give it a string, "
+                        "or remove the line")
+    return str(value)
+
+
 def read_jsonl(path: Path, shown: Path | None = None) -> Iterator[tuple[int, dict]]:
     """Stream ``(line_number, object)`` from a JSON-lines file; blank lines are skipped, a
     UTF-8 byte-order mark is accepted, and a malformed line or a byte that is not UTF-8 is a

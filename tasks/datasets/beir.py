@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Iterator
@@ -19,6 +18,7 @@ from rbench.tasks.datasets.base import (
     FileSpec,
     Query,
     read_jsonl,
+    text_value,
 )
 from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_text
 from rbench.tasks.datasets.qrels import read_qrels
@@ -82,11 +82,9 @@ class Beir(Adapter):
             where = f"{params.path / 'corpus.jsonl'}:{line_no}"
             if "_id" not in doc or "text" not in doc:
                 raise DataError(f"{where} needs '_id' and 'text', has {sorted(doc)}")
-            if not isinstance(doc["text"], (str, int, float)) or isinstance(doc["text"], bool):
-                raise DataError(f"{where}: 'text' is {json.dumps(doc['text'])}, not text: give it a string "
-                                "(\"\" for a document with a title only), or remove the line")
+            text = text_value(doc["text"], where, "text")
             title = str(doc.get("title") or "")
-            for position, chunk in enumerate(chunk_text(str(doc["text"]), params.chunker)):
+            for position, chunk in enumerate(chunk_text(text, params.chunker)):
                 yield CorpusObject(text=serialize_text(title, chunk) if title else chunk, doc_id=str(doc["_id"]),
                                    page_title=title, source=str(doc["_id"]), modality="text", position=position,
                                    origin=where)
@@ -95,12 +93,11 @@ class Beir(Adapter):
         judged = read_qrels(raw / "qrels.tsv", params.qrels or params.path / "qrels" / f"{params.split}.tsv")
         gold = {q: {d: g for d, g in docs.items() if g > 0} for q, docs in judged.items()}
         for line_no, q in read_jsonl(raw / "queries.jsonl"):
+            where = f"{params.path / 'queries.jsonl'}:{line_no}"
             if "_id" not in q or "text" not in q:
-                raise DataError(f"{raw / 'queries.jsonl'}:{line_no} needs '_id' and 'text', has {sorted(q)}")
-            if q["text"] is None or isinstance(q["text"], (bool, list, dict)):
-                raise DataError(f"{params.path / 'queries.jsonl'}:{line_no}: 'text' is {json.dumps(q['text'])}, "
-                                "not text: give it a string, or remove the line")
+                raise DataError(f"{where} needs '_id' and 'text', has {sorted(q)}")
+            text = text_value(q["text"], where, "text")
             relevant = gold.get(str(q["_id"]))
             if relevant:
-                yield Query(query_id=str(q["_id"]), text=str(q["text"]), gold_doc_ids=list(relevant),
-                            gold_grades=list(relevant.values()), origin=f"{params.path / 'queries.jsonl'}:{line_no}")
+                yield Query(query_id=str(q["_id"]), text=text, gold_doc_ids=list(relevant),
+                            gold_grades=list(relevant.values()), origin=where)

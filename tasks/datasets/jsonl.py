@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterator, Literal
 
@@ -18,6 +17,7 @@ from rbench.tasks.datasets.base import (
     FileSpec,
     Query,
     read_jsonl,
+    text_value,
 )
 from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_text
 from rbench.tasks.datasets.serialize import serialize_text
@@ -71,11 +71,7 @@ def _field(record: dict, name: str, path: Path, line_no: int, param: str):
 
 def _text(record: dict, name: str, path: Path, line_no: int, param: str) -> str:
     """A field that must hold text (a string or a number): null, lists and objects are named errors."""
-    value = _field(record, name, path, line_no, param)
-    if value is None or isinstance(value, (bool, list, dict)):
-        raise DataError(f"{path}:{line_no} field {name!r} (set by '{param}') is {json.dumps(value)}, "
-                        "not text: give it a string, or remove the line")
-    return str(value)
+    return text_value(_field(record, name, path, line_no, param), f"{path}:{line_no}", name, f" (set by '{param}')")
 
 
 @ADAPTERS.register
