@@ -13,6 +13,7 @@ from rbench.core.errors import quiet_user_errors
 from rbench.core.secrets import redact
 from rbench.core.store import Store, canonical_json
 from rbench.experiment import config_text, preflight, resolve_experiment, run_name
+from rbench.tasks.attempts import bury_earlier_attempts
 from rbench.tasks.download import DOWNLOAD, DownloadConfig
 from rbench.tasks.evaluate import EVALUATE, read_aggregate
 from rbench.tasks.index import ENCODE, INDEX, IndexConfig
@@ -206,8 +207,11 @@ def benchmark(config_path: str | None = None, experiment: ExperimentConfig | Non
     The experiment is a YAML path (``config_path``) or the structured ``experiment``. Mirror,
     store and tracking URI come from the parameters, else from the worker's environment
     (``RBENCH_MIRROR``, ``RBENCH_STORE``, ``MLFLOW_TRACKING_URI``) at run time, else the file.
+    A retried run keeps its name and MLflow parent run; what its earlier attempt left unfinished
+    is marked Crashed first.
     """
     quiet_user_errors()
+    bury_earlier_attempts()
     cfg = resolve_experiment(config_path, experiment, mirror=mirror, store=store, tracking_uri=tracking_uri,
                              runner=runner, address=address)
     preflight(cfg)

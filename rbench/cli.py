@@ -344,6 +344,8 @@ def _shown_default(field) -> str:
 
 
 WORKING_COMMANDS = frozenset({"run", "embeddings", "chunking", "search", "log"})
+FLOW_COMMANDS = frozenset({"run", "embeddings", "chunking", "search"})
+FLOW_TAG = "rbench"  # every flow run an rbench command starts carries it (deployments add rbench-heartbeat)
 
 
 def _stop_prefect_servers() -> None:
@@ -364,6 +366,11 @@ def main(argv: list[str] | None = None) -> int:
 
         stop_on_signals(_stop_prefect_servers)
     try:
+        if args.command in FLOW_COMMANDS:
+            from prefect import tags
+
+            with tags(FLOW_TAG):
+                return args.func(args)
         return args.func(args)
     except RbenchError as e:
         if args.debug:

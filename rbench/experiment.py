@@ -75,18 +75,17 @@ def preflight(cfg: ExperimentConfig) -> None:
     if free < MIN_FREE_BYTES:
         raise ConfigError(f"store {store} has {free / 1e6:.0f} MB free, less than {MIN_FREE_BYTES / 1e6:.0f} MB: "
                           "free some space or pass --store DIR on another disk")
-    check_tracking(cfg.tracking_uri())
+    check_tracking(cfg.tracking_uri(), cfg.mlflow.experiment)
 
 
-def check_tracking(uri: str) -> None:
-    """A tracking server that does not answer is named before any work; the run goes on (its
-    logging is kept in the store for ``rbench log``). A sqlite database must be creatable."""
-    import logging
-    import urllib.error
-    import urllib.request
-
-    from rbench.core.secrets import redact, split_credentials
-
+def check_tracking(uri: str, experiment: str = "rbench") -> None:
+    """The tracking server is asked, before any work, what the logging will ask first: the
+    experiment by name, through MLflow's REST API with the same credentials (``user:password@``
+    in the URI, ``MLFLOW_TRACKING_USERNAME``/``PASSWORD`` or ``MLFLOW_TRACKING_TOKEN``), so that
+    a host name outside the server's ``--allowed-hosts``, missing credentials or a missing
+    permission stop the run with the fix. A server that does not answer is only named: the run
+    goes on and its logging is kept in the store for ``rbench log``. A sqlite database's folder
+    must be creatable."""
     if uri.startswith("sqlite:///"):
         folder = Path(uri[len("sqlite:///"):]).parent
         try:
@@ -96,19 +95,61 @@ def check_tracking(uri: str) -> None:
                               "fix mlflow.tracking_uri (or MLFLOW_TRACKING_URI)") from None
         return
     if uri.startswith(("http://", "https://")):
-        probe, _ = split_credentials(uri)  # no credentials in the probe
-        try:
-            with urllib.request.urlopen(f"{probe.rstrip('/')}/health", timeout=5):
-                pass
-        except urllib.error.HTTPError:
-            pass  # it answers (a server without /health, or one that wants credentials for it)
-        except (OSError, ValueError) as e:
-            logging.getLogger("rbench").warning(
-                "the MLflow tracking server %s does not answer (%s): the run goes on, and its logging is kept in "
-                "the store for `rbench log` (tried once, not retried for minutes)", redact(uri),
-                redact(str(getattr(e, "reason", e))))
-            os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-            os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+        _probe_tracking_server(uri, experiment)
+
+
+def _probe_tracking_server(uri: str, experiment: str) -> None:
+    import base64
+    import logging
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    from rbench.core.secrets import redact, split_credentials
+
+    bare, credentials = split_credentials(uri)
+    if credentials is None and os.environ.get("MLFLOW_TRACKING_USERNAME"):
+        credentials = (os.environ["MLFLOW_TRACKING_USERNAME"], os.environ.get("MLFLOW_TRACKING_PASSWORD", ""))
+    headers = {}
+    if credentials is not None:
+        headers["Authorization"] = "Basic " + base64.b64encode(":".join(credentials).encode()).decode()
+    elif os.environ.get("MLFLOW_TRACKING_TOKEN"):
+        headers["Authorization"] = f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}"
+    query = urllib.parse.urlencode({"experiment_name": experiment})
+    request = urllib.request.Request(f"{bare.rstrip('/')}/api/2.0/mlflow/experiments/get-by-name?{query}",
+                                     headers=headers)
+    host = urllib.parse.urlsplit(bare).netloc
+    try:
+        with urllib.request.urlopen(request, timeout=10):
+            return
+    except urllib.error.HTTPError as e:
+        body = e.read(2000).decode("utf-8", "replace")
+        if e.code == 404 and "RESOURCE_DOES_NOT_EXIST" in body:
+            return  # no such experiment yet: the logging creates it
+        if e.code == 403 and "host" in body.lower():
+            raise ConfigError(
+                f"the MLflow server {bare} refuses the host name {host!r} (403: {body.strip()[:200]}): start it "
+                f"with --allowed-hosts listing {host} (mlflow server --allowed-hosts ...,{host}), or reach it by a "
+                "name it allows (MLFLOW_TRACKING_URI)") from None
+        if e.code == 401:
+            raise ConfigError(
+                f"the MLflow server {bare} wants credentials (401): set MLFLOW_TRACKING_USERNAME and "
+                "MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN) in the environment that runs rbench") from None
+        if e.code == 403:
+            raise ConfigError(
+                f"the MLflow server {bare} refuses access to experiment {experiment!r} (403: "
+                f"{redact(body.strip()[:200])}): ask for permission on it, or log to another experiment "
+                "(mlflow.experiment in the config)") from None
+        logging.getLogger("rbench").warning(
+            "the MLflow tracking server %s answered HTTP %s to %s: the run goes on; if its logging fails, it is "
+            "kept in the store for `rbench log`", bare, e.code, request.full_url.split("?")[0])
+    except (OSError, ValueError) as e:
+        logging.getLogger("rbench").warning(
+            "the MLflow tracking server %s does not answer (%s): the run goes on, and its logging is kept in "
+            "the store for `rbench log` (tried once, not retried for minutes)", redact(uri),
+            redact(str(getattr(e, "reason", e))))
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
 
 
 def config_text(cfg: ExperimentConfig, config_path: str | None) -> str:
@@ -119,7 +160,10 @@ def config_text(cfg: ExperimentConfig, config_path: str | None) -> str:
 
 
 def run_name() -> str:
-    """Prefect flow run name: the experiment's name and the start time."""
+    """Prefect flow run name: the experiment's name and the start time of its first attempt (a
+    retried run keeps the name it got)."""
+    import re
+
     from prefect.runtime import flow_run
 
     params = flow_run.parameters or {}
@@ -133,4 +177,7 @@ def run_name() -> str:
             name = raw.get("name", Path(params["config_path"]).stem) if isinstance(raw, dict) else name
         except (OSError, yaml.YAMLError):
             name = Path(params["config_path"]).stem
+    current = flow_run.name or ""
+    if re.fullmatch(rf"{re.escape(name)}-\d{{8}}-\d{{6}}", current):
+        return current
     return f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"

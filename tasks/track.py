@@ -6,6 +6,7 @@ bootstrap in ``mlflow_setup.py``."""
 from __future__ import annotations
 
 import math
+import os
 import re
 from contextlib import contextmanager
 from pathlib import Path
@@ -76,6 +77,7 @@ def run_tags(config_text: str) -> dict[str, str]:
 
         if flow_run.id:
             tags["prefect.flow_run_id"] = str(flow_run.id)
+            tags["rbench.attempt"] = str(flow_run.run_count)
             tags["prefect.flow_run_name"] = str(flow_run.name)
             if flow_run.ui_url:
                 tags["prefect.flow_run_url"] = str(flow_run.ui_url)
@@ -95,6 +97,7 @@ def run_tags(config_text: str) -> dict[str, str]:
         except PackageNotFoundError:
             continue
     tags["rbench.device"] = _device_name()
+    tags["rbench.cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES", "(all)")
     return tags
 
 
@@ -170,9 +173,12 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
     from rbench.evaluation.plots import recall_curves
 
     experiment_id = _experiment_id(mlflow, cfg)
-    with mlflow.start_run(experiment_id=experiment_id, run_name=cfg.name) as parent:
+    tags = run_tags(config_text)
+    earlier = _earlier_attempt(mlflow, experiment_id, tags)
+    children = _children(mlflow, experiment_id, earlier) if earlier else {}
+    with mlflow.start_run(experiment_id=experiment_id, run_name=cfg.name, run_id=earlier) as parent:
         parent_id = parent.info.run_id
-        mlflow.set_tags(run_tags(config_text))
+        mlflow.set_tags(tags)
         mlflow.log_params(
             {"experiment": cfg.name, "datasets": ",".join(d.name for d in cfg.datasets),
              "retrievers": ",".join(r.label for r in cfg.retrievers), "depth": cfg.depth,
@@ -196,10 +202,10 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
             dataset = next(d for d in cfg.datasets if d.name == result["dataset"])
             aggregate = read_aggregate(evaluation)
             rows.extend({"dataset": dataset.name, "retriever": retriever.label, **a} for a in aggregate)
-            with mlflow.start_run(
-                experiment_id=experiment_id, run_name=f"{dataset.name}/{retriever.label}",
-                nested=True, parent_run_id=parent_id,
-            ):
+            child = f"{dataset.name}/{retriever.label}"
+            with mlflow.start_run(experiment_id=experiment_id, run_name=None if child in children else child,
+                                  run_id=children.get(child), nested=True,
+                                  parent_run_id=None if child in children else parent_id):
                 mlflow.set_tags({"rbench.dataset": dataset.name, "rbench.retriever": retriever.label,
                                  "rbench.evaluate_key": evaluation.key})
                 mlflow.log_params({
@@ -221,9 +227,31 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
                     mlflow.log_artifact(str(recall_curves(rows, dataset, Path(tmp) / f"recall_at_k_{i}.png")), "plots")
         if failures:
             mlflow.set_tag("rbench.failed_pairs", "; ".join(f"{f['dataset']}/{f['retriever']}" for f in failures))
+        elif earlier and "rbench.failed_pairs" in parent.data.tags:
+            mlflow.MlflowClient().delete_tag(parent_id, "rbench.failed_pairs")
     if failures:
         mlflow.MlflowClient().set_terminated(parent_id, status="FAILED")
     return parent_id
+
+
+def _earlier_attempt(mlflow, experiment_id: str, tags: dict[str, str]) -> str | None:
+    """The parent run an earlier attempt of this Prefect flow run logged, with the same config: a
+    retry logs into it (one parent per flow run), its attempt counted in ``rbench.attempt``."""
+    flow_run_id = tags.get("prefect.flow_run_id")
+    if flow_run_id is None:
+        return None
+    runs = mlflow.search_runs([experiment_id], output_format="list", filter_string=(
+        f"tags.`prefect.flow_run_id` = '{flow_run_id}' and "
+        f"tags.`rbench.config_sha256` = '{tags['rbench.config_sha256']}'"))
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    return parents[0].info.run_id if parents else None
+
+
+def _children(mlflow, experiment_id: str, parent_id: str) -> dict[str, str]:
+    """An earlier attempt's child runs by name (``dataset/retriever``)."""
+    runs = mlflow.search_runs([experiment_id], output_format="list",
+                              filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'")
+    return {r.info.run_name: r.info.run_id for r in runs}
 
 
 def publish_run_link(cfg: ExperimentConfig, run_id: str | None) -> None:

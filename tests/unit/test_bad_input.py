@@ -421,3 +421,40 @@ def test_a_full_disk_while_creating_the_mlflow_database_keeps_its_cause(tmp_path
                                           "database or disk is full$"):
         prepare_tracking(f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert not list(tmp_path.glob(".mlflow.db.*.tmp"))
+
+
+@pytest.mark.parametrize("status, body, expected", [
+    (401, "Unauthorized", "wants credentials.*MLFLOW_TRACKING_USERNAME"),
+    (403, '{"error_code": "PERMISSION_DENIED", "message": "Permission denied"}', "refuses access to experiment 'exp'"),
+    (403, "Invalid Host header - possible DNS rebinding attack detected", "--allowed-hosts listing 127.0.0.1:"),
+])
+def test_preflight_asks_the_tracking_api_and_names_the_fix(status, body, expected, monkeypatch):
+    """The probe goes to the experiments API (where MLflow's host check and permissions apply,
+    unlike /health), with the credentials the logging will send."""
+    import http.server
+    import threading
+
+    from rbench.experiment import check_tracking
+
+    seen = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append((self.path, self.headers.get("Authorization")))
+            self.send_response(status)
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", SECRET)
+    try:
+        with pytest.raises(ConfigError, match=expected) as error:
+            check_tracking(f"http://127.0.0.1:{server.server_port}", "exp")
+    finally:
+        server.shutdown()
+    assert seen == [("/api/2.0/mlflow/experiments/get-by-name?experiment_name=exp", f"Bearer {SECRET}")]
+    assert SECRET not in str(error.value)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -255,23 +256,8 @@ def test_a_tracking_password_stays_out_of_mlflow_lines_links_and_records(tmp_pat
     """MLflow prints "View run ... at <uri>" and rbench links the run from Prefect: with the password
     in MLFLOW_TRACKING_URI, neither may carry it, against a real tracking server."""
     secret = "pl4nted-tr4cking"
-    port = _free_port()
     server_dir = tmp_path / "mlflow-server"
-    server_dir.mkdir()
-    server = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1",
-                               "--port", str(port), "--workers", "1",
-                               "--backend-store-uri", f"sqlite:///{server_dir / 'mlflow.db'}",
-                               "--default-artifact-root", str(server_dir / "artifacts")],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        import urllib.request
-
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).close()
-                break
-            except OSError:
-                time.sleep(1)
+    with _mlflow_server(server_dir) as port:
         corpus, queries = tiny_files
         config = _write(tmp_path, _base(tmp_path, corpus, queries, [{"name": "bm25s"}]))
         home = tmp_path / "node"
@@ -288,6 +274,41 @@ def test_a_tracking_password_stays_out_of_mlflow_lines_links_and_records(tmp_pat
                     {"MLFLOW_TRACKING_URI": f"http://rbench:{secret}@127.0.0.1:{port}"})
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0 and "bm25s" in out and secret not in out + err
+
+
+@pytest.mark.slow
+def test_a_tracking_server_that_refuses_the_host_name_stops_the_run_before_any_work(tmp_path, tiny_files):
+    """MLflow's host check answers 403 on its API but not on /health: the preflight asks the API."""
+    with _mlflow_server(tmp_path / "mlflow-server", "--allowed-hosts", "mlflow.internal:5000") as port:
+        corpus, queries = tiny_files
+        config = _write(tmp_path, _base(tmp_path, corpus, queries, [{"name": "bm25s"}]))
+        proc = _cli(["run", config], tmp_path / "node", {"MLFLOW_TRACKING_URI": f"http://127.0.0.1:{port}"})
+        out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2, out[-2000:] + err[-2000:]
+    assert "--allowed-hosts" in err and f"127.0.0.1:{port}" in err and "Traceback" not in err
+    assert not (tmp_path / "store" / "prepare").exists()  # stopped before any stage
+
+
+@contextlib.contextmanager
+def _mlflow_server(folder: Path, *extra: str):
+    """A real MLflow tracking server on a free port, for the block; yields the port."""
+    import urllib.request
+
+    folder.mkdir()
+    port = _free_port()
+    server = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1",
+                               "--port", str(port), "--workers", "1",
+                               "--backend-store-uri", f"sqlite:///{folder / 'mlflow.db'}",
+                               "--default-artifact-root", str(folder / "artifacts"), *extra],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).close()
+                break
+            except OSError:
+                time.sleep(1)
+        yield port
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)

@@ -1,0 +1,74 @@
+"""A real Prefect server for the deployment tests, and helpers to drive it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, missing
+
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture
+def server(tmp_path):
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        missing("the deployment clones the repository with git: needs git and a checkout")
+    port = free_port()
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_API_URL": f"http://127.0.0.1:{port}/api", "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "2",
+           "PREFECT_LOGGING_LEVEL": "WARNING", "PREFECT_WORKER_QUERY_SECONDS": "2"}
+    log = open(tmp_path / "server.log", "w")
+    proc = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.time() + 120
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2)
+            break
+        except OSError:
+            if time.time() > deadline or proc.poll() is not None:
+                raise RuntimeError((tmp_path / "server.log").read_text()[-3000:])
+            time.sleep(1)
+    try:
+        yield env
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=30)
+        log.close()
+
+
+def prefect(env, *args: str, **kwargs) -> subprocess.CompletedProcess:
+    out = subprocess.run([str(BIN / "prefect"), *args], env=env, cwd=REPO, capture_output=True, text=True, **kwargs)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    return out
+
+
+def wait_final(client, flow_run_id, timeout=600):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        run = client.read_flow_run(flow_run_id)
+        if run.state is not None and run.state.is_final():
+            return run
+        time.sleep(2)
+    raise TimeoutError(f"flow run {flow_run_id} did not finish in {timeout}s: {run.state}")
+
+
