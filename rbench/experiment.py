@@ -11,7 +11,7 @@ import yaml
 
 from rbench.config import ExecutionConfig, ExperimentConfig, load_config, parse_config
 from rbench.core.errors import ConfigError
-from rbench.core.locations import ENV_MIRROR, ENV_STORE, ENV_TRACKING, flag_or_env
+from rbench.core.locations import ENV_CLONE, ENV_MIRROR, ENV_STORE, ENV_TRACKING, flag_or_env
 
 MIN_FREE_BYTES = int(os.environ.get("RBENCH_MIN_FREE_MB", "200")) * 1_000_000
 
@@ -31,6 +31,11 @@ def resolve_experiment(config_path: str | None, experiment: ExperimentConfig | d
         raw = experiment.model_dump(mode="json") if isinstance(experiment, ExperimentConfig) else dict(experiment)
         cfg = parse_config(raw, source="(experiment parameter)", mirror=mirror, store=store)
     else:
+        clone = os.environ.get(ENV_CLONE)
+        if clone and not Path(config_path).exists():
+            raise ConfigError(f"config {config_path} is not in the clone of {clone} (relative to the clone's root, "
+                              f"{Path.cwd()}): commit and push it and deploy that commit, or pass the experiment "
+                              "itself as the deployment's experiment parameter")
         cfg = load_config(config_path, mirror=mirror, store=store)
     update = {}
     if tracking_uri:

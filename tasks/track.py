@@ -64,7 +64,9 @@ def writing_to(uri: str):
 
 
 def run_tags(config_text: str) -> dict[str, str]:
-    """Provenance tags: Prefect flow run, git commit, config digest, device, library versions."""
+    """Provenance tags: Prefect flow run (its UI link built from ``PREFECT_UI_URL``), attempt, git
+    commit (of the checkout, else ``RBENCH_GIT_COMMIT`` baked into an image), config digest,
+    device, ``CUDA_VISIBLE_DEVICES``, library versions."""
     import hashlib
     import platform
     import subprocess
@@ -90,6 +92,8 @@ def run_tags(config_text: str) -> dict[str, str]:
             tags["git.commit"] = commit.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         pass
+    if "git.commit" not in tags and os.environ.get("RBENCH_GIT_COMMIT"):  # an image: baked in at build time
+        tags["git.commit"] = os.environ["RBENCH_GIT_COMMIT"]
     for package in ("prefect", "mlflow", "torch", "faiss-cpu", "faiss-gpu-cu12", "sentence-transformers",
                     "pyserini", "bm25s", "transformers"):
         try:
@@ -254,8 +258,16 @@ def _children(mlflow, experiment_id: str, parent_id: str) -> dict[str, str]:
     return {r.info.run_name: r.info.run_id for r in runs}
 
 
+def run_link(tracking_uri: str, experiment_id: str, run_id: str) -> str:
+    """The MLflow UI's address of a run, at ``RBENCH_MLFLOW_PUBLIC_URL`` when set (the address a
+    browser uses; the worker's tracking URI, e.g. ``http://mlflow:5000``, may resolve only inside
+    the cluster)."""
+    public = os.environ.get("RBENCH_MLFLOW_PUBLIC_URL") or split_credentials(tracking_uri)[0]
+    return f"{public.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+
+
 def publish_run_link(cfg: ExperimentConfig, run_id: str | None) -> None:
-    """A Prefect link artifact pointing at the MLflow run (shown on the flow run's page)."""
+    """A Prefect link artifact pointing at the MLflow run (shown on the flow run's page): :func:`run_link`."""
     if run_id is None:
         return
     from prefect.artifacts import create_link_artifact, create_markdown_artifact
@@ -267,7 +279,7 @@ def publish_run_link(cfg: ExperimentConfig, run_id: str | None) -> None:
             import mlflow
 
             experiment_id = mlflow.MlflowClient().get_run(run_id).info.experiment_id
-        create_link_artifact(link=f"{bare.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}",
+        create_link_artifact(link=run_link(bare, experiment_id, run_id),
                              link_text=f"MLflow run {run_id}", key="mlflow-run")
     else:
         create_markdown_artifact(markdown=f"MLflow run `{run_id}` at `{bare}`: `rbench show {run_id}`",

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 ENV_MIRROR, ENV_STORE, ENV_TRACKING = "RBENCH_MIRROR", "RBENCH_STORE", "MLFLOW_TRACKING_URI"
+ENV_CLONE = "RBENCH_CLONE"  # set by the deployments' pull step: the repository and commit this run cloned
 DEFAULT_STORE = Path(".rbench")
 
 

