@@ -17,7 +17,7 @@ from rbench.tasks.attempts import bury_earlier_attempts
 from rbench.tasks.download import DOWNLOAD, DownloadConfig
 from rbench.tasks.evaluate import EVALUATE, read_aggregate
 from rbench.tasks.index import ENCODE, INDEX, IndexConfig
-from rbench.tasks.orchestration import Submitter, stage_task, task_runner
+from rbench.tasks.orchestration import Submitter, ended_by_termination, stage_task, task_runner
 from rbench.tasks.pending import log_pending_for, save_pending
 from rbench.tasks.prepare import PREPARE
 from rbench.tasks.retrieve import RETRIEVE, RetrieveConfig
@@ -215,7 +215,8 @@ def benchmark(config_path: str | None = None, experiment: ExperimentConfig | Non
     cfg = resolve_experiment(config_path, experiment, mirror=mirror, store=store, tracking_uri=tracking_uri,
                              runner=runner, address=address)
     preflight(cfg)
-    results, failures, report = run_with_runner(cfg)
+    with ended_by_termination():
+        results, failures, report = run_with_runner(cfg)
     if not results:  # no pair finished: nothing to log, the failures say it all
         return finish(cfg, summarize_results(cfg, results, report, None, failures))
     text = redact(config_text(cfg, config_path if experiment is None else None))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import threading
 import uuid
 from dataclasses import dataclass
@@ -264,3 +265,21 @@ def call_stage(stage_tsk, store: str, inputs: Sequence[Artifact], config: Any, l
     future = sub.submit(stage_tsk, inputs, config, label, **options)
     report.extend(sub.report())
     return sub.store.attach(future.result())
+
+
+@contextlib.contextmanager
+def ended_by_termination(grace_seconds: float = 5.0):
+    """Around a deployed flow's work: when Prefect turns SIGTERM (a cancellation from the UI or
+    ``prefect flow-run cancel``, a pod deletion) into ``TerminationSignal``, leases are released
+    and the process ends ``grace_seconds`` later, after Prefect has recorded the state, instead
+    of waiting for the stages still running in worker threads. The next run resumes from the
+    last finished item."""
+    from prefect.exceptions import TerminationSignal
+
+    from rbench.core.stopping import exit_soon
+
+    try:
+        yield
+    except TerminationSignal as e:
+        exit_soon(128 + e.signal, grace_seconds, reason=f"{signal.Signals(e.signal).name} from Prefect")
+        raise

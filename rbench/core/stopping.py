@@ -47,3 +47,21 @@ def stop_on_signals(*cleanups: Callable[[], None]) -> bool:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     return True
+
+
+def exit_soon(code: int, grace_seconds: float = 5.0, reason: str = "stopped") -> None:
+    """Release this process's leases now and end the process with ``code`` after ``grace_seconds``,
+    whatever its worker threads are doing: for a deployed run that Prefect told to stop (a
+    cancellation, a pod deletion), where Prefect owns the signal handler and needs a moment to
+    report the run's state, but the interpreter would then wait minutes for running stages."""
+    released = release_all()
+    os.write(2, (f"rbench: {reason} ({released} lease(s) released); the process ends in {grace_seconds:.0f}s; "
+                 "finished stages and items are kept\n").encode())
+
+    def end() -> None:
+        sys.stdout.flush()
+        os._exit(code)
+
+    timer = threading.Timer(grace_seconds, end)
+    timer.daemon = True
+    timer.start()

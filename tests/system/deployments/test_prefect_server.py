@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 import yaml
 
-from tests.conftest import REPO, tiny_cross_encoder, tiny_dataset
+from tests.conftest import CORPUS, QUERIES, REPO, tiny_cross_encoder, tiny_dataset, write_jsonl
 from tests.system.deployments.conftest import BIN, free_port, git, prefect, wait_final
 
 pytestmark = pytest.mark.slow
@@ -123,3 +123,53 @@ def test_deployment_schedules_runs_fails_alone_and_retries_from_the_ui(server, t
                                   filter_string=f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
     assert sorted(c.info.run_name for c in children) == ["tiny/bm25s", "tiny/rerank"]
     assert (store / "_prefect-results").is_dir()  # Prefect's records live in the shared store
+
+
+def test_a_cancelled_deployed_run_stops_within_seconds_and_releases_its_leases(server, tmp_path):
+    """`prefect flow-run cancel` (or Cancel in the UI): the worker sends SIGTERM, Prefect raises
+    TerminationSignal in the flow, and rbench releases its leases and ends the process, though a
+    dense encode is still running in a worker thread."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.states import Cancelling
+
+    env = {**server, "RBENCH_GIT_URL": REPO.as_uri(), "RBENCH_GIT_COMMIT": git("rev-parse", "HEAD")}
+    prefect(env, "work-pool", "create", "gpu-pool", "--type", "process")
+    prefect(env, "deploy", "--all", "--prefect-file", "deployments/prefect.yaml")
+    rows = [{**CORPUS[i % len(CORPUS)], "object": f"{CORPUS[i % len(CORPUS)]['object']} variant {i}"}
+            for i in range(1200)]
+    corpus, queries = write_jsonl(tmp_path / "corpus.jsonl", rows), write_jsonl(tmp_path / "queries.jsonl", QUERIES)
+    config = tmp_path / "exp.yaml"
+    config.write_text(yaml.safe_dump({
+        "name": "cancelled", "depth": 10, "subsample": {"size": 5}, "datasets": [tiny_dataset(corpus, queries)],
+        "retrievers": [{"name": "dense", "params": {"model": "minilm"}}],
+        "execution": {"runner": "threads", "max_workers": 2, "shard_size": 150}}))
+    store = tmp_path / "store"
+    worker_log = open(tmp_path / "worker.log", "w")
+    worker = subprocess.Popen([str(BIN / "prefect"), "worker", "start", "--pool", "gpu-pool"], cwd=tmp_path,
+                              env={**server, "RBENCH_STORE": str(store), "PREFECT_HOME": str(tmp_path / "worker-home")},
+                              stdout=worker_log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        with temporary_settings({PREFECT_API_URL: server["PREFECT_API_URL"]}), get_client(sync_client=True) as client:
+            adhoc = client.read_deployment_by_name("rbench-benchmark/adhoc")
+            run = client.create_flow_run_from_deployment(adhoc.id, parameters={"config_path": str(config)})
+            deadline = time.time() + 400
+            while len(list((store / "encode").glob("*/_manifest.json"))) < 2:
+                assert time.time() < deadline, (tmp_path / "worker.log").read_text()[-3000:]
+                time.sleep(0.2)
+            told = time.monotonic()
+            client.set_flow_run_state(run.id, Cancelling(message="cancelled from the UI"))
+            cancelled = wait_final(client, run.id, timeout=120)
+            leases = lambda: [p for p in store.glob("*/.locks/*") if p.is_file()]  # noqa: E731
+            while leases() and time.monotonic() - told < 60:
+                time.sleep(0.2)
+            stopped = time.monotonic() - told
+            assert cancelled.state.is_cancelled(), (cancelled.state, (tmp_path / "worker.log").read_text()[-3000:])
+            assert not leases()
+            assert stopped < 15, f"{stopped:.1f}s from Cancelling to the leases released"
+            assert len(list((store / "encode").glob("*/_manifest.json"))) < 8  # it stopped mid-build
+            assert "SIGTERM from Prefect" in (tmp_path / "worker.log").read_text()
+    finally:
+        os.killpg(worker.pid, 15)
+        worker.wait(timeout=30)
+        worker_log.close()
