@@ -39,21 +39,26 @@ def server(tmp_path):
     log = open(tmp_path / "server.log", "w")
     proc = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.time() + 120
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2)
-            break
-        except OSError:
-            if time.time() > deadline or proc.poll() is not None:
-                raise RuntimeError((tmp_path / "server.log").read_text()[-3000:])
-            time.sleep(1)
+    wait_healthy(f"http://127.0.0.1:{port}/api/health", 120, tmp_path / "server.log", proc)
     try:
         yield env
     finally:
         os.killpg(proc.pid, 15)
         proc.wait(timeout=30)
         log.close()
+
+
+def wait_healthy(url: str, timeout: float, log: Path, proc: subprocess.Popen | None = None) -> None:
+    """Wait until ``url`` answers; fail with the end of ``log`` after ``timeout`` s or when ``proc`` exits."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=2).close()
+            return
+        except OSError:
+            if time.time() > deadline or (proc is not None and proc.poll() is not None):
+                raise RuntimeError(log.read_text()[-3000:]) from None
+            time.sleep(1)
 
 
 def prefect(env, *args: str, **kwargs) -> subprocess.CompletedProcess:

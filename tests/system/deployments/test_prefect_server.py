@@ -8,13 +8,12 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 
 import pytest
 import yaml
 
 from tests.conftest import CORPUS, QUERIES, REPO, tiny_cross_encoder, tiny_dataset, write_jsonl
-from tests.system.deployments.conftest import BIN, free_port, git, prefect, wait_final
+from tests.system.deployments.conftest import BIN, free_port, git, prefect, wait_final, wait_healthy
 
 pytestmark = pytest.mark.slow
 
@@ -67,14 +66,7 @@ def test_deployment_schedules_runs_fails_alone_and_retries_from_the_ui(server, t
              "RBENCH_HEALTH_PORT_BASE": str(base), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"})
     try:
         for port in ports:
-            deadline = time.time() + 90
-            while True:
-                try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
-                    break
-                except OSError:
-                    assert time.time() < deadline, (tmp_path / "worker.log").read_text()[-3000:]
-                    time.sleep(1)
+            wait_healthy(f"http://127.0.0.1:{port}/health", 90, tmp_path / "worker.log", workers)
         with temporary_settings({PREFECT_API_URL: server["PREFECT_API_URL"]}), get_client(sync_client=True) as client:
             assert len([a for a in client.read_automations() if a.name.startswith("rbench: crash")]) == 1
             nightly = client.read_deployment_by_name("rbench-benchmark/fetaqa-baselines-nightly")
