@@ -220,7 +220,7 @@ def benchmark(config_path: str | None = None, experiment: ExperimentConfig | Non
     if not results:  # no pair finished: nothing to log, the failures say it all
         return finish(cfg, summarize_results(cfg, results, report, None, failures))
     text = redact(config_text(cfg, config_path if experiment is None else None))
-    logged = log_to_mlflow(cfg, results, report, text, failures=failures, return_state=True)
+    logged = log_to_mlflow(cfg, results, report, text, failures=failures, reuse_parent=True, return_state=True)
     run_id = logged.result() if logged.is_completed() else None
     if run_id is not None:
         publish_run_link(cfg, run_id)

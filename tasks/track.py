@@ -156,7 +156,7 @@ def stage_metrics(result: dict) -> dict[str, float]:
 
 def log_experiment(
     cfg: ExperimentConfig, results: Sequence[dict], report: Sequence[dict], config_text: str,
-    extra_artifacts: Path | None = None, failures: Sequence[dict] = (),
+    extra_artifacts: Path | None = None, failures: Sequence[dict] = (), reuse_parent: bool = False,
 ) -> str:
     """Log params, metrics and artifacts; return the parent run id.
 
@@ -164,12 +164,14 @@ def log_experiment(
     ``evaluation`` (the evaluate stage's Artifact), and optionally ``run`` and ``indexes``;
     ``extra_artifacts`` is a folder logged to the parent run (reports, plots); ``failures``
     (pairs that did not finish) are logged to the parent run, which is then marked FAILED.
+    With ``reuse_parent`` (the flow's own logging), a retried flow run logs into the parent run
+    its earlier attempt logged; logging kept from another run (``rbench log``) never does.
     """
     with writing_to(cfg.tracking_uri()):
-        return _log_experiment(cfg, results, report, config_text, extra_artifacts, failures)
+        return _log_experiment(cfg, results, report, config_text, extra_artifacts, failures, reuse_parent)
 
 
-def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures) -> str:
+def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures, reuse_parent=False) -> str:
     import tempfile
 
     import mlflow
@@ -178,7 +180,7 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
 
     experiment_id = _experiment_id(mlflow, cfg)
     tags = run_tags(config_text)
-    earlier = _earlier_attempt(mlflow, experiment_id, tags)
+    earlier = _earlier_attempt(mlflow, experiment_id, tags) if reuse_parent else None
     children = _children(mlflow, experiment_id, earlier) if earlier else {}
     with mlflow.start_run(experiment_id=experiment_id, run_name=cfg.name, run_id=earlier) as parent:
         parent_id = parent.info.run_id

@@ -61,6 +61,17 @@ def wait_healthy(url: str, timeout: float, log: Path, proc: subprocess.Popen | N
             time.sleep(1)
 
 
+def stop_group(proc: subprocess.Popen, timeout: float = 30) -> None:
+    """SIGTERM to ``proc``'s process group, as an operator stops workers; SIGKILL what is left
+    after ``timeout`` s (a worker under load can take longer to shut down gracefully)."""
+    os.killpg(proc.pid, 15)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.wait(timeout=30)
+
+
 def prefect(env, *args: str, **kwargs) -> subprocess.CompletedProcess:
     out = subprocess.run([str(BIN / "prefect"), *args], env=env, cwd=REPO, capture_output=True, text=True, **kwargs)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests.conftest import CORPUS, QUERIES, REPO, tiny_cross_encoder, tiny_dataset, write_jsonl
-from tests.system.deployments.conftest import BIN, free_port, git, prefect, wait_final, wait_healthy
+from tests.system.deployments.conftest import BIN, free_port, git, prefect, stop_group, wait_final, wait_healthy
 
 pytestmark = pytest.mark.slow
 
@@ -94,8 +94,7 @@ def test_deployment_schedules_runs_fails_alone_and_retries_from_the_ui(server, t
                 type=TaskRunFilterStateType(any_=[StateType.RUNNING, StateType.PENDING]))))
             assert running == []
     finally:
-        os.killpg(workers.pid, 15)
-        workers.wait(timeout=30)
+        stop_group(workers)
         worker_log.close()
 
     mlflow = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
@@ -162,6 +161,5 @@ def test_a_cancelled_deployed_run_stops_within_seconds_and_releases_its_leases(s
             assert len(list((store / "encode").glob("*/_manifest.json"))) < 8  # it stopped mid-build
             assert "SIGTERM from Prefect" in (tmp_path / "worker.log").read_text()
     finally:
-        os.killpg(worker.pid, 15)
-        worker.wait(timeout=30)
+        stop_group(worker)
         worker_log.close()
