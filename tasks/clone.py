@@ -22,10 +22,10 @@ def git_clone(repository: str, commit_sha: str | None = None, branch: str | None
     try:
         result = prefect_git_clone(repository=repository, commit_sha=commit_sha, branch=branch, **options)
     except (subprocess.CalledProcessError, RuntimeError, ValueError, OSError) as e:
-        message = (f"could not clone {redact(repository)} at {what_was_cloned(commit_sha, branch)}: {_git_error(e)}. Push that commit to the "
-                   "repository the workers clone (or deploy a pushed one); a private repository needs credentials "
-                   "(deployments/README.md, private repositories); an uncommitted config runs through the "
-                   "deployment's experiment parameter")
+        message = (f"could not clone {redact(repository)} at {what_was_cloned(commit_sha, branch)}: "
+                   f"{_git_error(e)}. Push that commit to the repository the workers clone (or deploy a "
+                   "pushed one); a private repository needs credentials (deployments/README.md, private "
+                   "repositories); an uncommitted config runs through the deployment's experiment parameter")
         _fail_flow_run(message)
         raise RbenchError(message) from None
     os.environ[ENV_CLONE] = f"{redact(repository)} at {what_was_cloned(commit_sha, branch)}"
