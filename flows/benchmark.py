@@ -3,137 +3,28 @@
 
 from __future__ import annotations
 
-import pyarrow.parquet as pq
 from prefect import flow, task
-from prefect.futures import as_completed
 from prefect.states import Failed
 
 from rbench.config import ExperimentConfig
 from rbench.core.errors import quiet_user_errors
 from rbench.core.secrets import redact
-from rbench.core.store import Store, canonical_json
+from rbench.core.store import Store
 from rbench.experiment import config_text, preflight, resolve_experiment, run_name
 from rbench.tasks.attempts import bury_earlier_attempts
-from rbench.tasks.download import DOWNLOAD, DownloadConfig
-from rbench.tasks.evaluate import EVALUATE, read_aggregate
-from rbench.tasks.index import ENCODE, INDEX, IndexConfig
-from rbench.tasks.orchestration import Submitter, ended_by_termination, stage_task, task_runner
+from rbench.tasks.graph import submit_experiment, summarize_results
+from rbench.tasks.logged import remember_logged
+from rbench.tasks.orchestration import Submitter, ended_by_termination, task_runner
 from rbench.tasks.pending import log_pending_for, save_pending
-from rbench.tasks.prepare import PREPARE
-from rbench.tasks.retrieve import RETRIEVE, RetrieveConfig
-from rbench.tasks.rewrite import REWRITE
-from rbench.tasks.subsample import SUBSAMPLE
 from rbench.tasks.track import log_experiment, publish_run_link
 
-download, prepare, subsample, encode, index, rewrite, retrieve, evaluate = map(
-    stage_task, (DOWNLOAD, PREPARE, SUBSAMPLE, ENCODE, INDEX, REWRITE, RETRIEVE, EVALUATE)
-)
 log_to_mlflow = task(log_experiment, name="mlflow")
 
 
-def _index_label(dataset: str, leaf) -> str:
-    model = getattr(leaf.params, "model", None)
-    return f"{dataset}/{leaf.name}" + (f":{model.rsplit('/', 1)[-1]}" if model else "")
-
-
-def _unique(label: str, key: str, taken: dict[str, str]) -> str:
-    """``label``, or ``label#2``, ``#3``... when another configuration (two LLMs serving one model,
-    two indexes of one model) already has it, so that a failure is reported under its own name."""
-    candidate, n = label, 1
-    while taken.setdefault(candidate, key) != key:
-        n += 1
-        candidate = f"{label}#{n}"
-    return candidate
-
-
 def run_stages(cfg: ExperimentConfig) -> tuple[list[dict], list[dict], list[dict]]:
-    """Submit every stage of every dataset x retriever; return (results, failures, stage report).
-
-    Datasets run in parallel; each index that some retriever needs is built once per
-    dataset (shared by fusion and rerank components); retrieval and evaluation start as
-    soon as their inputs exist. A failing stage fails only the pairs that depend on it.
-    Each result holds ``dataset``, ``retriever`` (its config) and the ``indexes``, ``run``
-    and ``evaluation`` artifacts; each failure names the pair and the first error.
-    """
-    sub = Submitter(str(cfg.store), cfg.execution)
-    prepared, queries = {}, {}
-    for ds in cfg.datasets:
-        raw = sub.submit(download, [], DownloadConfig.of(ds, cfg.mirror), ds.name, mirror=cfg.mirror)
-        prepared[ds.name] = sub.submit(prepare, [raw], ds, ds.name)
-        queries[ds.name] = sub.submit(subsample, [prepared[ds.name]], cfg.subsample, ds.name)
-    dataset_of = {future: name for name, future in prepared.items()}
-    pairs = []
-    for future in as_completed(list(prepared.values())):
-        name = dataset_of[future]
-        corpus = sub.artifact(future)
-        if corpus is None:
-            pairs.extend((name, r, None, [], [], None, {name}) for r in cfg.retrievers)
-            continue
-        rows = pq.ParquetFile(corpus.file("corpus.parquet")).metadata.num_rows
-        indexes: dict[str, tuple[object, set[str]]] = {}
-        rewritten: dict[str, tuple[object, str]] = {}
-        taken: dict[str, str] = {}
-        for r in cfg.retrievers:
-            retriever = r.build()
-            label = f"{name}/{r.label}"
-            built, needs = [], {name, label}
-            for leaf, leaf_cfg in zip(retriever.leaves(), IndexConfig.all_of(r)):
-                key = canonical_json(leaf_cfg)
-                if key not in indexes:
-                    index_label = _unique(_index_label(name, leaf), key, taken)
-                    device = getattr(leaf.params, "device", None)
-                    shards = leaf_cfg.shards(rows, cfg.execution.shard_size)
-                    shard_labels = [f"{index_label}[{shard.start}:{shard.stop}]" for shard in shards]
-                    encoded = [sub.submit(encode, [corpus], shard, shard_label, gpu=leaf.needs_gpu(), device=device)
-                               for shard, shard_label in zip(shards, shard_labels)]
-                    indexes[key] = (sub.submit(index, [corpus, *encoded], leaf_cfg, index_label,
-                                               gpu=leaf.needs_gpu() and not shards), {index_label, *shard_labels})
-                built.append(indexes[key][0])
-                needs |= indexes[key][1]
-            rewrites = []
-            for spec in retriever.rewrites():
-                key = canonical_json(spec.key_view())
-                if key not in rewritten:
-                    rewrite_label = _unique(f"{name}/{spec.kind}:{spec.llm.model.rsplit('/', 1)[-1]}", key, taken)
-                    rewritten[key] = (sub.submit(rewrite, [queries[name]], spec, rewrite_label,
-                                                 gpu=spec.llm.backend != "openai" and spec.llm.device != "cpu"),
-                                          rewrite_label)
-                rewrites.append(rewritten[key][0])
-                needs.add(rewritten[key][1])
-            run = sub.submit(retrieve, [corpus, queries[name], *built, *rewrites], RetrieveConfig.of(r, cfg.depth),
-                             label, gpu=retriever.needs_gpu())
-            scored = sub.submit(evaluate, [queries[name], run], cfg.metrics, label)
-            pairs.append((name, r, run, built, rewrites, scored, needs))
-    report = sub.report()
-    results, failures = [], []
-    for name, r, run, built, rewrites, scored, needs in pairs:
-        evaluation = sub.artifact(scored) if scored is not None else None
-        if evaluation is None:
-            first = next((row for row in report if row["status"] == "failed" and row["label"] in needs), None)
-            failures.append({"dataset": name, "retriever": r.label,
-                             "error": f"{first['stage']}[{first['label']}]: {first['error']}" if first else "not run"})
-            continue
-        results.append({"dataset": name, "retriever": r, "indexes": [sub.artifact(b) for b in built],
-                        "rewrites": [sub.artifact(w) for w in rewrites], "run": sub.artifact(run),
-                        "evaluation": evaluation})
-    return results, failures, report
-
-
-def check_data(cfg: ExperimentConfig) -> set[tuple[str, str]]:
-    """Download and prepare, as plain functions before any flow starts, every dataset whose files
-    are at hand (the user's files, or the mirror): a bad line or field is one error before the
-    Prefect server and the other stages, and the flow then finds these stages cached. Datasets
-    that need the network are left to the flow and its retries. Returns ``(stage, key)`` of
-    what was built here (the flow reports them as cached)."""
-    store = Store(cfg.store)
-    built = set()
-    for ds in cfg.datasets:
-        files = DownloadConfig.of(ds, cfg.mirror)
-        if all(f.local is not None or (cfg.mirror is not None and (cfg.mirror / f.name).exists()) for f in files.files):
-            raw = DOWNLOAD.run(store, [], files, mirror=cfg.mirror)
-            prepared = PREPARE.run(store, [raw], ds)
-            built |= {(a.stage, a.key) for a in (raw, prepared) if a.built}
-    return built
+    """Every stage of the experiment as Prefect tasks (:func:`rbench.tasks.graph.submit_experiment`);
+    returns (results, failures, stage report)."""
+    return submit_experiment(cfg, Submitter(str(cfg.store), cfg.execution))
 
 
 @flow(name="rbench-stages")
@@ -150,18 +41,6 @@ def run_with_runner(cfg: ExperimentConfig) -> tuple[list[dict], list[dict], list
     out = run_experiment.with_options(task_runner=task_runner(cfg.execution), flow_run_name=f"{cfg.name}-stages")(
         stages_only)  # a flow run's parameters are stored by Prefect: no tracking credentials in them
     return out["results"], out["failures"], out["stages"]
-
-
-def summarize_results(cfg: ExperimentConfig, results: list[dict], report: list[dict], run_id: str | None,
-                      failures: list[dict] | None = None) -> dict:
-    """The flow's return value: MLflow run, metrics rows, the stage report and the failed pairs."""
-    metrics = [
-        {"dataset": r["dataset"], "retriever": r["retriever"].label, **row}
-        for r in results
-        for row in read_aggregate(r["evaluation"])
-    ]
-    return {"mlflow_run_id": run_id, "tracking_uri": redact(cfg.tracking_uri()), "metrics": metrics, "stages": report,
-            "failures": failures or []}
 
 
 class PartialFailure(Exception):
@@ -224,6 +103,8 @@ def benchmark(config_path: str | None = None, experiment: ExperimentConfig | Non
     run_id = logged.result() if logged.is_completed() else None
     if run_id is not None:
         publish_run_link(cfg, run_id)
+        if not failures:
+            remember_logged(cfg, results, text, run_id)
         log_pending_for(cfg)
     summary = summarize_results(cfg, results, report, run_id, failures)
     if run_id is None:

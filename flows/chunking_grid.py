@@ -40,11 +40,9 @@ from rbench.tasks.chunking_eval import (
 from rbench.tasks.datasets.base import FileSpec
 from rbench.tasks.datasets.chunking import cl100k
 from rbench.tasks.download import DOWNLOAD, DownloadConfig
-from rbench.tasks.orchestration import call_stage, stage_task
+from rbench.tasks.orchestration import call_stage
 from rbench.tasks.search_space import Dimension, propose
 from rbench.tasks.track import log_chunking_grid
-
-download, chunk_embed, chunk_eval = map(stage_task, (DOWNLOAD, CHUNK_EMBED, CHUNK_EVAL))
 
 
 class ChunkingSearch(BaseModel):
@@ -151,12 +149,12 @@ def chunking_grid(config_path: str, mirror: str | None = None, store: str | None
     cfg = load_grid_config(config_path, mirror, store, corpora)
     root, report, results = str(cfg.store.resolve()), [], []
     files = DownloadConfig.resolved(cfg.files(), cfg.mirror)
-    raw = call_stage(download, root, [], files, "chunking-data", report, mirror=cfg.mirror)
+    raw = call_stage(DOWNLOAD, root, [], files, "chunking-data", report, mirror=cfg.mirror)
     for chunker in cfg.chunkers():
         label = f"{chunker.kind}-{chunker.size}-{chunker.overlap}"
-        embedded = call_stage(chunk_embed, root, [raw], cfg.embed_config(chunker), label, report)
+        embedded = call_stage(CHUNK_EMBED, root, [raw], cfg.embed_config(chunker), label, report)
         for n in cfg.n:
-            scored = call_stage(chunk_eval, root, [raw, embedded], cfg.eval_config(n), f"{label}/N={n}", report)
+            scored = call_stage(CHUNK_EVAL, root, [raw, embedded], cfg.eval_config(n), f"{label}/N={n}", report)
             results.append({"chunk_size": chunker.size, "overlap": chunker.overlap, "n": n,
                             "summary": _summary(scored), "per_question": str(scored.file("per_question.parquet"))})
     texts, questions = load_eval_set(raw.path / "chroma", cfg.corpora)
@@ -180,7 +178,7 @@ def chunking_search(config_path: str, mirror: str | None = None, store: str | No
         raise ConfigError(f"{config_path} has no 'search:' section; run it as a grid instead")
     root, report, trials = str(cfg.store.resolve()), [], []
     files = DownloadConfig.resolved(cfg.files(), cfg.mirror)
-    raw = call_stage(download, root, [], files, "chunking-data", report, mirror=cfg.mirror)
+    raw = call_stage(DOWNLOAD, root, [], files, "chunking-data", report, mirror=cfg.mirror)
 
     def objective(params: dict) -> float:
         size = int(params.get("chunk_size", cfg.chunk_sizes[0]))
@@ -190,9 +188,9 @@ def chunking_search(config_path: str, mirror: str | None = None, store: str | No
         except ValidationError as e:
             raise ConfigError(format_validation_error(e, f"chunking search trial {params}")) from None
         label = f"{chunker.kind}-{chunker.size}-{chunker.overlap}"
-        embedded = call_stage(chunk_embed, root, [raw], cfg.embed_config(chunker), label, report)
+        embedded = call_stage(CHUNK_EMBED, root, [raw], cfg.embed_config(chunker), label, report)
         n = int(params.get("n", cfg.n[0]))
-        scored = call_stage(chunk_eval, root, [raw, embedded], cfg.eval_config(n), f"{label}/N={n}", report)
+        scored = call_stage(CHUNK_EVAL, root, [raw, embedded], cfg.eval_config(n), f"{label}/N={n}", report)
         value = _summary(scored)[cfg.search.metric]["mean"]
         trials.append({"trial": len(trials), "params": params, "value": value})
         return value

@@ -12,13 +12,9 @@ from rbench.config import load_config
 from rbench.core.errors import ConfigError
 from rbench.core.secrets import redact
 from rbench.evaluation.embeddings import write_comparison
-from rbench.flows.benchmark import (
-    finish,
-    log_to_mlflow,
-    run_with_runner,
-    summarize_results,
-)
+from rbench.flows.benchmark import finish, log_to_mlflow, run_with_runner
 from rbench.tasks.evaluate import model_rows
+from rbench.tasks.graph import summarize_results
 
 
 @flow(name="rbench-embedding-benchmark", log_prints=True)

@@ -21,10 +21,61 @@ def _setup_environment() -> None:
     logging.getLogger("rbench").setLevel(logging.INFO)
 
 
+FLOW_TAG = "rbench"  # every flow run an rbench command starts carries it (deployments add rbench-heartbeat)
+
+
+def _run_flow(flow_fn, *args, **kwargs):
+    """Call a flow; every flow run it starts is tagged ``rbench`` (Prefect is imported only here)."""
+    from prefect import tags
+
+    with tags(FLOW_TAG):
+        return flow_fn(*args, **kwargs)
+
+
+def _print_metrics(metrics: list[dict]) -> None:
+    from rbench.report import metrics_table
+
+    if metrics:
+        print()
+        print(metrics_table(metrics))
+        print()
+
+
+def _show_hint(run_id: str, tracking_uri: str) -> None:
+    print(f"MLflow run {run_id} at {tracking_uri}")
+    print(f"show it again with: rbench show {run_id} --tracking-uri {tracking_uri}")
+
+
+def _nothing_to_do(cfg, config_path: str, started: float) -> bool:
+    """When every stage is cached and these very results are logged to MLflow already (and no
+    earlier logging waits in the store), print them and say so, without a flow: True. Else False."""
+    from rbench.core.store import Store
+    from rbench.experiment import config_text
+    from rbench.tasks.graph import cached_experiment, summarize_results
+    from rbench.tasks.logged import already_logged
+    from rbench.tasks.pending import pending_records
+
+    if pending_records(Store(cfg.store)):
+        return False
+    cached = cached_experiment(cfg)
+    if cached is None:
+        return False
+    results, report = cached
+    run_id = already_logged(cfg, results, redact(config_text(cfg, config_path)))
+    if run_id is None:
+        return False
+    summary = summarize_results(cfg, results, report, run_id)
+    _print_metrics(summary["metrics"])
+    print(f"stages: 0 ran, {len(report)} cached, 0 failed or skipped; wall time {time.perf_counter() - started:.1f}s")
+    print("every stage is cached and MLflow holds these results already: no flow run started "
+          "(--force-flow starts one and logs a new MLflow run)")
+    _show_hint(run_id, summary["tracking_uri"])
+    return True
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from rbench.experiment import preflight, resolve_experiment
-    from rbench.flows.benchmark import check_data, summary_of
-    from rbench.report import metrics_table
+    from rbench.tasks.graph import check_data
 
     cfg = resolve_experiment(args.config, None, mirror=args.mirror, store=args.store,
                              runner=args.runner, address=args.address)
@@ -33,7 +84,12 @@ def cmd_run(args: argparse.Namespace) -> int:
           f"retriever(s); store {cfg.store}; mirror {cfg.mirror or '(none: download)'}; "
           f"runner {cfg.execution.runner}", flush=True)
     started = time.perf_counter()
+    config_path = str(Path(args.config).resolve())
+    if args.command == "run" and not args.force_flow and _nothing_to_do(cfg, config_path, started):
+        return 0
     built_first = check_data(cfg)
+    from rbench.flows.benchmark import summary_of
+
     if args.command == "embeddings":
         from rbench.flows.embedding_benchmark import embedding_benchmark as flow_fn
         extra = {}
@@ -41,8 +97,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         from rbench.flows.benchmark import benchmark as flow_fn
         extra = {"runner": cfg.execution.runner, "address": cfg.execution.address}
 
-    state = flow_fn(
-        config_path=str(Path(args.config).resolve()),
+    state = _run_flow(
+        flow_fn,
+        config_path=config_path,
         mirror=str(cfg.mirror) if cfg.mirror else None,
         store=str(cfg.store),
         return_state=True,
@@ -59,15 +116,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             row["status"] = "ran"
     ran = [s for s in result["stages"] if s["status"] == "ran"]
     cached = [s for s in result["stages"] if s["status"] == "cached"]
-    if result["metrics"]:
-        print()
-        print(metrics_table(result["metrics"]))
-        print()
+    _print_metrics(result["metrics"])
     print(f"stages: {len(ran)} ran, {len(cached)} cached, "
           f"{len(result['stages']) - len(ran) - len(cached)} failed or skipped; wall time {elapsed:.1f}s")
     if result.get("mlflow_run_id"):
-        print(f"MLflow run {result['mlflow_run_id']} at {result['tracking_uri']}")
-        print(f"show it again with: rbench show {result['mlflow_run_id']} --tracking-uri {result['tracking_uri']}")
+        _show_hint(result["mlflow_run_id"], result["tracking_uri"])
     elif result.get("mlflow_error"):
         print(f"MLflow logging failed: {result.get('mlflow_error')}; the metrics above are in the store, and the "
               f"logging is kept in {result.get('mlflow_pending')}: run `rbench log --store {cfg.store}` (or any run "
@@ -88,9 +141,9 @@ def cmd_chunking(args: argparse.Namespace) -> int:
     )
 
     cfg = load_grid_config(args.config, args.mirror, args.store, args.corpus)
+    where = (str(Path(args.config).resolve()), str(cfg.mirror) if cfg.mirror else None, str(cfg.store), args.corpus)
     if cfg.search is not None:
-        result = chunking_search(str(Path(args.config).resolve()), str(cfg.mirror) if cfg.mirror else None,
-                                 str(cfg.store), args.corpus)
+        result = _run_flow(chunking_search, *where)
         for t in result["trials"]:
             print(f"  trial {t['trial']:>3}  {t['params']}  {cfg.search.metric} = {t['value']:.4f}")
         print(f"best: {result['best']}")
@@ -99,8 +152,7 @@ def cmd_chunking(args: argparse.Namespace) -> int:
     print(f"rbench: chunking grid {cfg.name!r}: {combos} combinations; data {cfg.data}; model {cfg.model}; "
           f"corpora {cfg.corpora or 'all'}", flush=True)
     started = time.perf_counter()
-    result = chunking_grid(str(Path(args.config).resolve()), str(cfg.mirror) if cfg.mirror else None, str(cfg.store),
-                           args.corpus)
+    result = _run_flow(chunking_grid, *where)
     ran = sum(1 for s in result["stages"] if s["status"] == "ran")
     print((Path(result["report_folder"]) / "grid.md").read_text())
     print(f"best: {result['best']}")
@@ -116,7 +168,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     print(f"rbench: {search.strategy} search of {search.retriever!r} over {list(search.space)}, "
           f"budget {search.budget}, target {search.metric}@{search.k}", flush=True)
     started = time.perf_counter()
-    result = config_search(str(Path(args.config).resolve()), str(cfg.mirror) if cfg.mirror else None, str(cfg.store))
+    result = _run_flow(config_search, str(Path(args.config).resolve()), str(cfg.mirror) if cfg.mirror else None,
+                       str(cfg.store))
     for t in result["trials"]:
         print(f"  trial {t['trial']:>3}  {t['params']}  {search.metric}@{search.k} = {t['value']:.4f}"
               f"  ({t['stages_ran']} stages ran)")
@@ -284,7 +337,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--runner", choices=["threads", "sequential", "dask", "ray"],
                        help="task runner (overrides execution.runner)")
         p.add_argument("--address", help="existing Dask scheduler or Ray cluster address (with --runner dask|ray)")
-        p.set_defaults(func=cmd_run)
+        p.set_defaults(func=cmd_run, force_flow=False)
+    run.add_argument("--force-flow", action="store_true",
+                     help="start the flow (and log a new MLflow run) even when every stage is cached and MLflow "
+                     "holds these results already")
     chunking = sub.add_parser("chunking", help="run a chunking grid (chunk size x overlap x N) at span level")
     chunking.add_argument("config", help="grid YAML file, e.g. configs/chunking.yaml")
     chunking.add_argument("--mirror", help="mirror folder holding chroma/ (default: $RBENCH_MIRROR)")
@@ -344,8 +400,6 @@ def _shown_default(field) -> str:
 
 
 WORKING_COMMANDS = frozenset({"run", "embeddings", "chunking", "search", "log"})
-FLOW_COMMANDS = frozenset({"run", "embeddings", "chunking", "search"})
-FLOW_TAG = "rbench"  # every flow run an rbench command starts carries it (deployments add rbench-heartbeat)
 
 
 def _stop_prefect_servers() -> None:
@@ -366,11 +420,6 @@ def main(argv: list[str] | None = None) -> int:
 
         stop_on_signals(_stop_prefect_servers)
     try:
-        if args.command in FLOW_COMMANDS:
-            from prefect import tags
-
-            with tags(FLOW_TAG):
-                return args.func(args)
         return args.func(args)
     except RbenchError as e:
         if args.debug:

@@ -103,14 +103,15 @@ def check_tracking(uri: str, experiment: str = "rbench") -> None:
         _probe_tracking_server(uri, experiment)
 
 
-def _probe_tracking_server(uri: str, experiment: str) -> None:
+def tracking_request(uri: str, path: str, query: dict[str, str]):
+    """A GET request to an MLflow tracking server's REST API at ``path`` (``/api/2.0/mlflow/...``),
+    with the credentials MLflow's client would send: the URI's user:password,
+    ``MLFLOW_TRACKING_USERNAME``/``PASSWORD``, or a ``MLFLOW_TRACKING_TOKEN`` bearer."""
     import base64
-    import logging
-    import urllib.error
     import urllib.parse
     import urllib.request
 
-    from rbench.core.secrets import redact, split_credentials
+    from rbench.core.secrets import split_credentials
 
     bare, credentials = split_credentials(uri)
     if credentials is None and os.environ.get("MLFLOW_TRACKING_USERNAME"):
@@ -120,9 +121,19 @@ def _probe_tracking_server(uri: str, experiment: str) -> None:
         headers["Authorization"] = "Basic " + base64.b64encode(":".join(credentials).encode()).decode()
     elif os.environ.get("MLFLOW_TRACKING_TOKEN"):
         headers["Authorization"] = f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}"
-    query = urllib.parse.urlencode({"experiment_name": experiment})
-    request = urllib.request.Request(f"{bare.rstrip('/')}/api/2.0/mlflow/experiments/get-by-name?{query}",
-                                     headers=headers)
+    return urllib.request.Request(f"{bare.rstrip('/')}{path}?{urllib.parse.urlencode(query)}", headers=headers)
+
+
+def _probe_tracking_server(uri: str, experiment: str) -> None:
+    import logging
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    from rbench.core.secrets import redact, split_credentials
+
+    bare, _ = split_credentials(uri)
+    request = tracking_request(uri, "/api/2.0/mlflow/experiments/get-by-name", {"experiment_name": experiment})
     host = urllib.parse.urlsplit(bare).netloc
     try:
         with urllib.request.urlopen(request, timeout=10):

@@ -16,6 +16,7 @@ written on one node is valid on another that mounts the store elsewhere.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -26,7 +27,7 @@ from typing import Any, Sequence
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import CachePolicy
-from prefect.futures import PrefectFuture
+from prefect.futures import PrefectFuture, as_completed
 
 from rbench.config import ExecutionConfig
 from rbench.core.errors import MissingExtraError
@@ -84,8 +85,9 @@ def _gpu_slot(slots: int):
     return semaphore
 
 
+@functools.cache
 def stage_task(stage: Stage):
-    """Wrap a stage in a Prefect task cached by its content key.
+    """Wrap a stage in a Prefect task cached by its content key (one task per stage).
 
     The task takes the store's path, its input artifacts (or futures of them), the
     stage config and build options; ``gpu_slots`` > 0 limits how many GPU tasks of
@@ -211,9 +213,10 @@ class Submitter:
         self._storage = result_storage(self.store)
         self._logger = get_run_logger()
 
-    def submit(self, stage_tsk, inputs: Sequence[Any], config: Any, label: str, gpu: bool = False,
+    def submit(self, stage: Stage, inputs: Sequence[Any], config: Any, label: str, gpu: bool = False,
                **options: Any) -> PrefectFuture:
-        """Submit a stage task; ``inputs`` may be artifacts or futures of artifacts."""
+        """Submit a stage's task; ``inputs`` may be artifacts or futures of artifacts."""
+        stage_tsk = stage_task(stage)
         extra = {"result_storage": self._storage} if self._storage is not None else {}
         named = stage_tsk.with_options(task_run_name=f"{stage_tsk.name}[{label}]", **extra)
         slots = self.execution.gpus if gpu and self.execution.runner in ("threads", "sequential") else 0
@@ -228,6 +231,10 @@ class Submitter:
         row = describe(stage, label, future.state)
         level = logging.INFO if row["status"] in ("ran", "cached") else logging.WARNING
         self._logger.log(level, "%-9s %-32s %-7s %s", stage, label, row["status"], row.get("summary") or row.get("error"))
+
+    def as_completed(self, futures: Sequence[PrefectFuture]):
+        """The futures as they finish."""
+        return as_completed(futures)
 
     def artifact(self, future: PrefectFuture) -> Artifact | None:
         """The future's artifact in this store, or None when its task failed or never ran."""
@@ -257,12 +264,12 @@ def _state_message(state) -> str:
     return state.message or state.name
 
 
-def call_stage(stage_tsk, store: str, inputs: Sequence[Artifact], config: Any, label: str, report: list[dict],
+def call_stage(stage: Stage, store: str, inputs: Sequence[Artifact], config: Any, label: str, report: list[dict],
                **options: Any) -> Artifact:
-    """Run one stage task and wait for it (for loops whose next step depends on this one);
+    """Run one stage's task and wait for it (for loops whose next step depends on this one);
     append its report row; re-raise its error."""
     sub = Submitter(store, ExecutionConfig())
-    future = sub.submit(stage_tsk, inputs, config, label, **options)
+    future = sub.submit(stage, inputs, config, label, **options)
     report.extend(sub.report())
     return sub.store.attach(future.result())
 

@@ -69,7 +69,6 @@ def run_tags(config_text: str) -> dict[str, str]:
     device, ``CUDA_VISIBLE_DEVICES``, library versions."""
     import hashlib
     import platform
-    import subprocess
     from importlib.metadata import PackageNotFoundError, version
 
     tags = {"rbench.config_sha256": hashlib.sha256(config_text.encode()).hexdigest(),
@@ -85,15 +84,9 @@ def run_tags(config_text: str) -> dict[str, str]:
                 tags["prefect.flow_run_url"] = str(flow_run.ui_url)
     except Exception:  # outside a flow run
         pass
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parents[1],
-                                capture_output=True, text=True, timeout=10)
-        if commit.returncode == 0:
-            tags["git.commit"] = commit.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    if "git.commit" not in tags and os.environ.get("RBENCH_GIT_COMMIT"):  # an image: baked in at build time
-        tags["git.commit"] = os.environ["RBENCH_GIT_COMMIT"]
+    commit = git_commit()
+    if commit:
+        tags["git.commit"] = commit
     for package in ("prefect", "mlflow", "torch", "faiss-cpu", "faiss-gpu-cu12", "sentence-transformers",
                     "pyserini", "bm25s", "transformers"):
         try:
@@ -103,6 +96,20 @@ def run_tags(config_text: str) -> dict[str, str]:
     tags["rbench.device"] = _device_name()
     tags["rbench.cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES", "(all)")
     return tags
+
+
+def git_commit() -> str | None:
+    """The commit of rbench's checkout, else ``RBENCH_GIT_COMMIT`` (baked into an image), else None."""
+    import subprocess
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parents[1],
+                                capture_output=True, text=True, timeout=10)
+        if commit.returncode == 0:
+            return commit.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return os.environ.get("RBENCH_GIT_COMMIT") or None
 
 
 def _device_name() -> str:

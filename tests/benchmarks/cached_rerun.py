@@ -1,12 +1,14 @@
 """What a fully cached rerun of an experiment costs, against importing rbench and reading the config.
 
-Three commands, each a fresh process, timed in rotating order ``--rounds`` times after one
-untimed run that builds (or finds) every stage:
+Four commands, each a fresh process, timed in rotating order ``--rounds`` times after one
+untimed run that builds (or finds) every stage and logs it:
 
 - ``import``: ``python -c`` that imports ``rbench.cli`` and loads the config (the floor);
 - ``server``: ``rbench run CONFIG`` with ``PREFECT_API_URL`` pointing at a Prefect server that
   is already running (the normal case on a cluster; started here once, before the rounds);
-- ``temporary``: ``rbench run CONFIG`` without one (rbench starts a temporary server per command).
+- ``temporary``: ``rbench run CONFIG`` without one (rbench would start a temporary server);
+- ``flow``: ``rbench run CONFIG --force-flow`` with the running server: the flow run and a new
+  MLflow run, as before rbench learned to skip a rerun that changes nothing.
 
 Prints the median wall time and peak RSS (of the command's own process) of each, the overhead
 over ``import``, and whether the target (a cached rerun with a running server at most 3 s more
@@ -84,13 +86,14 @@ def main() -> None:
         server, url = start_server(Path(tmp) / "server-home")
         server_env = {**base, "PREFECT_HOME": str(Path(tmp) / "client-home"), "PREFECT_API_URL": url}
         try:
-            timed(rbench, server_env)  # the server's first flow run registers the flows
-            commands = {"import": (floor, base), "server": (rbench, server_env), "temporary": (rbench, temporary_env)}
+            timed([*rbench, "--force-flow"], server_env)  # the server's first flow run registers the flows
+            commands = {"import": (floor, base), "server": (rbench, server_env), "temporary": (rbench, temporary_env),
+                        "flow": ([*rbench, "--force-flow"], server_env)}
             walls = {name: [] for name in commands}
             rss = {name: [] for name in commands}
             order = list(commands)
             for r in range(args.rounds):
-                for name in order[r % 3:] + order[:r % 3]:
+                for name in order[r % len(order):] + order[:r % len(order)]:
                     wall, peak = timed(*commands[name])
                     walls[name].append(wall)
                     rss[name].append(peak)

@@ -243,6 +243,43 @@ def test_a_failed_mlflow_logging_is_kept_and_logged_by_the_next_run(tmp_path, ti
     assert sorted(r.data.metrics["stages_ran"] for r in parents) == [0, ran]
 
 
+def _finished_run(proc: subprocess.Popen) -> tuple[str, str, str]:
+    """Output and MLflow run id of a finished ``rbench run`` that succeeded."""
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-3000:]
+    return out, err, next(line.split()[2] for line in out.splitlines() if line.startswith("MLflow run "))
+
+
+@pytest.mark.slow
+def test_a_rerun_that_changes_nothing_starts_no_flow_until_something_is_missing(tmp_path, tiny_files):
+    from mlflow.tracking import MlflowClient
+
+    corpus, queries = tiny_files
+    config = _write(tmp_path, _base(tmp_path, corpus, queries, [{"name": "bm25s"}]))
+    home, quiet = tmp_path / "node", {"PREFECT_LOGGING_LEVEL": "INFO"}
+    first, first_err, logged = _finished_run(_cli(["run", config], home, quiet))
+    table = [line for line in first.splitlines() if line.startswith("tiny / ")]
+
+    again, again_err, same = _finished_run(_cli(["run", config], home, quiet))
+    assert same == logged and "no flow run started" in again
+    assert [line for line in again.splitlines() if line.startswith("tiny / ")] == table
+    assert _stage_counts(again) == (0, 6) and "Starting temporary server" not in again + again_err
+
+    forced, forced_err, new = _finished_run(_cli(["run", config, "--force-flow"], home, quiet))
+    assert new != logged and "no flow run started" not in forced and _stage_counts(forced) == (0, 6)
+    assert (forced + forced_err).count("Starting temporary server") == 1  # once per command, not per flow
+
+    MlflowClient(f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}").delete_run(new)  # gone from MLflow: log again
+    out, _, after_delete = _finished_run(_cli(["run", config], home, quiet))
+    assert after_delete not in (logged, new) and "no flow run started" not in out
+
+    for folder in (tmp_path / "store" / "evaluate").iterdir():  # a stage missing from the store: rebuilt
+        shutil.rmtree(folder)
+    out, _, rebuilt = _finished_run(_cli(["run", config], home, quiet))
+    assert rebuilt != after_delete and _stage_counts(out) == (1, 5)
+    assert [line for line in out.splitlines() if line.startswith("tiny / ")] == table
+
+
 def _free_port() -> int:
     import socket
 
