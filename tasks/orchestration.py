@@ -21,6 +21,7 @@ import logging
 import os
 import signal
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -34,6 +35,7 @@ from rbench.core.errors import MissingExtraError
 from rbench.core.store import Artifact, Stage, Store, summarize
 
 RESULTS_FOLDER = "_prefect-results"
+SAVE_ATTEMPTS = 5
 log = logging.getLogger("rbench")
 _GPU_SLOTS: dict[int, threading.BoundedSemaphore] = {}
 _GPU_LOCK = threading.Lock()
@@ -114,11 +116,21 @@ def result_storage(store: Store) -> str | None:
 
     name = f"rbench-results-{hashlib.sha256(str(store.root).encode()).hexdigest()[:12]}"
     block = LocalFileSystem(basepath=str(store.root / RESULTS_FOLDER))
-    try:
-        block.save(name, overwrite=True)
-    except Exception:  # another flow run saved the same block at the same moment
-        if LocalFileSystem.load(name).basepath != block.basepath:
-            raise
+    for attempt in range(SAVE_ATTEMPTS):
+        try:
+            block.save(name, overwrite=True)
+            break
+        except Exception:
+            # Another client saved the same block at the same moment, or (on a Postgres server) registered
+            # the block type at the same moment, which fails this save with ObjectNotFound: look, then retry.
+            try:
+                if LocalFileSystem.load(name).basepath == block.basepath:
+                    break
+            except ValueError:  # not saved yet
+                pass
+            if attempt == SAVE_ATTEMPTS - 1:
+                raise
+            time.sleep(0.2 * 2 ** attempt)
     return f"local-file-system/{name}"
 
 
