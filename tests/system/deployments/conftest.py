@@ -28,24 +28,51 @@ def git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
 
 
+POSTGRES = "RBENCH_TEST_POSTGRES"  # a postgresql+asyncpg:// URL: each server gets a fresh database there
+
+
+def _postgres_database(url: str, name: str, create: bool) -> str:
+    """Create (or drop) database ``name`` on the Postgres server of ``url``; return its URL."""
+    import asyncio
+
+    import asyncpg
+
+    async def run() -> None:
+        connection = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+        try:
+            await connection.execute(f'CREATE DATABASE "{name}"' if create else f'DROP DATABASE IF EXISTS "{name}"')
+        finally:
+            await connection.close()
+
+    asyncio.run(run())
+    return f"{url.rsplit('/', 1)[0]}/{name}"
+
+
 @pytest.fixture
 def server(tmp_path):
+    """A Prefect server on SQLite, or on a fresh Postgres database when ``RBENCH_TEST_POSTGRES`` names
+    a Postgres server; its log is ``server.log`` in the test's folder."""
     if shutil.which("git") is None or not (REPO / ".git").exists():
         missing("the deployment clones the repository with git: needs git and a checkout")
     port = free_port()
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "PREFECT_API_URL": f"http://127.0.0.1:{port}/api", "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "2",
            "PREFECT_LOGGING_LEVEL": "WARNING", "PREFECT_WORKER_QUERY_SECONDS": "2"}
+    database = f"rbench_test_{port}" if os.environ.get(POSTGRES) else None
+    if database:
+        env["PREFECT_API_DATABASE_CONNECTION_URL"] = _postgres_database(os.environ[POSTGRES], database, create=True)
     log = open(tmp_path / "server.log", "w")
     proc = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    wait_healthy(f"http://127.0.0.1:{port}/api/health", 120, tmp_path / "server.log", proc)
     try:
+        wait_healthy(f"http://127.0.0.1:{port}/api/health", 120, tmp_path / "server.log", proc)
         yield env
     finally:
         os.killpg(proc.pid, 15)
         proc.wait(timeout=30)
         log.close()
+        if database:
+            _postgres_database(os.environ[POSTGRES], database, create=False)
 
 
 def wait_healthy(url: str, timeout: float, log: Path, proc: subprocess.Popen | None = None) -> None:
