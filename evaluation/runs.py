@@ -26,6 +26,18 @@ def dedup_documents(rows: Iterable[tuple[str, str, int, float]]) -> DocRanking:
     return ranking
 
 
+def drop_excluded(ranking: DocRanking, excluded: Mapping[str, Iterable[str]]) -> tuple[DocRanking, int]:
+    """Each query's ranking without the documents excluded for it (BRIGHT's ``excluded_ids``),
+    the rest keeping their order, and how many were removed in all."""
+    kept: DocRanking = {}
+    removed = 0
+    for qid, docs in ranking.items():
+        drop = set(excluded.get(qid, ()))
+        kept[qid] = [(doc, score) for doc, score in docs if doc not in drop]
+        removed += len(docs) - len(kept[qid])
+    return kept, removed
+
+
 def to_ranx_run(ranking: DocRanking) -> dict[str, dict[str, float]]:
     """``{qid: {doc: score}}`` with strictly decreasing scores by rank (``1 / rank``), so that
     ranx and trec_eval reproduce our order whatever the ties in the original scores."""

@@ -216,7 +216,7 @@ def dataset_availability(adapter_cls, mirror: Path | None) -> list[tuple[str, st
     from typing import get_args
 
     fields = adapter_cls.Params.model_fields
-    axis = next((k for k in ("benchmark", "split") if k in fields), None)
+    axis = next((k for k in ("benchmark", "split", "task") if k in fields), None)
     if axis is not None:
         variants = [{axis: b} for b in get_args(fields[axis].annotation)]
     elif all(not f.is_required() for f in fields.values()):

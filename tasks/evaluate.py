@@ -11,12 +11,13 @@ import pyarrow.parquet as pq
 from rbench.config import MetricsConfig
 from rbench.core.store import Artifact, Stage, write_atomic
 from rbench.evaluation.evaluate import evaluate_queries, macro_average
-from rbench.evaluation.runs import dedup_documents, to_qrels, to_trec, to_trec_qrels
+from rbench.evaluation.runs import dedup_documents, drop_excluded, to_qrels, to_trec, to_trec_qrels
 
 
 def build_evaluate(folder: Path, inputs: list[Artifact], config: MetricsConfig) -> dict:
     """Write ``per_query.parquet``, ``aggregate.parquet``, ``run.trec`` and ``qrels.trec``
-    (document level; nDCG uses graded judgements where the dataset has them)."""
+    (document level; nDCG uses graded judgements where the dataset has them; a query's excluded
+    documents, where the dataset has them, leave its ranking first)."""
     queries_artifact, run_artifact = inputs
     queries = pq.read_table(queries_artifact.file("queries.parquet"))
     gold = dict(zip(queries.column("query_id").to_pylist(), queries.column("gold_doc_ids").to_pylist()))
@@ -25,6 +26,10 @@ def build_evaluate(folder: Path, inputs: list[Artifact], config: MetricsConfig) 
         grades = {q: dict(zip(gold[q], g)) for q, g in zip(gold, queries.column("gold_grades").to_pylist()) if g}
     run = pq.read_table(run_artifact.file("run.parquet"), columns=["query_id", "doc_id", "rank", "score"])
     ranking = dedup_documents(zip(*(run.column(i).to_pylist() for i in range(4))))
+    excluded = {}
+    if "excluded_doc_ids" in queries.column_names:
+        excluded = {q: e for q, e in zip(gold, queries.column("excluded_doc_ids").to_pylist()) if e}
+    ranking, dropped = drop_excluded(ranking, excluded)
     rows = evaluate_queries(ranking, gold, config.k, config.precision_denominator, config.recall_denominator, grades)
     aggregate = macro_average(rows)
     pq.write_table(pa.Table.from_pylist(rows), folder / "per_query.parquet")
@@ -35,6 +40,7 @@ def build_evaluate(folder: Path, inputs: list[Artifact], config: MetricsConfig) 
     return {
         **{f"recall@{a['k']}": round(a["value"], 4) for a in aggregate if a["metric"] == "recall"},
         "queries": len(gold), "queries_with_fewer_docs_than_max_k": short,
+        **({"excluded_documents_dropped": dropped} if excluded else {}),
     }
 
 

@@ -34,7 +34,8 @@ CORPUS_SCHEMA = pa.schema(
 QUERY_SCHEMA = pa.schema(
     [("query_id", pa.string()), ("text", pa.string()), ("gold_doc_ids", pa.list_(pa.string()))]
 )
-GRADED_QUERY_SCHEMA = QUERY_SCHEMA.append(pa.field("gold_grades", pa.list_(pa.int32())))
+GRADES = pa.field("gold_grades", pa.list_(pa.int32()))
+EXCLUDED = pa.field("excluded_doc_ids", pa.list_(pa.string()))
 PLACES = "_places.parquet"  # (doc_id, position, origin) of every object, removed once checked
 PLACES_SCHEMA = pa.schema([("doc_id", pa.string()), ("position", pa.int64()), ("origin", pa.string())])
 BATCH = 10_000
@@ -112,7 +113,8 @@ def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -
         check_places(places, config.name)
     finally:
         places.unlink(missing_ok=True)
-    query_schema = GRADED_QUERY_SCHEMA if adapter.graded else QUERY_SCHEMA
+    query_schema = pa.schema([*QUERY_SCHEMA, *([GRADES] if adapter.graded else []),
+                              *([EXCLUDED] if adapter.excludes else [])])
     write_batches(folder / "queries.parquet", query_schema, query_rows())
     digests = {"corpus": table_digest(folder / "corpus.parquet", CORPUS_KEY_COLUMNS),
                "queries": table_digest(folder / "queries.parquet", query_schema.names)}

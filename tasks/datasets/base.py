@@ -67,13 +67,16 @@ class CorpusObject(BaseModel):
 
 class Query(BaseModel):
     """One question with the documents that answer it; ``gold_grades``, from adapters with
-    graded judgements (``Adapter.graded``), holds each gold document's grade (> 0).
+    graded judgements (``Adapter.graded``), holds each gold document's grade (> 0);
+    ``excluded_doc_ids``, from adapters that exclude (``Adapter.excludes``), the documents
+    removed from this query's ranking before scoring (BRIGHT's ``excluded_ids``).
     ``origin`` (``file:line``, optional) is where it was read: errors name it; it is not stored."""
 
     query_id: str
     text: str
     gold_doc_ids: list[str]
     gold_grades: list[int] | None = None
+    excluded_doc_ids: list[str] | None = None
     origin: str | None = None
 
 
@@ -160,6 +163,7 @@ class Adapter(ABC):
     Params: ClassVar[type[BaseModel]]
     version: ClassVar[int] = 1
     graded: ClassVar[bool] = False
+    excludes: ClassVar[bool] = False
 
     @classmethod
     def key_params(cls, params: dict[str, Any]) -> dict[str, Any]:
