@@ -54,8 +54,8 @@ def test_documents_and_examples_are_read_with_their_excluded_ids(tmp_path):
     assert [(o["doc_id"], o["text"], o["modality"]) for o in corpus] == [
         (d, t, "text") for d, t in DOCUMENTS.items()]
     assert pq.read_table(prepared.file("queries.parquet")).to_pylist() == [
-        {"query_id": "0", "text": "Where is ATP made?", "gold_doc_ids": ["biology/page_a/0.txt", "biology/page_a/1.txt"],
-         "excluded_doc_ids": []},
+        {"query_id": "0", "text": "Where is ATP made?",
+         "gold_doc_ids": ["biology/page_a/0.txt", "biology/page_a/1.txt"], "excluded_doc_ids": []},
         {"query_id": "1", "text": "What captures light?", "gold_doc_ids": ["biology/page_b/0.txt"],
          "excluded_doc_ids": ["biology/q2_post/0.txt"]}]
 

@@ -1,0 +1,148 @@
+"""MS MARCO v2.1 segmented documents (the TREC RAG 2024 corpus) with TREC RAG 2024 topics and qrels.
+
+The corpus is the published ``msmarco_v2.1_doc_segmented/`` folder: 59 gzipped JSON-lines
+shards ``msmarco_v2.1_doc_segmented_NN.json.gz`` (about 113.5 million segments), one segment
+per line with ``docid`` (``msmarco_v2.1_doc_00_0#3_12345``: document, then segment number and
+offset), ``url``, ``title``, ``headings``, ``segment``, ``start_char`` and ``end_char``. Each
+segment is an object of the document named before ``#``, so rankings collapse on documents
+as the seed pipeline does; a document's grade is the highest grade of its judged segments.
+Topics are ``qid<TAB>query`` lines, qrels TREC lines (``qid Q0 docid grade``, graded 0-3).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Iterator
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from rbench.core.configfile import ConfigPath
+from rbench.core.errors import DataError
+from rbench.core.store import fast_fingerprint
+from rbench.tasks.datasets.base import ADAPTERS, Adapter, CorpusObject, FileSpec, Query, text_value
+from rbench.tasks.datasets.qrels import read_qrels
+from rbench.tasks.datasets.serialize import serialize_text
+
+CORPUS = "msmarco_v2.1_doc_segmented"
+SHARDS = 59
+TOPICS = "trec_rag_2024/topics.rag24.test.txt"
+QRELS = "trec_rag_2024/qrels.rag24.test-umbrela-all.txt"
+FIELDS = ("docid", "url", "title", "segment")
+
+
+def shard_name(n: int) -> str:
+    """The published name of corpus shard ``n``."""
+    return f"{CORPUS}/{CORPUS}_{n:02d}.json.gz"
+
+
+def document_of(segment_id: str) -> tuple[str, int]:
+    """``(document id, segment number)`` of a segment id ``<doc>#<n>_<offset>``."""
+    doc, sep, rest = segment_id.partition("#")
+    number = rest.split("_", 1)[0]
+    if not sep or not doc or not number.isdigit():
+        raise ValueError(segment_id)
+    return doc, int(number)
+
+
+class MsmarcoParams(BaseModel):
+    """``shards``: which of the 59 corpus shards (default all); ``corpus``: the folder that holds
+    them (default: the mirror's ``msmarco_v2.1_doc_segmented/``); ``topics`` and ``qrels``:
+    the TREC RAG 2024 files (default: the mirror's ``trec_rag_2024/topics.rag24.test.txt`` and
+    ``qrels.rag24.test-umbrela-all.txt``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    shards: list[int] = Field(default_factory=lambda: list(range(SHARDS)))
+    corpus: ConfigPath | None = None
+    topics: ConfigPath | None = None
+    qrels: ConfigPath | None = None
+
+    @field_validator("shards")
+    @classmethod
+    def _shards(cls, shards: list[int]) -> list[int]:
+        if not shards or len(set(shards)) != len(shards) or not all(0 <= n < SHARDS for n in shards):
+            raise ValueError(f"shards {shards} must be distinct numbers from 0 to {SHARDS - 1}")
+        return shards
+
+
+def _local(name: str, path: Path) -> FileSpec:
+    """A user's file, keyed by its fast fingerprint (hashing 25 GB per run would cost minutes)."""
+    if not path.is_file():
+        raise DataError(f"MS MARCO v2.1 file {path} does not exist (expected {name.rsplit('/', 1)[-1]})")
+    return FileSpec(name=name, local=path, observed=fast_fingerprint(path))
+
+
+@ADAPTERS.register
+class MsmarcoV21(Adapter):
+    """MS MARCO v2.1 segments as objects of their documents, TREC RAG 2024 topics, graded qrels."""
+
+    name = "msmarco_v21"
+    description = "MS MARCO v2.1 segmented corpus (TREC RAG 2024), segments collapsed on documents, graded qrels"
+    Params = MsmarcoParams
+    graded = True
+
+    def files(self, params: MsmarcoParams) -> list[FileSpec]:
+        corpus = [shard_name(n) for n in params.shards]
+        specs = [_local(name, params.corpus / name.split("/", 1)[1]) if params.corpus else FileSpec(name=name)
+                 for name in corpus]
+        for name, path in ((TOPICS, params.topics), (QRELS, params.qrels)):
+            specs.append(_local(name, path) if path else FileSpec(name=name))
+        return specs
+
+    def objects(self, raw: Path, params: MsmarcoParams) -> Iterator[CorpusObject]:
+        for n in params.shards:
+            name = shard_name(n)
+            shown = params.corpus / name.split("/", 1)[1] if params.corpus else Path(name)
+            try:
+                with gzip.open(raw / name, "rt", encoding="utf-8") as lines:
+                    for line_no, line in enumerate(lines, 1):
+                        yield self._segment(line, f"{shown}:{line_no}")
+            except (OSError, EOFError, UnicodeDecodeError) as e:
+                raise DataError(f"{shown} is not a readable gzipped JSON-lines shard ({e}); fetch it again") from None
+
+    @staticmethod
+    def _segment(line: str, where: str) -> CorpusObject:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{where} is not valid JSON ({e})") from None
+        missing = [f for f in FIELDS if not isinstance(record, dict) or f not in record]
+        if missing:
+            raise DataError(f"{where} lacks MS MARCO v2.1 field(s) {missing}; expected {list(FIELDS)}")
+        segment_id = text_value(record["docid"], where, "docid")
+        try:
+            doc, number = document_of(segment_id)
+        except ValueError:
+            raise DataError(f"{where}: docid {segment_id!r} is not a segment id like "
+                            "msmarco_v2.1_doc_00_0#3_12345") from None
+        title = text_value(record["title"] or "", where, "title")
+        return CorpusObject(text=serialize_text(title, text_value(record["segment"], where, "segment")), doc_id=doc,
+                            page_title=title, source=text_value(record["url"], where, "url"), modality="text",
+                            position=number, metadata={"segment_id": segment_id}, origin=where)
+
+    def queries(self, raw: Path, params: MsmarcoParams) -> Iterator[Query]:
+        qrels_shown = params.qrels or Path(QRELS)
+        grades: dict[str, dict[str, int]] = {}
+        for qid, judged in read_qrels(raw / QRELS, qrels_shown).items():
+            for segment_id, grade in judged.items():
+                try:
+                    doc = document_of(segment_id)[0] if "#" in segment_id else segment_id
+                except ValueError:
+                    raise DataError(f"{qrels_shown}: {segment_id!r} (query {qid}) is not a segment or "
+                                    "document id") from None
+                grades.setdefault(qid, {})
+                grades[qid][doc] = max(grades[qid].get(doc, 0), grade)
+        shown = params.topics or Path(TOPICS)
+        with open(raw / TOPICS, encoding="utf-8") as f:
+            for line_no, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                qid, tab, text = line.rstrip("\n").partition("\t")
+                if not tab:
+                    raise DataError(f"{shown}:{line_no} must be 'query-id<TAB>query', got {line.rstrip()!r}")
+                relevant = {d: g for d, g in grades.get(qid, {}).items() if g > 0}
+                if relevant:
+                    yield Query(query_id=qid, text=text, gold_doc_ids=list(relevant),
+                                gold_grades=list(relevant.values()), origin=f"{shown}:{line_no}")
