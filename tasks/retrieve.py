@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import BaseModel
 
 from rbench.config import RetrieverConfig
+from rbench.core.errors import DataError
 from rbench.core.store import Artifact, Checkpoint, Stage, Store
 from rbench.llm.cache import CallCache
 from rbench.llm.client import LLMSession
@@ -22,10 +24,14 @@ from rbench.retrievers.llm_common import LLMComposite
 
 log = logging.getLogger("rbench")
 
+HITS_SCHEMA = pa.schema(
+    [("query_id", pa.string()), ("object_id", pa.string()), ("rank", pa.int32()), ("score", pa.float64())]
+)
 RUN_SCHEMA = pa.schema(
     [("query_id", pa.string()), ("object_id", pa.string()), ("doc_id", pa.string()),
      ("rank", pa.int32()), ("score", pa.float64())]
 )
+CORPUS_BATCH = 1 << 16
 TRACE_SCHEMA = pa.schema([("query_id", pa.string()), ("trace", pa.string())])
 QUERY_BATCH = 250
 
@@ -71,6 +77,28 @@ def _calls_llm(retriever) -> bool:
     return isinstance(retriever, LLMComposite) or any(_calls_llm(c) for c in getattr(retriever, "components", list)())
 
 
+def with_doc_ids(hits: pa.Table, corpus: Path, retriever: str) -> pa.Table:
+    """``hits`` with each object's ``doc_id``, in their order (the run's schema), found in one
+    streaming pass over the corpus: memory follows the hits, not the corpus. An object id the
+    corpus does not hold is a named error."""
+    wanted = pc.unique(hits.column("object_id"))
+    found = []
+    for batch in pq.ParquetFile(corpus).iter_batches(batch_size=CORPUS_BATCH, columns=["object_id", "doc_id"]):
+        kept = batch.filter(pc.is_in(batch.column(0), value_set=wanted))
+        if kept.num_rows:
+            found.append(pa.Table.from_batches([kept]))
+    docs = pa.concat_tables(found) if found else pa.table({"object_id": pa.array([], pa.string()),
+                                                            "doc_id": pa.array([], pa.string())})
+    ordered = hits.append_column("_row", pa.array(range(hits.num_rows), pa.int64()))
+    joined = ordered.join(docs, "object_id", join_type="left outer").sort_by("_row")
+    missing = joined.filter(pc.is_null(joined.column("doc_id")))
+    if missing.num_rows:
+        raise DataError(f"retriever {retriever!r} returned {missing.num_rows} hit(s) whose object id is not in "
+                             f"the corpus, e.g. {missing.column('object_id')[0].as_py()!r} for query "
+                             f"{missing.column('query_id')[0].as_py()!r}: its index belongs to another corpus")
+    return joined.select(RUN_SCHEMA.names).cast(RUN_SCHEMA)
+
+
 def build_retrieve(folder: Path, inputs: list[Artifact], config: RetrieveConfig, checkpoint: Checkpoint,
                    store: Store) -> dict:
     """Search every query to ``depth`` objects and write ``run.parquet`` (with doc ids).
@@ -87,8 +115,6 @@ def build_retrieve(folder: Path, inputs: list[Artifact], config: RetrieveConfig,
     session = LLMSession(CallCache(store.root))
     queries = pq.read_table(queries_artifact.file("queries.parquet"), columns=["query_id", "text"])
     qids, texts = queries.column(0).to_pylist(), queries.column(1).to_pylist()
-    corpus = pq.read_table(prepared.file("corpus.parquet"), columns=["object_id", "doc_id"])
-    doc_of = dict(zip(corpus.column(0).to_pylist(), corpus.column(1).to_pylist()))
     seconds, searched, resumed, opened = 0.0, 0, 0, False
     for start in range(0, len(qids), QUERY_BATCH):
         name = f"batch-{start:09d}.parquet"
@@ -100,13 +126,12 @@ def build_retrieve(folder: Path, inputs: list[Artifact], config: RetrieveConfig,
             retriever.use_llm(session, [r.file("rewrites.parquet") for r in rewrites])
             opened = True
         batch = dict(zip(qids[start : start + QUERY_BATCH], texts[start : start + QUERY_BATCH]))
-        columns: dict[str, list] = {name: [] for name in RUN_SCHEMA.names}
+        columns: dict[str, list] = {name: [] for name in HITS_SCHEMA.names}
         started = time.perf_counter()
         for qid, hits in retriever.search(batch, config.depth).items():
             for rank, (oid, score) in enumerate(hits, 1):
                 columns["query_id"].append(qid)
                 columns["object_id"].append(oid)
-                columns["doc_id"].append(doc_of[oid])
                 columns["rank"].append(rank)
                 columns["score"].append(score)
         seconds += time.perf_counter() - started
@@ -116,10 +141,11 @@ def build_retrieve(folder: Path, inputs: list[Artifact], config: RetrieveConfig,
             checkpoint.write_parquet(f"traces-{start:09d}.parquet", pa.table(
                 {"query_id": [t["query_id"] for t in traces],
                  "trace": [json.dumps(t, ensure_ascii=False) for t in traces]}, schema=TRACE_SCHEMA))
-        checkpoint.write_parquet(name, pa.table(columns, schema=RUN_SCHEMA))
+        checkpoint.write_parquet(name, pa.table(columns, schema=HITS_SCHEMA))
         log.info("%s: searched %d/%d queries", config.retriever, min(start + QUERY_BATCH, len(qids)), len(qids))
     batches = [checkpoint.read_parquet(f"batch-{start:09d}.parquet") for start in range(0, len(qids), QUERY_BATCH)]
-    run = pa.concat_tables(batches) if batches else RUN_SCHEMA.empty_table()
+    hits = pa.concat_tables(batches) if batches else HITS_SCHEMA.empty_table()
+    run = with_doc_ids(hits, prepared.file("corpus.parquet"), config.retriever)
     pq.write_table(run, folder / "run.parquet")
     traces = [checkpoint.read_parquet(f"traces-{start:09d}.parquet") for start in range(0, len(qids), QUERY_BATCH)
               if checkpoint.done(f"traces-{start:09d}.parquet")]
