@@ -67,6 +67,22 @@ def corpus_batches(corpus: Path, batch_size: int = 4096) -> Iterator[tuple[list[
         yield batch.column(0).to_pylist(), batch.column(1).to_pylist()
 
 
+def column_rows(corpus: Path, column: str, start: int, stop: int) -> list:
+    """Rows ``start:stop`` of one corpus column, reading only the row groups that hold them."""
+    file = pq.ParquetFile(corpus)
+    rows, first = [], 0
+    for group in range(file.metadata.num_row_groups):
+        size = file.metadata.row_group(group).num_rows
+        low, high = max(start, first), min(stop, first + size)
+        if low < high:
+            part = file.read_row_group(group, columns=[column]).column(0)
+            rows.extend(part.slice(low - first, high - low).to_pylist())
+        first += size
+        if first >= stop:
+            break
+    return rows
+
+
 class Retriever(ABC):
     """A retrieval method over corpus objects.
 

@@ -21,7 +21,7 @@ from pydantic import (
 
 from rbench.core.configfile import PathOrName
 from rbench.core.errors import MissingExtraError
-from rbench.retrievers.base import RETRIEVERS, Hits, Retriever, Run
+from rbench.retrievers.base import RETRIEVERS, Hits, Retriever, Run, column_rows
 from rbench.retrievers.models import (
     Encoding,
     canonical_id,
@@ -138,7 +138,7 @@ class Dense(Retriever):
     def encode_shard(self, corpus: Path, start: int, stop: int, folder: Path, checkpoint=None) -> dict:
         """Encode rows ``start:stop`` into ``embeddings.npy``; with a checkpoint, each chunk of
         ``CHUNK`` rows is kept as it finishes, so a killed build resumes with the rest."""
-        texts = pq.read_table(corpus, columns=["text"]).column(0).slice(start, stop - start).to_pylist()
+        texts = column_rows(corpus, "text", start, stop)
         self._encoder()  # loaded before the clock starts: passages/s measures encoding only
         parts, seconds, resumed = [], 0.0, 0
         for offset in range(0, len(texts), CHUNK):
@@ -165,18 +165,26 @@ class Dense(Retriever):
                 "passages_per_second": round(encoded / seconds, 1) if seconds else None}
 
     def index_from_shards(self, corpus: Path, shards: Sequence[Path], folder: Path) -> dict:
+        """Add the shards' vectors to a new index one shard at a time (never all of them in memory
+        beside the index) and write the corpus's object ids beside it, streamed."""
         faiss = import_faiss()
         started = time.perf_counter()
-        ids = pq.read_table(corpus, columns=["object_id"]).column(0).to_pylist()
-        matrices = [np.load(Path(s) / "embeddings.npy") for s in shards]
-        vectors = np.ascontiguousarray(np.concatenate(matrices), dtype=np.float32)
-        if len(vectors) != len(ids):
-            raise ValueError(f"dense: shards hold {len(vectors)} vectors for a corpus of {len(ids)} objects")
-        index = self._new_index(vectors.shape[1])
-        index.add(vectors)
+        total = pq.ParquetFile(corpus).metadata.num_rows
+        index, added = None, 0
+        for shard in shards:
+            vectors = np.load(Path(shard) / "embeddings.npy", mmap_mode="r")
+            if index is None:
+                index = self._new_index(vectors.shape[1])
+            for offset in range(0, len(vectors), CHUNK):
+                index.add(np.ascontiguousarray(vectors[offset : offset + CHUNK], dtype=np.float32))
+            added += len(vectors)
+        if index is None or added != total:
+            raise ValueError(f"dense: shards hold {added} vectors for a corpus of {total} objects")
         faiss.write_index(index, str(folder / "index.faiss"))
-        pq.write_table(pa.table({"object_id": ids}), folder / "ids.parquet")
-        return {"indexed": len(ids), "dim": index.d, "shards": len(shards),
+        with pq.ParquetWriter(folder / "ids.parquet", pa.schema([("object_id", pa.string())])) as ids:
+            for batch in pq.ParquetFile(corpus).iter_batches(batch_size=1 << 16, columns=["object_id"]):
+                ids.write_batch(batch)
+        return {"indexed": total, "dim": index.d, "shards": len(shards),
                 "index_seconds": round(time.perf_counter() - started, 2)}
 
     def load(self, folder: Path) -> None:
@@ -187,14 +195,14 @@ class Dense(Retriever):
         elif hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0:
             index = faiss.index_cpu_to_all_gpus(index)
         self._index = index
-        self._ids = pq.read_table(folder / "ids.parquet").column("object_id").to_pylist()
+        self._ids = pq.read_table(folder / "ids.parquet").column("object_id").combine_chunks()
         self._rows = None
         self._encoder()
 
     def vectors(self, object_ids: Sequence[str]) -> np.ndarray:
         """The stored unit vectors of indexed objects (read back from the index, not re-encoded)."""
         if getattr(self, "_rows", None) is None:
-            self._rows = {oid: i for i, oid in enumerate(self._ids)}
+            self._rows = {oid: i for i, oid in enumerate(self._ids.to_pylist())}
         if not object_ids:
             return np.zeros((0, self._index.d), dtype=np.float32)
         return np.vstack([self._index.reconstruct(self._rows[oid]) for oid in object_ids]).astype(np.float32)
@@ -204,8 +212,8 @@ class Dense(Retriever):
         if not object_ids:
             return {}
         scores, rows = self._index.search(self.vectors(object_ids), min(k + 1, len(self._ids)))
-        return {oid: [(self._ids[r], float(s)) for r, s in zip(row, score) if r >= 0 and self._ids[r] != oid][:k]
-                for oid, row, score in zip(object_ids, rows, scores)}
+        return {oid: [(name, s) for name, s in hits if name != oid][:k]
+                for oid, hits in zip(object_ids, self._named(rows, scores))}
 
     def search(self, queries: Mapping[str, str], k: int) -> Run:
         qids = list(queries)
@@ -213,7 +221,12 @@ class Dense(Retriever):
             return {}
         scores, rows = self._index.search(self.encode([queries[q] for q in qids]), min(k, len(self._ids)))
         floor = -np.inf if self.params.min_score is None else self.params.min_score
-        return {
-            q: [(self._ids[r], float(s)) for r, s in zip(row, score) if r >= 0 and s >= floor]
-            for q, row, score in zip(qids, rows, scores)
-        }
+        return {q: [(name, s) for name, s in hits if s >= floor] for q, hits in zip(qids, self._named(rows, scores))}
+
+    def _named(self, rows: np.ndarray, scores: np.ndarray) -> list[list[tuple[str, float]]]:
+        """FAISS result rows as ``(object_id, score)`` lists (empty slots, row -1, left out); ids are
+        looked up in the Arrow id column, not a Python list of the whole corpus."""
+        names = self._ids.take(pa.array(np.maximum(rows, 0).ravel())).to_pylist()
+        width = rows.shape[1]
+        return [[(names[i * width + j], float(s)) for j, (r, s) in enumerate(zip(row, score)) if r >= 0]
+                for i, (row, score) in enumerate(zip(rows, scores))]

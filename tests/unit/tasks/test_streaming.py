@@ -1,4 +1,5 @@
-"""The retrieve stage's doc ids: found in one streaming pass over the corpus, in the hits' order."""
+"""Corpus columns read by row range or looked up in one streaming pass, never held whole: the dense
+encoder's shard rows, the retrieve stage's doc ids."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rbench.core.errors import DataError
+from rbench.retrievers.base import column_rows
 from rbench.tasks.retrieve import HITS_SCHEMA, RUN_SCHEMA, with_doc_ids
 
 
@@ -30,3 +32,16 @@ def test_an_object_id_outside_the_corpus_is_named(tmp_path):
     pq.write_table(pa.table({"object_id": ["a"], "doc_id": ["d"]}), tmp_path / "corpus.parquet")
     with pytest.raises(DataError, match="retriever 'dense' returned 1 hit.*'zz' for query 'q7'"):
         with_doc_ids(_hits([("q7", "a", 1, 2.0), ("q7", "zz", 2, 1.0)]), tmp_path / "corpus.parquet", "dense")
+
+
+def test_a_row_range_reads_only_its_row_groups(tmp_path, monkeypatch):
+    pq.write_table(pa.table({"text": [f"t{i}" for i in range(95)], "other": list(range(95))}),
+                   tmp_path / "corpus.parquet", row_group_size=10)
+    read = []
+    real = pq.ParquetFile.read_row_group
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group",
+                        lambda self, i, **kw: read.append(i) or real(self, i, **kw))
+    assert column_rows(tmp_path / "corpus.parquet", "text", 23, 41) == [f"t{i}" for i in range(23, 41)]
+    assert read == [2, 3, 4]
+    for start, stop in ((0, 95), (90, 95), (0, 1), (30, 30)):
+        assert column_rows(tmp_path / "corpus.parquet", "text", start, stop) == [f"t{i}" for i in range(start, stop)]
