@@ -53,16 +53,24 @@ def import_faiss():
 class DenseParams(BaseModel):
     """``model``: registry id, alias, hub id or folder; ``encoding``: prompts and loading
     options (:class:`rbench.retrievers.models.Encoding`; a known model gets its authors' defaults);
-    ``index``: exact ``flat`` or ``hnsw``; ``min_score``: a cosine-similarity threshold in
-    [0, 1] (RAGO's vector retriever), so a query may return fewer than k hits."""
+    ``index``: exact ``flat``, ``hnsw``, or the inverted-file indexes for large corpora,
+    ``ivf_flat`` and ``ivf_pq`` (``nlist`` lists, default about 4 sqrt(N); ``pq_m`` bytes per
+    vector, default dim / 4; both trained on a sample of ``train_size`` vectors spread over the
+    shards), searched over ``nprobe`` lists (a search setting: not part of the index key);
+    ``min_score``: a cosine-similarity threshold in [0, 1] (RAGO's vector retriever), so a
+    query may return fewer than k hits."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     model: PathOrName = "sentence-transformers/all-MiniLM-L6-v2"
-    index: Literal["flat", "hnsw"] = "flat"
+    index: Literal["flat", "hnsw", "ivf_flat", "ivf_pq"] = "flat"
     hnsw_m: PositiveInt = 32
     ef_construction: PositiveInt = 200
     ef_search: PositiveInt = 128
+    nlist: PositiveInt | None = None
+    pq_m: PositiveInt | None = None
+    train_size: PositiveInt = 100_000
+    nprobe: PositiveInt = 32
     batch_size: PositiveInt = 64
     device: str | None = Field(None, description="torch device; default: CUDA when available")
     min_score: float | None = Field(None, ge=0, le=1, description="keep hits with cosine similarity >= this")
@@ -90,10 +98,11 @@ class Dense(Retriever):
     """Cosine similarity (normalised embeddings, inner product) over FAISS."""
 
     name = "dense"
-    description = "sentence-transformers embeddings + FAISS (flat or HNSW; GPU with faiss-gpu)"
-    conformance = {"": {"model": "static-64d"}, "hnsw": {"model": "static-64d", "index": "hnsw"}}
+    description = "sentence-transformers embeddings + FAISS (flat, HNSW, IVF-Flat, IVF-PQ; GPU with faiss-gpu)"
+    conformance = {"": {"model": "static-64d"}, "hnsw": {"model": "static-64d", "index": "hnsw"},
+                   "ivf_pq": {"model": "static-64d", "index": "ivf_pq"}}
     Params = DenseParams
-    index_fields = ("model", "index", "hnsw_m", "ef_construction")
+    index_fields = ("model", "index", "hnsw_m", "ef_construction", "nlist", "pq_m", "train_size")
     shard_fields = ("model",)
     uses_model = True
     version = 2
@@ -116,13 +125,33 @@ class Dense(Retriever):
         """Unit-normalised float32 embeddings of queries (with the query prompt) or passages."""
         return embed(self._encoder(), texts, self.params.encoding, side, self.params.batch_size)
 
-    def _new_index(self, dim: int):
+    def _new_index(self, dim: int, total: int):
         faiss = import_faiss()
-        if self.params.index == "hnsw":
-            index = faiss.IndexHNSWFlat(dim, self.params.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-            index.hnsw.efConstruction = self.params.ef_construction
+        p = self.params
+        if p.index == "hnsw":
+            index = faiss.IndexHNSWFlat(dim, p.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efConstruction = p.ef_construction
             return index
-        return faiss.IndexFlatIP(dim)
+        if p.index == "flat":
+            return faiss.IndexFlatIP(dim)
+        trained_on = min(total, p.train_size)
+        nlist = p.nlist or max(1, min(int(4 * total ** 0.5), trained_on // 39))  # FAISS wants 39 points a list
+        quantizer = faiss.IndexFlatIP(dim)
+        if p.index == "ivf_flat":
+            return faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        m = p.pq_m or max(d for d in range(1, dim // 4 + 1) if dim % d == 0)
+        if dim % m:
+            raise ValueError(f"dense: pq_m {m} must divide the embedding dimension {dim}")
+        bits = max(1, min(8, trained_on.bit_length() - 1))  # 2**bits centroids per sub-quantizer need as many points
+        return faiss.IndexIVFPQ(quantizer, dim, nlist, m, bits, faiss.METRIC_INNER_PRODUCT)
+
+    def _training_sample(self, shards: Sequence[Path], total: int) -> np.ndarray:
+        """About ``train_size`` vectors spread evenly over every shard (memory-mapped, not loaded)."""
+        step = max(1, total // self.params.train_size)
+        parts = [np.load(Path(s) / "embeddings.npy", mmap_mode="r") for s in shards]
+        starts = np.cumsum([0] + [len(v) for v in parts])
+        return np.ascontiguousarray(np.concatenate(
+            [v[(-start) % step::step] for v, start in zip(parts, starts)]), dtype=np.float32)
 
     def index(self, corpus: Path, folder: Path) -> dict:
         total = pq.ParquetFile(corpus).metadata.num_rows
@@ -170,11 +199,15 @@ class Dense(Retriever):
         faiss = import_faiss()
         started = time.perf_counter()
         total = pq.ParquetFile(corpus).metadata.num_rows
-        index, added = None, 0
+        index, added, trained = None, 0, 0.0
         for shard in shards:
             vectors = np.load(Path(shard) / "embeddings.npy", mmap_mode="r")
             if index is None:
-                index = self._new_index(vectors.shape[1])
+                index = self._new_index(vectors.shape[1], total)
+                if not index.is_trained:
+                    t0 = time.perf_counter()
+                    index.train(self._training_sample(shards, total))
+                    trained = time.perf_counter() - t0
             for offset in range(0, len(vectors), CHUNK):
                 index.add(np.ascontiguousarray(vectors[offset : offset + CHUNK], dtype=np.float32))
             added += len(vectors)
@@ -184,12 +217,16 @@ class Dense(Retriever):
         with pq.ParquetWriter(folder / "ids.parquet", pa.schema([("object_id", pa.string())])) as ids:
             for batch in pq.ParquetFile(corpus).iter_batches(batch_size=1 << 16, columns=["object_id"]):
                 ids.write_batch(batch)
-        return {"indexed": total, "dim": index.d, "shards": len(shards),
+        ivf = {"nlist": index.nlist, "train_seconds": round(trained, 2)} if hasattr(index, "nlist") else {}
+        return {"indexed": total, "dim": index.d, "shards": len(shards), **ivf,
+                "index_bytes": (folder / "index.faiss").stat().st_size,
                 "index_seconds": round(time.perf_counter() - started, 2)}
 
     def load(self, folder: Path) -> None:
         faiss = import_faiss()
         index = faiss.read_index(str(folder / "index.faiss"))
+        if self.params.index.startswith("ivf"):
+            index.nprobe = self.params.nprobe  # copied to the GPU index below
         if self.params.index == "hnsw":
             index.hnsw.efSearch = self.params.ef_search
         elif hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0:
@@ -200,9 +237,12 @@ class Dense(Retriever):
         self._encoder()
 
     def vectors(self, object_ids: Sequence[str]) -> np.ndarray:
-        """The stored unit vectors of indexed objects (read back from the index, not re-encoded)."""
+        """The stored unit vectors of indexed objects (read back from the index, not re-encoded; IVF-PQ
+        gives their quantized approximations)."""
         if getattr(self, "_rows", None) is None:
             self._rows = {oid: i for i, oid in enumerate(self._ids.to_pylist())}
+            if self.params.index.startswith("ivf"):  # IVF lists find a vector by id only through a direct map
+                import_faiss().extract_index_ivf(self._index).make_direct_map()
         if not object_ids:
             return np.zeros((0, self._index.d), dtype=np.float32)
         return np.vstack([self._index.reconstruct(self._rows[oid]) for oid in object_ids]).astype(np.float32)
