@@ -102,32 +102,23 @@ class OpenAIBackend(Backend):
                 text = text.replace(secret, "***")
         return text
 
-    def _body(self, request: Request, retry: int = 0) -> dict:
+    def _body(self, request: Request) -> dict:
         s = request.sampling
         body = {"model": self.config.model, "messages": request.as_messages(), "max_tokens": s.max_tokens,
-                "temperature": s.temperature, "top_p": s.top_p, "seed": request.seed() + retry}
-        if retry:  # a constrained answer asked again: a greedy repeat would give the same one
-            body["temperature"] = max(s.temperature, 0.7)
+                "temperature": s.temperature, "top_p": s.top_p, "seed": request.seed()}
         if s.stop:
             body["stop"] = list(s.stop)
         if s.constraint is not None and self.config.structured_outputs:
             body["structured_outputs"] = {"regex": s.constraint.pattern}
         return body
 
-    def _constrained(self, request: Request) -> Completion:
-        """A constrained call: enforced by a vLLM server, else checked and asked again at most twice."""
-        s = request.sampling
-        _regex_only(s)
-        completion = self._call(request)
-        if s.constraint is None or self.config.structured_outputs:
-            return completion
-        for retry in (1, 2):
-            if s.constraint.accepts(completion.text.strip()):
-                break
-            completion = self._call(request, retry)
-        return completion
+    def _checked(self, request: Request) -> Completion:
+        """One call; a constraint must be a regex (enforced by a vLLM server with
+        ``structured_outputs``, else checked by :class:`rbench.llm.client.LLM`)."""
+        _regex_only(request.sampling)
+        return self._call(request)
 
-    def _call(self, request: Request, retry: int = 0) -> Completion:
+    def _call(self, request: Request) -> Completion:
         import httpx
 
         problem = ""
@@ -135,7 +126,7 @@ class OpenAIBackend(Backend):
             started = time.perf_counter()
             wait_s = min(30.0, 0.5 * 2 ** attempt) * (0.5 + random.random())
             try:
-                response = self._http.post("/chat/completions", json=self._body(request, retry))
+                response = self._http.post("/chat/completions", json=self._body(request))
             except httpx.HTTPError as e:  # timeouts and connection errors: retried
                 problem = f"{type(e).__name__}: {e}"
             else:
@@ -166,7 +157,7 @@ class OpenAIBackend(Backend):
     def generate(self, requests: list[Request], done: Done) -> None:
         pool = ThreadPoolExecutor(self.config.max_concurrency, thread_name_prefix="rbench-llm")
         try:
-            futures = {pool.submit(self._constrained, r): i for i, r in enumerate(requests)}
+            futures = {pool.submit(self._checked, r): i for i, r in enumerate(requests)}
             for future in as_completed(futures):
                 done(futures[future], future.result())
         finally:

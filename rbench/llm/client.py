@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -12,6 +13,14 @@ from rbench.llm.cache import CallCache, call_key
 from rbench.llm.config import LLMConfig, Sampling
 
 Messages = Sequence[tuple[str, str]]
+CONSTRAINT_RETRIES = 2
+log = logging.getLogger("rbench")
+
+
+def retry_sampling(sampling: Sampling, retry: int) -> Sampling:
+    """The sampling of the ``retry``-th new try of a constrained call: sampled (a greedy repeat
+    would give the same answer), with its own seed, so with its own cache key."""
+    return sampling.model_copy(update={"temperature": max(sampling.temperature, 0.7), "seed": sampling.seed + retry})
 
 
 class Accounting:
@@ -44,7 +53,8 @@ class Accounting:
             self.cached += count
 
     def parsed(self, status: str) -> None:
-        """Count one parse outcome (``ok``, ``repaired`` or ``fallback``)."""
+        """Count one parse outcome (``ok``, ``repaired``, ``fallback``, or ``unconstrained``: an
+        answer that missed its constraint on a server that does not enforce it, even when asked again)."""
         with self._lock:
             self.parse[status] = self.parse.get(status, 0) + 1
 
@@ -76,11 +86,39 @@ class LLM:
 
     def chat(self, prompts: Sequence[Messages], sampling: Sampling, samples: int = 1) -> list[list[str]]:
         """The answers to each prompt (``samples`` per prompt), from the cache where answered
-        before; new answers are stored as each one returns."""
+        before; new answers are stored as each one returns. A constrained answer from a server
+        that does not enforce constraints is checked, and asked again (``CONSTRAINT_RETRIES``
+        times at most) as calls of their own: their own sampling and cache key, counted like
+        any call; one that still misses is passed on and counted as parse status ``unconstrained``."""
+        requests = [Request(tuple(map(tuple, p)), sampling, s) for p in prompts for s in range(samples)]
+        texts = self._answers(requests)
+        if sampling.constraint is not None and self.config.backend == "openai" and not self.config.structured_outputs:
+            self._conform(requests, texts)
+        return [[texts[i * samples + s] for s in range(samples)] for i in range(len(prompts))]
+
+    def _conform(self, requests: list[Request], texts: list[str]) -> None:
+        constraint = requests[0].sampling.constraint
+        for retry in range(1, CONSTRAINT_RETRIES + 1):
+            missed = [i for i, text in enumerate(texts) if not constraint.accepts(text.strip())]
+            if not missed:
+                return
+            again = [Request(requests[i].messages, retry_sampling(requests[i].sampling, retry), requests[i].sample)
+                     for i in missed]
+            for i, text in zip(missed, self._answers(again)):
+                texts[i] = text
+        missed = [i for i, text in enumerate(texts) if not constraint.accepts(text.strip())]
+        for _ in missed:
+            self.accounting.parsed("unconstrained")
+        if missed:
+            log.warning("LLM %s: %d answer(s) still miss their constraint after %d retries and are passed on "
+                        "unconstrained (counted as llm_parse_unconstrained); a vLLM server with structured_outputs: "
+                        "true enforces it", self.config.model, len(missed), CONSTRAINT_RETRIES)
+
+    def _answers(self, requests: list[Request]) -> list[str]:
+        """The answer to each request, from the cache or the backend (stored as each returns)."""
         if self._model_key is None:
             self._model_key = self.config.key_view()
-        requests = [Request(tuple(map(tuple, p)), sampling, s) for p in prompts for s in range(samples)]
-        keys = [call_key(self._model_key, r.as_messages(), sampling.key_view(r.sample)) for r in requests]
+        keys = [call_key(self._model_key, r.as_messages(), r.sampling.key_view(r.sample)) for r in requests]
         texts: list[str | None] = [None] * len(requests)
         for i, key in enumerate(keys):
             record = self.cache.get(key) if self.cache is not None else None
@@ -103,7 +141,7 @@ class LLM:
             started = time.perf_counter()
             backend.generate([requests[i] for i in missing], done)
             self.accounting.generated(time.perf_counter() - started)
-        return [[texts[i * samples + s] for s in range(samples)] for i in range(len(prompts))]
+        return texts
 
     def chat_one(self, prompts: Sequence[Messages], sampling: Sampling) -> list[str]:
         """One answer per prompt."""

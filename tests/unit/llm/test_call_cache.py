@@ -195,14 +195,25 @@ def test_a_constrained_answer_is_checked_and_asked_again_unless_the_server_enfor
     action = Constraint(kind="regex", pattern=r"Search\[[^\]\n]+\]|Finish")
     sampling = Sampling(max_tokens=16, constraint=action)
     prompt = [[("user", "Question: anything")]]
+    config = {"backend": "openai", "model": "m", "max_retries": 0}
     with ChatServer(scripted=["I would search", "Search[the answer]"]) as server:
-        llm = LLM({"backend": "openai", "base_url": server.url, "model": "m", "max_retries": 0})
+        cache = CallCache(tmp_path / "retried")
+        llm = LLM({**config, "base_url": server.url}, cache)
         assert llm.chat_one(prompt, sampling) == ["Search[the answer]"] and server.requests == 2
         retry = server.bodies[1]
         assert retry["temperature"] == 0.7 and retry["seed"] == server.bodies[0]["seed"] + 1
+        stats = llm.accounting.summary()
+        assert stats["llm_calls"] == 2 and stats["llm_completion_tokens"] == 3 + 2  # the retry counts too
+        assert "llm_parse_unconstrained" not in stats
+        assert len(list((tmp_path / "retried").rglob("*.json"))) == 2  # each try under its own key
+        again = LLM({**config, "base_url": server.url}, cache)
+        assert again.chat_one(prompt, sampling) == ["Search[the answer]"] and server.requests == 2
+        assert again.accounting.summary()["llm_calls_cached"] == 2
     with ChatServer(scripted=["no", "still no", "never"]) as server:
-        llm = LLM({"backend": "openai", "base_url": server.url, "model": "m", "max_retries": 0})
+        llm = LLM({**config, "base_url": server.url})
         assert llm.chat_one(prompt, sampling) == ["never"] and server.requests == 3  # then the parser's fallback
+        stats = llm.accounting.summary()
+        assert stats["llm_calls"] == 3 and stats["llm_parse_unconstrained"] == 1
     with ChatServer(scripted=["enforced by the server"]) as server:
         llm = LLM({"backend": "openai", "base_url": server.url, "model": "m", "structured_outputs": True})
         assert llm.chat_one(prompt, sampling) == ["enforced by the server"] and server.requests == 1
