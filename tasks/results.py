@@ -106,8 +106,9 @@ def load_results(tracking_uri: str, runs: Sequence[str], experiment: str = "rben
     return parents, metrics, scores
 
 
-COST_KEYS = ("queries_per_second", "search_seconds", "llm_calls", "llm_calls_cached", "llm_completion_tokens",
-             "pairs_scored")
+COST_KEYS = ("queries_per_second", "search_seconds", "llm_calls", "llm_calls_cached", "llm_prompt_tokens",
+             "llm_completion_tokens", "llm_latency_mean_s", "llm_latency_p95_s", "llm_batches", "llm_batch_size_mean",
+             "llm_batch_seconds_mean", "llm_batch_seconds_p95", "llm_parse_unconstrained", "pairs_scored")
 
 
 def load_costs_and_traces(tracking_uri: str, runs: Sequence[str], experiment: str = "rbench",

@@ -4,6 +4,7 @@ returns. ``openai`` talks to any OpenAI-compatible server over HTTP; ``transform
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import threading
@@ -42,13 +43,20 @@ class Request:
 
 @dataclass(frozen=True)
 class Completion:
-    """One answer with its token counts and the seconds it took."""
+    """One answer with its token counts and time: ``seconds`` is the request's own latency when
+    ``batch`` is None, else the wall time of the batch ``batch`` (an id) of ``batch_size``
+    requests it was generated in (a batch has no per-request latency)."""
 
     text: str
     prompt_tokens: int
     completion_tokens: int
     seconds: float
     finish_reason: str | None = None
+    batch: int | None = None
+    batch_size: int = 1
+
+
+_BATCHES = itertools.count(1)
 
 
 Done = Callable[[int, Completion], None]
@@ -229,7 +237,7 @@ class TransformersBackend(Backend):
         started = time.perf_counter()
         with torch.inference_mode():
             output = self.model.generate(**encoded, **options)
-        seconds = (time.perf_counter() - started) / len(requests)
+        seconds, batch = time.perf_counter() - started, next(_BATCHES)
         completions = []
         for i, mask in enumerate(encoded["attention_mask"]):
             texts, tokens = [], 0
@@ -239,7 +247,8 @@ class TransformersBackend(Backend):
                 texts.append(_stop_at(self.tokenizer.decode(new, skip_special_tokens=True), sampling.stop))
                 tokens = max(tokens, len(new))
             finish = "length" if tokens >= sampling.max_tokens else "stop"
-            completions.append(Completion("\n".join(texts), int(mask.sum()), tokens, seconds, finish))
+            completions.append(Completion("\n".join(texts), int(mask.sum()), tokens, seconds, finish, batch,
+                                          len(requests)))
         return completions
 
 
@@ -278,11 +287,11 @@ class VLLMBackend(Backend):
             started = time.perf_counter()
             with self._lock:
                 outputs = self.engine.chat([r.as_messages() for r in chunk], sampling_params=params, use_tqdm=False)
-            seconds = (time.perf_counter() - started) / len(chunk)
+            seconds, batch = time.perf_counter() - started, next(_BATCHES)
             for j, out in enumerate(outputs):
                 answer = out.outputs[0]
                 done(start + j, Completion(answer.text, len(out.prompt_token_ids or ()), len(answer.token_ids),
-                                           seconds, answer.finish_reason))
+                                           seconds, answer.finish_reason, batch, len(chunk)))
 
 
 def _regex_only(sampling: Sampling) -> None:

@@ -24,13 +24,16 @@ def retry_sampling(sampling: Sampling, retry: int) -> Sampling:
 
 
 class Accounting:
-    """Counts of one run's LLM use: calls made and served from cache, tokens, latency,
-    generation time, and parse outcomes (ok, repaired, fallback)."""
+    """Counts of one run's LLM use: calls made and served from cache, tokens, latency per request
+    (where the backend measures one: a server call) or per batch (in-process batched generation:
+    wall time and size, never divided into a made-up per-request figure), generation time, and
+    parse outcomes."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self.calls = self.cached = self.prompt_tokens = self.completion_tokens = 0
         self.latencies: list[float] = []
+        self.batches: dict[int, tuple[float, int]] = {}
         self.generation_seconds = 0.0
         self.parse: dict[str, int] = {}
 
@@ -40,7 +43,10 @@ class Accounting:
             self.calls += 1
             self.prompt_tokens += completion.prompt_tokens
             self.completion_tokens += completion.completion_tokens
-            self.latencies.append(completion.seconds)
+            if completion.batch is None:
+                self.latencies.append(completion.seconds)
+            else:
+                self.batches[completion.batch] = (completion.seconds, completion.batch_size)
 
     def generated(self, seconds: float) -> None:
         """Add the wall time of one batch of calls (for tokens per second)."""
@@ -59,19 +65,31 @@ class Accounting:
             self.parse[status] = self.parse.get(status, 0) + 1
 
     def summary(self) -> dict[str, Any]:
-        """Flat counters for a stage summary and MLflow (``llm_`` prefixed)."""
-        ordered = sorted(self.latencies)
-        p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] if ordered else None
+        """Flat counters for a stage summary and MLflow (``llm_`` prefixed): per-request latency
+        (mean, p95) of unbatched calls, and batches with their mean size and wall seconds (mean, p95)."""
+        batch_seconds = [seconds for seconds, _ in self.batches.values()]
         out = {
             "llm_calls": self.calls, "llm_calls_cached": self.cached,
             "llm_prompt_tokens": self.prompt_tokens, "llm_completion_tokens": self.completion_tokens,
-            "llm_latency_mean_s": round(sum(ordered) / len(ordered), 4) if ordered else None,
-            "llm_latency_p95_s": round(p95, 4) if p95 is not None else None,
+            "llm_latency_mean_s": _mean(self.latencies), "llm_latency_p95_s": _p95(self.latencies),
             "llm_completion_tokens_per_s": round(self.completion_tokens / self.generation_seconds, 1)
             if self.generation_seconds else None,
         }
+        if self.batches:
+            out.update(llm_batches=len(self.batches),
+                       llm_batch_size_mean=round(sum(n for _, n in self.batches.values()) / len(self.batches), 2),
+                       llm_batch_seconds_mean=_mean(batch_seconds), llm_batch_seconds_p95=_p95(batch_seconds))
         out.update({f"llm_parse_{status}": n for status, n in sorted(self.parse.items())})
         return out
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def _p95(values: Sequence[float]) -> float | None:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 4) if ordered else None
 
 
 class LLM:
@@ -135,6 +153,7 @@ class LLM:
                     self.cache.put(keys[i], {"text": completion.text, "prompt_tokens": completion.prompt_tokens,
                                              "completion_tokens": completion.completion_tokens,
                                              "seconds": round(completion.seconds, 4),
+                                             "batch_size": completion.batch_size,
                                              "finish_reason": completion.finish_reason})
 
             backend = backend_for(self.config)

@@ -223,3 +223,20 @@ def test_a_constrained_answer_is_checked_and_asked_again_unless_the_server_enfor
         ngrams = Constraint(kind="ngrams", table="t.npy", digest="d")
         with pytest.raises(LLMError, match="run on the transformers backend"):
             llm.chat_one(prompt, Sampling(constraint=ngrams))
+
+
+def test_latency_is_per_request_only_where_a_request_has_one_and_batches_are_reported_whole():
+    from rbench.llm.backends import Completion
+    from rbench.llm.client import Accounting
+
+    accounting = Accounting()
+    for seconds in (0.5, 1.5):  # server calls: each its own latency
+        accounting.answered(Completion("a", 10, 2, seconds))
+    for _ in range(4):  # one in-process batch of four, 2 s of wall time for all of them
+        accounting.answered(Completion("b", 10, 3, 2.0, batch=7, batch_size=4))
+    accounting.answered(Completion("c", 10, 3, 1.0, batch=8, batch_size=1))
+    stats = accounting.summary()
+    assert stats["llm_calls"] == 7 and stats["llm_completion_tokens"] == 2 * 2 + 5 * 3
+    assert (stats["llm_latency_mean_s"], stats["llm_latency_p95_s"]) == (1.0, 1.5)  # not 2.0 / 4 per request
+    assert (stats["llm_batches"], stats["llm_batch_size_mean"]) == (2, 2.5)
+    assert (stats["llm_batch_seconds_mean"], stats["llm_batch_seconds_p95"]) == (1.5, 2.0)
