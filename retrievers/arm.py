@@ -22,6 +22,7 @@ reported with the run."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections import Counter
@@ -195,27 +196,31 @@ class ARM(LLMComposite):
         if self._scorer is not None:
             self._scorer.load()
 
-    def _timed(self, step: str, started: float) -> float:
-        now = time.perf_counter()
-        self._seconds[step] += now - started
-        return now
+    @contextlib.contextmanager
+    def _step(self, step: str):
+        """Time a step, and count its LLM calls and tokens under ``arm_<step>``."""
+        started = time.perf_counter()
+        try:
+            with self.session.accounting.step(f"arm_{step}"):
+                yield
+        finally:
+            self._seconds[step] += time.perf_counter() - started
 
     def search(self, queries: Mapping[str, str], k: int) -> Run:
         if not queries:
             return {}
-        started = time.perf_counter()
-        keywords = self._keywords(queries)
-        started = self._timed("keywords", started)
-        phrases = self._align(queries, keywords) if self._ngrams is not None else keywords
-        started = self._timed("alignment", started)
-        pools, sources, relevance = self._retrieve(queries, phrases)
-        started = self._timed("retrieval", started)
-        self._expand(pools, sources)
-        started = self._timed("expansion", started)
-        picked = self._select(queries, pools, sources, relevance)
-        started = self._timed("selection", started)
-        chosen = self._final(queries, picked) if self.params.final_selection else {q: [] for q in queries}
-        self._timed("final", started)
+        with self._step("keywords"):
+            keywords = self._keywords(queries)
+        with self._step("alignment"):
+            phrases = self._align(queries, keywords) if self._ngrams is not None else keywords
+        with self._step("retrieval"):
+            pools, sources, relevance = self._retrieve(queries, phrases)
+        with self._step("expansion"):
+            self._expand(pools, sources)
+        with self._step("selection"):
+            picked = self._select(queries, pools, sources, relevance)
+        with self._step("final"):
+            chosen = self._final(queries, picked) if self.params.final_selection else {q: [] for q in queries}
         self._queries += len(queries)
         run = {}
         for q in queries:

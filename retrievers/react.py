@@ -8,6 +8,7 @@ The result is every retrieved object in order of first retrieval; each query's t
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Any, Mapping
 
@@ -59,6 +60,7 @@ class ReAct(LLMComposite):
         self._traces: list[dict] = []
         self._stops: Counter = Counter()
         self._turns = 0
+        self._turn_seconds: Counter = Counter()
         self._queries = 0
 
     def components(self) -> list[Retriever]:
@@ -78,11 +80,13 @@ class ReAct(LLMComposite):
             kind="regex", pattern=turn_pattern(p.thought_chars, p.keyword_chars)))
         state = {q: {"messages": prompt.render(question=text, k_search=str(p.k_search)), "found": [], "turns": [],
                      "stop": None} for q, text in queries.items()}
-        for _ in range(p.max_iterations):
+        for turn in range(1, p.max_iterations + 1):
             active = [q for q, s in state.items() if s["stop"] is None]
             if not active:
                 break
-            answers = llm.chat_one([state[q]["messages"] for q in active], sampling)
+            started = time.perf_counter()
+            with llm.accounting.step(f"react_turn{turn}"):
+                answers = llm.chat_one([state[q]["messages"] for q in active], sampling)
             searches = {}
             for q, answer in zip(active, answers):
                 parsed = parse_action(answer)
@@ -102,6 +106,7 @@ class ReAct(LLMComposite):
                 shown = numbered([self._texts[oid] for oid in hits], p.passage_chars) or "(no results)"
                 s["messages"] = [*s["messages"], ("user", f"Observation:\n{shown}")]
                 s["turns"][-1]["observation"] = hits
+            self._turn_seconds[turn] += time.perf_counter() - started
         out = {}
         for q, s in state.items():
             s["stop"] = s["stop"] or "max_iterations"
@@ -121,5 +126,6 @@ class ReAct(LLMComposite):
         out = super().stats()
         if self._queries:
             out["react_turns_mean"] = round(self._turns / self._queries, 3)
+            out.update({f"react_seconds_turn{t}": round(sec, 3) for t, sec in sorted(self._turn_seconds.items())})
             out.update({f"react_stop_{reason}": n for reason, n in sorted(self._stops.items())})
         return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -14,6 +15,7 @@ from rbench.llm.config import LLMConfig, Sampling
 
 Messages = Sequence[tuple[str, str]]
 CONSTRAINT_RETRIES = 2
+STEP_COUNTS = ("calls", "calls_cached", "prompt_tokens", "completion_tokens")
 log = logging.getLogger("rbench")
 
 
@@ -24,7 +26,8 @@ def retry_sampling(sampling: Sampling, retry: int) -> Sampling:
 
 
 class Accounting:
-    """Counts of one run's LLM use: calls made and served from cache, tokens, latency per request
+    """Counts of one run's LLM use (in all, and per method step): calls made and served from cache, tokens,
+    latency per request
     (where the backend measures one: a server call) or per batch (in-process batched generation:
     wall time and size, never divided into a made-up per-request figure), generation time, and
     parse outcomes."""
@@ -36,6 +39,26 @@ class Accounting:
         self.batches: dict[int, tuple[float, int]] = {}
         self.generation_seconds = 0.0
         self.parse: dict[str, int] = {}
+        self.steps: dict[str, dict[str, int]] = {}
+        self._local = threading.local()
+
+    @contextlib.contextmanager
+    def step(self, name: str):
+        """Calls made (or served from the cache) in this thread inside the block also count under
+        step ``name`` (a method's step: ``arm_keywords``, ``react_turn2``)."""
+        outer = getattr(self._local, "step", None)
+        self._local.step = name
+        try:
+            yield
+        finally:
+            self._local.step = outer
+
+    def _in_step(self, **counts: int) -> None:
+        name = getattr(self._local, "step", None)
+        if name is not None:
+            step = self.steps.setdefault(name, dict.fromkeys(STEP_COUNTS, 0))
+            for field, n in counts.items():
+                step[field] += n
 
     def answered(self, completion: Completion) -> None:
         """Count one call made."""
@@ -43,6 +66,8 @@ class Accounting:
             self.calls += 1
             self.prompt_tokens += completion.prompt_tokens
             self.completion_tokens += completion.completion_tokens
+            self._in_step(calls=1, prompt_tokens=completion.prompt_tokens,
+                          completion_tokens=completion.completion_tokens)
             if completion.batch is None:
                 self.latencies.append(completion.seconds)
             else:
@@ -57,6 +82,7 @@ class Accounting:
         """Count calls served from the cache."""
         with self._lock:
             self.cached += count
+            self._in_step(calls_cached=count)
 
     def parsed(self, status: str) -> None:
         """Count one parse outcome (``ok``, ``repaired``, ``fallback``, or ``unconstrained``: an
@@ -80,6 +106,8 @@ class Accounting:
                        llm_batch_size_mean=round(sum(n for _, n in self.batches.values()) / len(self.batches), 2),
                        llm_batch_seconds_mean=_mean(batch_seconds), llm_batch_seconds_p95=_p95(batch_seconds))
         out.update({f"llm_parse_{status}": n for status, n in sorted(self.parse.items())})
+        out.update({f"llm_{name}_{field}": n for name, counts in sorted(self.steps.items())
+                    for field, n in counts.items()})
         return out
 
 

@@ -34,6 +34,9 @@ def test_the_default_pipeline_reports_each_step(corpus_file, tmp_path):
     assert stats["arm_mip_optimal"] == 2 and stats["arm_mip_gap_max"] == 0
     assert all(stats[f"arm_seconds_{s}"] > 0 for s in ("keywords", "alignment", "retrieval", "selection", "final"))
     assert llm["llm_calls"] >= 2 * 3  # keywords, one alignment at least, and the final selection per question
+    steps = {s: llm[f"llm_arm_{s}_calls"] for s in ("keywords", "alignment", "final")}
+    assert all(steps.values()) and sum(steps.values()) == llm["llm_calls"]  # every call counted under its step
+    assert llm["llm_arm_keywords_prompt_tokens"] > 0 and llm["llm_arm_final_completion_tokens"] > 0
     for q, hits in run.items():
         assert len({oid for oid, _ in hits}) == len(hits) and hits
 
@@ -47,5 +50,6 @@ def test_ablation_switches_change_what_runs(corpus_file, tmp_path):
     stats = arm.stats()
     assert stats["pairs_scored"] > 0 and not any(k.startswith("arm_mip_") for k in stats)
     assert stats["arm_seconds_expansion"] < 0.01 and stats["arm_seconds_final"] < 0.01
-    assert llm["llm_calls"] == 2  # the keywords alone: no alignment, no final selection
+    assert llm["llm_calls"] == llm["llm_arm_keywords_calls"] == 2  # the keywords alone: no alignment, no final
+    assert not any(k.startswith(("llm_arm_alignment", "llm_arm_final")) for k in llm)
     assert all(1 <= len(hits) <= len(CORPUS) for hits in run.values())

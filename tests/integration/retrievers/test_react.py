@@ -54,4 +54,8 @@ def test_the_loop_with_smollm2_takes_well_formed_turns_and_stops(corpus_file, tm
         assert all(oid in {f"o{i}" for i in range(len(CORPUS))} for oid in searched)
     stats = react.stats()
     assert stats["react_turns_mean"] >= 1 and sum(v for k, v in stats.items() if k.startswith("react_stop_")) == 3
+    llm = react.session.accounting.summary()  # every call counted under its turn, with its seconds
+    assert llm["llm_react_turn1_calls"] == 3 and llm["llm_react_turn1_prompt_tokens"] > 0
+    assert sum(v for k, v in llm.items() if k.startswith("llm_react_turn") and k.endswith("_calls")) == llm["llm_calls"]
+    assert stats["react_seconds_turn1"] > 0
     assert regex.fullmatch(pattern, "Thought: a\nAction: Search[b]") and not regex.fullmatch(pattern, "Action: Finish")

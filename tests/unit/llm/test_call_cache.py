@@ -240,3 +240,24 @@ def test_latency_is_per_request_only_where_a_request_has_one_and_batches_are_rep
     assert (stats["llm_latency_mean_s"], stats["llm_latency_p95_s"]) == (1.0, 1.5)  # not 2.0 / 4 per request
     assert (stats["llm_batches"], stats["llm_batch_size_mean"]) == (2, 2.5)
     assert (stats["llm_batch_seconds_mean"], stats["llm_batch_seconds_p95"]) == (1.5, 2.0)
+
+
+def test_calls_and_tokens_count_under_the_step_that_made_them():
+    import threading
+
+    from rbench.llm.backends import Completion
+    from rbench.llm.client import Accounting
+
+    accounting = Accounting()
+    with accounting.step("arm_keywords"):
+        accounting.answered(Completion("a", 10, 2, 0.1))
+        accounting.hit(3)
+        other = threading.Thread(target=accounting.answered, args=(Completion("elsewhere", 1, 1, 0.1),))
+        other.start()
+        other.join()  # another thread's call is not this step's
+    accounting.answered(Completion("b", 5, 1, 0.1))  # outside any step
+    stats = accounting.summary()
+    assert stats["llm_calls"] == 3 and stats["llm_calls_cached"] == 3
+    assert {k: v for k, v in stats.items() if k.startswith("llm_arm_")} == {
+        "llm_arm_keywords_calls": 1, "llm_arm_keywords_calls_cached": 3,
+        "llm_arm_keywords_prompt_tokens": 10, "llm_arm_keywords_completion_tokens": 2}
