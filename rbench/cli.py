@@ -232,7 +232,12 @@ def dataset_availability(adapter_cls, mirror: Path | None) -> list[tuple[str, st
             size = sum(f.stat().st_size for p in present for f in ([p] if p.is_file() else p.rglob("*")) if f.is_file())
             rows.append((label, f"offline from the mirror, {size / 1e6:.1f} MB in {len(specs)} file(s)"))
         else:
-            source = (specs[0].hf_repo or "GitHub") if specs else "?"
+            sourced = [s for s in specs if s.hf_repo or s.url]
+            if not sourced:
+                rows.append((label, f"not in the mirror ({len(present)}/{len(specs)} files) and no download source: "
+                                    "put the files in the mirror (or give their paths in the params)"))
+                continue
+            source = sourced[0].hf_repo or "GitHub"
             unpinned = sum(s.sha256 is None for s in specs)
             rows.append((label, f"not in the mirror ({len(present)}/{len(specs)} files): downloads from {source}"
                          + (f" ({unpinned} file(s) unverified: no pinned sha256)" if unpinned else "")))

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Iterator
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from rbench.core.configfile import ConfigPath
 from rbench.core.errors import DataError
@@ -47,24 +47,29 @@ def document_of(segment_id: str) -> tuple[str, int]:
 
 
 class MsmarcoParams(BaseModel):
-    """``shards``: which of the 59 corpus shards (default all); ``corpus``: the folder that holds
+    """``shards``: which of the 59 corpus shards (default: all); ``corpus``: the folder that holds
     them (default: the mirror's ``msmarco_v2.1_doc_segmented/``); ``topics`` and ``qrels``:
     the TREC RAG 2024 files (default: the mirror's ``trec_rag_2024/topics.rag24.test.txt`` and
     ``qrels.rag24.test-umbrela-all.txt``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    shards: list[int] = Field(default_factory=lambda: list(range(SHARDS)))
+    shards: list[int] | None = None
     corpus: ConfigPath | None = None
     topics: ConfigPath | None = None
     qrels: ConfigPath | None = None
 
     @field_validator("shards")
     @classmethod
-    def _shards(cls, shards: list[int]) -> list[int]:
-        if not shards or len(set(shards)) != len(shards) or not all(0 <= n < SHARDS for n in shards):
+    def _shards(cls, shards: list[int] | None) -> list[int] | None:
+        if shards is not None and (not shards or len(set(shards)) != len(shards)
+                                   or not all(0 <= n < SHARDS for n in shards)):
             raise ValueError(f"shards {shards} must be distinct numbers from 0 to {SHARDS - 1}")
         return shards
+
+    def shard_numbers(self) -> list[int]:
+        """The chosen shards, or all of them."""
+        return list(range(SHARDS)) if self.shards is None else self.shards
 
 
 def _local(name: str, path: Path) -> FileSpec:
@@ -84,7 +89,7 @@ class MsmarcoV21(Adapter):
     graded = True
 
     def files(self, params: MsmarcoParams) -> list[FileSpec]:
-        corpus = [shard_name(n) for n in params.shards]
+        corpus = [shard_name(n) for n in params.shard_numbers()]
         specs = [_local(name, params.corpus / name.split("/", 1)[1]) if params.corpus else FileSpec(name=name)
                  for name in corpus]
         for name, path in ((TOPICS, params.topics), (QRELS, params.qrels)):
@@ -92,7 +97,7 @@ class MsmarcoV21(Adapter):
         return specs
 
     def objects(self, raw: Path, params: MsmarcoParams) -> Iterator[CorpusObject]:
-        for n in params.shards:
+        for n in params.shard_numbers():
             name = shard_name(n)
             shown = params.corpus / name.split("/", 1)[1] if params.corpus else Path(name)
             try:
