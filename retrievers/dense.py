@@ -33,6 +33,7 @@ from rbench.retrievers.models import (
 
 log = logging.getLogger("rbench")
 CHUNK = 1024
+IVF_FIELDS = ("nlist", "pq_m", "train_size")
 
 
 def _with_encoding(params: dict, encoding: Encoding) -> dict:
@@ -111,7 +112,11 @@ class Dense(Retriever):
         return [model_identity(self.params.model)]
 
     def index_params(self) -> dict:
-        return _with_encoding(super().index_params(), self.params.encoding)
+        """The index-shaping params; the IVF ones only for the index kinds they shape, so that
+        flat and HNSW keys stay as they were."""
+        unused = {"flat": IVF_FIELDS, "hnsw": IVF_FIELDS, "ivf_flat": ("pq_m",), "ivf_pq": ()}[self.params.index]
+        params = {k: v for k, v in super().index_params().items() if k not in unused}
+        return _with_encoding(params, self.params.encoding)
 
     def shard_params(self) -> dict:
         return _with_encoding(super().shard_params(), self.params.encoding)
