@@ -26,11 +26,10 @@ def retry_sampling(sampling: Sampling, retry: int) -> Sampling:
 
 
 class Accounting:
-    """Counts of one run's LLM use (in all, and per method step): calls made and served from cache, tokens,
-    latency per request
-    (where the backend measures one: a server call) or per batch (in-process batched generation:
-    wall time and size, never divided into a made-up per-request figure), generation time, and
-    parse outcomes."""
+    """Counts of one run's LLM use, in all and per method step: calls made and served from cache,
+    tokens, latency per request where the backend measures one (a server call) or per batch
+    (in-process batched generation: wall time and size, never divided into a made-up
+    per-request figure), generation time, and parse outcomes."""
 
     def __init__(self):
         self._lock = threading.Lock()
