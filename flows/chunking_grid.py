@@ -25,7 +25,6 @@ from rbench.core.configfile import (
 )
 from rbench.core.errors import ConfigError
 from rbench.core.locations import DEFAULT_STORE, ENV_MIRROR, ENV_STORE, ENV_TRACKING, flag_or_env
-from rbench.core.store import file_digest
 from rbench.evaluation.chunking_report import write_grid_report
 from rbench.retrievers.models import Encoding, canonical_id
 from rbench.tasks.chunkers import SpanChunkerConfig
@@ -37,7 +36,7 @@ from rbench.tasks.chunking_eval import (
     chroma_files,
     load_eval_set,
 )
-from rbench.tasks.datasets.base import FileSpec
+from rbench.tasks.datasets.base import FileSpec, local_file
 from rbench.tasks.datasets.chunking import cl100k
 from rbench.tasks.download import DOWNLOAD, DownloadConfig
 from rbench.tasks.orchestration import call_stage
@@ -114,7 +113,7 @@ class ChunkingGridConfig(BaseModel):
         paths = sorted((folder / "corpora").glob("*.md")) + [folder / "questions_df.csv"]
         if not (folder / "questions_df.csv").is_file():
             raise ConfigError(f"data folder {folder} has no questions_df.csv; use 'chroma' or a folder in Chroma's format")
-        return [FileSpec(name=f"chroma/{p.relative_to(folder).as_posix()}", sha256=file_digest(p), local=p) for p in paths]
+        return [local_file(f"chroma/{p.relative_to(folder).as_posix()}", p) for p in paths]
 
 
 def load_grid_config(path: str | Path, mirror: str | None = None, store: str | None = None,

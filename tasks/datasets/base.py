@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rbench.core.errors import DataError
 from rbench.core.registry import Registry
+from rbench.core.store import file_digest
 
 ADAPTERS: Registry = Registry("dataset adapter", package="rbench.tasks.datasets", group="rbench.datasets",
                               hint="For your own files use adapter 'jsonl'.")
@@ -49,6 +50,19 @@ class FileSpec(BaseModel):
     patterns: list[str] | None = None
     observed: str | None = None
     local: Path | None = Field(default=None, exclude=True)
+
+
+def local_file(name: str, path: Path) -> FileSpec:
+    """A user's file as the download stage's input ``name``, pinned to its sha256. The digest is
+    computed once per process per (path, size, modification time): the CLI's data check, its
+    cached-rerun check and the flow ask for the same files."""
+    stat = path.stat()
+    return FileSpec(name=name, sha256=_digest_of(path.resolve(), stat.st_size, stat.st_mtime_ns), local=path)
+
+
+@functools.lru_cache(maxsize=4096)
+def _digest_of(path: Path, size: int, mtime_ns: int) -> str:
+    return file_digest(path)
 
 
 class CorpusObject(BaseModel):

@@ -10,13 +10,13 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from rbench.core.configfile import ConfigPath
 from rbench.core.errors import DataError
-from rbench.core.store import file_digest
 from rbench.tasks.datasets.base import (
     ADAPTERS,
     Adapter,
     CorpusObject,
     FileSpec,
     Query,
+    local_file,
     read_jsonl,
     text_value,
 )
@@ -75,7 +75,7 @@ class Beir(Adapter):
                             else f"qrels file {qrels} does not exist")
         sources = {"corpus.jsonl": params.path / "corpus.jsonl", "queries.jsonl": params.path / "queries.jsonl",
                    "qrels.tsv": qrels}
-        return [FileSpec(name=n, sha256=file_digest(p), local=p) for n, p in sources.items()]
+        return [local_file(n, p) for n, p in sources.items()]
 
     def objects(self, raw: Path, params: BeirParams) -> Iterator[CorpusObject]:
         for line_no, doc in read_jsonl(raw / "corpus.jsonl"):

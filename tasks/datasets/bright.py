@@ -17,8 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from rbench.core.configfile import ConfigPath
 from rbench.core.errors import DataError
-from rbench.core.store import file_digest
-from rbench.tasks.datasets.base import ADAPTERS, Adapter, CorpusObject, FileSpec, Query, text_value
+from rbench.tasks.datasets.base import ADAPTERS, Adapter, CorpusObject, FileSpec, Query, local_file, text_value
 from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_text
 
 REPO = "xlangai/BRIGHT"
@@ -97,7 +96,7 @@ class Bright(Adapter):
             if not local.is_file():
                 raise DataError(f"BRIGHT folder {params.path} has no {part}: give the folder that holds documents/, "
                                 "long_documents/ and examples/ as published (huggingface.co/datasets/xlangai/BRIGHT)")
-            specs.append(FileSpec(name=f"bright/{part}", sha256=file_digest(local), local=local))
+            specs.append(local_file(f"bright/{part}", local))
         return specs
 
     def _shown(self, raw: Path, params: BrightParams, part: str) -> tuple[Path, str]:

@@ -9,13 +9,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rbench.core.configfile import ConfigPath
 from rbench.core.errors import DataError
-from rbench.core.store import file_digest
 from rbench.tasks.datasets.base import (
     ADAPTERS,
     Adapter,
     CorpusObject,
     FileSpec,
     Query,
+    local_file,
     read_jsonl,
     text_value,
 )
@@ -85,8 +85,8 @@ class Jsonl(Adapter):
 
     def files(self, params: JsonlParams) -> list[FileSpec]:
         return [
-            FileSpec(name=CORPUS, sha256=file_digest(params.corpus), local=params.corpus),
-            FileSpec(name=QUERIES, sha256=file_digest(params.queries), local=params.queries),
+            local_file(CORPUS, params.corpus),
+            local_file(QUERIES, params.queries),
         ]
 
     def objects(self, raw: Path, params: JsonlParams) -> Iterator[CorpusObject]:

@@ -112,3 +112,22 @@ def test_subsample_stage_caps_and_keeps_columns(tmp_path):
     art = SUBSAMPLE.run(Store(tmp_path / "s"), [Artifact("prepare", "p", folder)], SubsampleConfig(size=3))
     out = pq.read_table(art.file("queries.parquet"))
     assert out.num_rows == 3 and out.column_names == ["query_id", "text", "gold_doc_ids"]
+
+
+def test_a_users_file_is_hashed_once_per_process_until_it_changes(tmp_path, monkeypatch):
+    import os
+
+    import rbench.tasks.datasets.base as base
+
+    path = tmp_path / "corpus.jsonl"
+    path.write_text('{"a": 1}\n')
+    hashed = []
+    real = base.file_digest
+    monkeypatch.setattr(base, "file_digest", lambda p: hashed.append(p) or real(p))
+    first = base.local_file("corpus.jsonl", path)
+    assert base.local_file("corpus.jsonl", path) == first and len(hashed) == 1
+    path.write_text('{"a": 2}\n')
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    changed = base.local_file("corpus.jsonl", path)
+    assert len(hashed) == 2 and changed.sha256 != first.sha256 and changed.sha256 == real(path)
