@@ -342,25 +342,33 @@ class ARM(LLMComposite):
         return out
 
     def _final(self, queries: Mapping[str, str], picked: dict[str, list[str]]) -> dict[str, list[str]]:
+        from rbench.llm.budget import clip
         from rbench.llm.config import Sampling
-        from rbench.llm.listwise import clip
+        from rbench.llm.listwise import numbered
         from rbench.llm.parse import parse_selection
         from rbench.llm.prompts import load_prompt
 
         p = self.params
         llm = self.llm(p.llm)
         prompt = load_prompt(p.select_prompt)
+        sampling = Sampling(temperature=p.final_temperature, max_tokens=p.max_tokens)
         docs = {q: list(dict.fromkeys(self._doc_of[o] for o in picked[q])) for q in queries}
-        asked = [q for q in queries if docs[q]]
-        messages = []
-        for q in asked:
+        asked, messages = [], []
+        for q in queries:
+            if not docs[q]:
+                continue
             shown = []
-            for i, doc in enumerate(docs[q], 1):
+            for doc in docs[q]:
                 members = [o for o in picked[q] if self._doc_of[o] == doc]
                 body = " | ".join(clip(self._texts[o], p.passage_chars) for o in members)
-                shown.append(f"[{i}] {self._title_of[members[0]]}: {body}")
-            messages.append(prompt.render(question=queries[q], k=str(len(docs[q])), documents="\n".join(shown)))
-        sampling = Sampling(temperature=p.final_temperature, max_tokens=p.max_tokens)
+                shown.append(f"{self._title_of[members[0]]}: {body}")
+            fitted, count = llm.fit(lambda texts, q=q: prompt.render(question=queries[q], k=str(len(texts)),
+                                                                     documents=numbered(texts)),
+                                    shown, sampling, f"the ARM selection prompt of query {q!r}")
+            if count:
+                docs[q] = docs[q][:count]
+                asked.append(q)
+                messages.append(fitted)
         answers = llm.chat(messages, sampling, samples=p.final_samples) if messages else []
         chosen = {q: [] for q in queries}
         for q, samples in zip(asked, answers):

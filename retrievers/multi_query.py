@@ -166,7 +166,8 @@ class MultiQuery(LLMComposite):
         return " ".join([query, *added])
 
     def search(self, queries: Mapping[str, str], k: int) -> Run:
-        from rbench.llm.listwise import clip
+        from rbench.llm.budget import clip
+        from rbench.llm.listwise import numbered
         from rbench.llm.parse import parse_selection
         from rbench.llm.prompts import load_prompt
 
@@ -181,11 +182,19 @@ class MultiQuery(LLMComposite):
         kept = {q: [o for o, _ in scored[q][:p.ce_keep]] for q in queries}
         ids = [q for q in queries if kept[q]]
         prompt = load_prompt(p.select_prompt)
-        messages = [prompt.render(question=queries[q], k=str(p.select_max), documents="\n".join(
-            f"[{i}] {self._title_of.get(o) or self._doc_of[o]} (id {self._doc_of[o]}): "
-            f"{clip(self._texts[o], p.snippet_chars)}" for i, o in enumerate(kept[q], 1))) for q in ids]
         llm = self.llm(p.llm)
-        answers = dict(zip(ids, llm.chat_one(messages, Sampling(max_tokens=4 * p.select_max + 16))))
+        sampling = Sampling(max_tokens=4 * p.select_max + 16)
+        messages = []
+        for q in ids:
+            fitted, count = llm.fit(lambda texts, q=q: prompt.render(question=queries[q], k=str(p.select_max),
+                                                                     documents=numbered(texts)),
+                                    [f"{self._title_of.get(o) or self._doc_of[o]} (id {self._doc_of[o]}): "
+                                     f"{clip(self._texts[o], p.snippet_chars)}" for o in kept[q]],
+                                    sampling, f"the selection prompt of query {q!r}")
+            kept[q] = kept[q][:count]
+            messages.append(fitted)
+        selecting = [q for q in ids if kept[q]]
+        answers = dict(zip(selecting, llm.chat_one([m for q, m in zip(ids, messages) if kept[q]], sampling)))
         run = {}
         for q in queries:
             chosen = []

@@ -3,8 +3,10 @@ An action is ``Search[keywords]`` (the base retriever returns ``k_search`` objec
 to the LLM as the next observation) or ``Finish``. Each turn is constrained to
 ``Thought: ...`` then ``Action: Search[...]|Finish`` (vLLM structured outputs, a logits
 processor with transformers, a checked retry with other servers) and parsed permissively.
-The result is every retrieved object in order of first retrieval; each query's trace
-(thoughts, actions, observations, turns, why it stopped) is kept with the run."""
+Each observation is fitted to the LLM's context (:mod:`rbench.llm.budget`); a conversation
+that has no room left for one stops (``context_full``). The result is every retrieved object
+in order of first retrieval; each query's trace (thoughts, actions, observations, turns, why
+it stopped) is kept with the run."""
 
 from __future__ import annotations
 
@@ -67,6 +69,7 @@ class ReAct(LLMComposite):
         return [self._base]
 
     def search(self, queries: Mapping[str, str], k: int) -> Run:
+        from rbench.llm.budget import PromptTooLong, clip
         from rbench.llm.config import Sampling
         from rbench.llm.constrain import Constraint
         from rbench.llm.listwise import numbered
@@ -103,9 +106,15 @@ class ReAct(LLMComposite):
             for q in searches:
                 s, hits = state[q], [oid for oid, _ in run.get(q, [])]
                 s["found"] += [oid for oid in hits if oid not in set(s["found"])]
-                shown = numbered([self._texts[oid] for oid in hits], p.passage_chars) or "(no results)"
-                s["messages"] = [*s["messages"], ("user", f"Observation:\n{shown}")]
-                s["turns"][-1]["observation"] = hits
+                try:
+                    s["messages"], shown = llm.fit(
+                        lambda texts, history=s["messages"]: [
+                            *history, ("user", f"Observation:\n{numbered(texts) or '(no results)'}")],
+                        [clip(self._texts[oid], p.passage_chars) for oid in hits], sampling,
+                        f"the ReAct prompt of query {q!r} at turn {turn + 1}")
+                except PromptTooLong:
+                    s["stop"], shown = "context_full", 0
+                s["turns"][-1]["observation"] = hits[:shown]
             self._turn_seconds[turn] += time.perf_counter() - started
         out = {}
         for q, s in state.items():

@@ -130,7 +130,7 @@ def load_costs_and_traces(tracking_uri: str, runs: Sequence[str], experiment: st
                      if key.startswith("retrieve.")}
             costs += [{"dataset": dataset, "retriever": label, "name": key, "value": value}
                       for key, value in sorted(stats.items())
-                      if key in COST_KEYS or key.startswith(("arm_", "react_", "llm_arm_", "llm_react_"))]
+                      if key in COST_KEYS or key.startswith(("arm_", "react_", "llm_arm_", "llm_react_", "llm_budget_"))]
             if any(a.path == "traces.parquet" for a in client.list_artifacts(child.info.run_id)):
                 with tempfile.TemporaryDirectory() as tmp:
                     rows = pq.read_table(client.download_artifacts(child.info.run_id, "traces.parquet", tmp)).to_pylist()

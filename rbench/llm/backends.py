@@ -12,7 +12,7 @@ import time
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 from rbench.core.errors import ConfigError, MissingExtraError, RbenchError
 from rbench.llm.config import LLMConfig, Sampling
@@ -161,6 +161,51 @@ class OpenAIBackend(Backend):
         usage = payload.get("usage") or {}
         return Completion(text, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
                           seconds, choice.get("finish_reason"))
+
+    def served_context(self) -> int | None:
+        """The ``max_model_len`` the server reports for this model at ``GET /models`` (vLLM), or None."""
+        import httpx
+
+        try:
+            response = self._http.get("/models")
+            models = response.json().get("data") if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+        for model in models if isinstance(models, list) else []:
+            if isinstance(model, dict) and model.get("id") == self.config.model:
+                length = model.get("max_model_len")
+                return length if isinstance(length, int) and length > 0 else None
+        return None
+
+    def _tokenize(self, messages: Sequence[tuple[str, str]]):
+        root = self.config.base_url.removesuffix("/v1")
+        return self._http.post(f"{root}/tokenize", json={
+            "model": self.config.model, "add_generation_prompt": True,
+            "messages": [{"role": role, "content": content} for role, content in messages]})
+
+    def tokenizes(self) -> bool:
+        """Whether the server counts prompt tokens at ``/tokenize`` beside ``/v1`` (vLLM does)."""
+        import httpx
+
+        try:
+            response = self._tokenize([("user", "x")])
+            return response.status_code == 200 and isinstance(response.json().get("count"), int)
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return False
+
+    def count_tokens(self, messages: Sequence[tuple[str, str]]) -> int:
+        """The prompt tokens of the chat ``messages``, counted by the server's own tokenizer."""
+        import httpx
+
+        try:
+            response = self._tokenize(messages)
+            if response.status_code == 200:
+                return int(response.json()["count"])
+            problem = f"HTTP {response.status_code}: {response.text[:300]}"
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as e:
+            problem = f"{type(e).__name__}: {e}"
+        raise LLMError(self._hide(f"counting prompt tokens at {self.config.base_url.removesuffix('/v1')}/tokenize "
+                                  f"(model {self.config.model!r}) failed: {problem}"))
 
     def generate(self, requests: list[Request], done: Done) -> None:
         pool = ThreadPoolExecutor(self.config.max_concurrency, thread_name_prefix="rbench-llm")

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from rbench.llm.backends import Completion, Request, backend_for
+from rbench.llm.budget import Budget, Fitted, Render, budget_for, fit_prompt
 from rbench.llm.cache import CallCache, call_key
 from rbench.llm.config import LLMConfig, Sampling
 
@@ -38,6 +39,7 @@ class Accounting:
         self.batches: dict[int, tuple[float, int]] = {}
         self.generation_seconds = 0.0
         self.parse: dict[str, int] = {}
+        self.fitting = dict.fromkeys(("prompts", "prompts_fitted", "passages_clipped", "candidates_dropped"), 0)
         self.steps: dict[str, dict[str, int]] = {}
         self._local = threading.local()
 
@@ -89,6 +91,14 @@ class Accounting:
         with self._lock:
             self.parse[status] = self.parse.get(status, 0) + 1
 
+    def fitted(self, fitted: Fitted, candidates: int) -> None:
+        """Count one prompt fitted to its budget from ``candidates`` passages."""
+        with self._lock:
+            self.fitting["prompts"] += 1
+            self.fitting["prompts_fitted"] += fitted.changed
+            self.fitting["passages_clipped"] += fitted.clipped
+            self.fitting["candidates_dropped"] += candidates - fitted.shown
+
     def summary(self) -> dict[str, Any]:
         """Flat counters for a stage summary and MLflow (``llm_`` prefixed): per-request latency
         (mean, p95) of unbatched calls, and batches with their mean size and wall seconds (mean, p95)."""
@@ -104,6 +114,8 @@ class Accounting:
             out.update(llm_batches=len(self.batches),
                        llm_batch_size_mean=round(sum(n for _, n in self.batches.values()) / len(self.batches), 2),
                        llm_batch_seconds_mean=_mean(batch_seconds), llm_batch_seconds_p95=_p95(batch_seconds))
+        if self.fitting["prompts"]:
+            out.update({f"llm_budget_{name}": n for name, n in self.fitting.items()})
         out.update({f"llm_parse_{status}": n for status, n in sorted(self.parse.items())})
         out.update({f"llm_{name}_{field}": n for name, counts in sorted(self.steps.items())
                     for field, n in counts.items()})
@@ -128,6 +140,23 @@ class LLM:
         self.cache = cache
         self.accounting = accounting or Accounting()
         self._model_key = None
+        self._budget: Budget | None = None
+
+    @property
+    def budget(self) -> Budget:
+        """This model's context and token counter (:mod:`rbench.llm.budget`)."""
+        if self._budget is None:
+            self._budget = budget_for(self.config)
+        return self._budget
+
+    def fit(self, render: Render, texts: Sequence[str], sampling: Sampling,
+            what: str = "prompt") -> tuple[Messages, int]:
+        """The prompt ``render`` builds from ``texts`` (passages as shown, best first), fitted to
+        this model's context less ``sampling.max_tokens`` (tails clipped, then the last candidates
+        left out; counted as ``llm_budget_*``), and how many leading texts it shows."""
+        fitted = fit_prompt(render, texts, self.budget.room(sampling), self.budget.count, what)
+        self.accounting.fitted(fitted, len(texts))
+        return fitted.messages, fitted.shown
 
     def chat(self, prompts: Sequence[Messages], sampling: Sampling, samples: int = 1) -> list[list[str]]:
         """The answers to each prompt (``samples`` per prompt), from the cache where answered

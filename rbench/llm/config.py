@@ -27,8 +27,9 @@ BACKEND_FIELDS = {
     "vllm": {"tensor_parallel_size", "quantization", "gpu_memory_utilization", "max_model_len", "dtype", "batch_size",
              "enforce_eager"},
 }
-RUNTIME_FIELDS = frozenset({"base_url", "api_key_env", "basic_auth_env", "max_concurrency", "timeout", "max_retries", "device",
-                            "batch_size", "threads", "tensor_parallel_size", "gpu_memory_utilization"})
+RUNTIME_FIELDS = frozenset({"context_tokens", "base_url", "api_key_env", "basic_auth_env", "max_concurrency",
+                            "timeout", "max_retries", "device", "batch_size", "threads", "tensor_parallel_size",
+                            "gpu_memory_utilization"})
 
 
 class LLMConfig(BaseModel):
@@ -43,6 +44,8 @@ class LLMConfig(BaseModel):
     itself (otherwise a constrained answer is checked and asked again, at most twice).
     ``transformers``: in-process, from a hub id, a local folder, a ``.gguf`` file or a
     packaged model (``smollm2-135m``). ``vllm``: vLLM's in-process engine on a GPU host.
+    ``context_tokens`` (any backend) is the model's context length that prompts are fitted to
+    (:mod:`rbench.llm.budget`); by default the model's own, or what a vLLM server reports.
     Settings that cannot change an answer (URLs, limits, devices, batch sizes) are left
     out of cache keys.
     """
@@ -52,6 +55,7 @@ class LLMConfig(BaseModel):
     backend: Literal["openai", "vllm", "transformers"]
     model: PathOrName = Field(min_length=1)
     revision: str | None = None
+    context_tokens: PositiveInt | None = None
     base_url: str = "https://api.openai.com/v1"
     api_key_env: str | None = None
     basic_auth_env: str | None = None

@@ -1,7 +1,8 @@
 """Run configs/llm.yaml offline: cross-encoder steps get a local model folder (no cross-encoder
 ships on PyPI), and the LLM section can be switched to the vLLM server.
 
-    python -m tests.benchmarks.llm_fetaqa [--llm smollm2|vllm-server] [--cross-encoder DIR] [--store DIR]
+    python -m tests.benchmarks.llm_fetaqa [--llm smollm2|vllm-server] [--base-url URL] [--questions N]
+        [--cross-encoder DIR] [--store DIR]
 
 Without ``--cross-encoder`` one is made from the packaged all-MiniLM-L6-v2 encoder with an
 untrained (seeded) scoring head: it costs what a MiniLM cross-encoder costs, but its
@@ -44,12 +45,18 @@ def main() -> None:
     parser.add_argument("--cross-encoder", default=None)
     parser.add_argument("--store", default=str(REPO / ".rbench"))
     parser.add_argument("--mirror", default=str(REPO.parent / "shared" / "data"))
+    parser.add_argument("--base-url", help="the vllm-server's URL (default: the config's)")
+    parser.add_argument("--questions", type=int, help="subsample size (default: the config's)")
     parser.add_argument("--only", nargs="*", help="run only these retriever labels")
     parser.add_argument("--runner", default="sequential",
                         help="sequential by default: on two cores, torch tasks side by side slow each other down")
     args = parser.parse_args()
     raw = yaml.safe_load((REPO / "configs" / "llm.yaml").read_text())
     ce = args.cross_encoder or untrained_minilm_cross_encoder(Path(args.store) / "models" / "minilm-untrained-ce")
+    if args.base_url:
+        raw["llms"]["vllm-server"]["base_url"] = args.base_url
+    if args.questions:
+        raw["subsample"]["size"] = args.questions
     if args.only:
         raw["retrievers"] = [r for r in raw["retrievers"] if r.get("label", r["name"]) in args.only]
     for r in raw["retrievers"]:

