@@ -130,6 +130,10 @@ class Retriever(ABC):
         dumped = self.params.model_dump(mode="json")
         return {k: dumped[k] for k in self.shard_fields}
 
+    def sharded(self) -> bool:
+        """Whether the index is built from encode shards (``shard_fields``; not over an existing index)."""
+        return bool(self.shard_fields)
+
     def encode_shard(self, corpus: Path, start: int, stop: int, folder: Path, checkpoint=None) -> dict:
         """Encode corpus rows ``start:stop`` into ``folder`` (retrievers with ``shard_fields``)."""
         raise TypeError(f"{self.name} does not build its index from shards")

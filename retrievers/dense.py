@@ -20,7 +20,7 @@ from pydantic import (
 )
 
 from rbench.core.configfile import PathOrName
-from rbench.core.errors import MissingExtraError
+from rbench.core.errors import DataError, MissingExtraError
 from rbench.retrievers.base import RETRIEVERS, Hits, Retriever, Run, column_rows
 from rbench.retrievers.models import (
     Encoding,
@@ -30,6 +30,7 @@ from rbench.retrievers.models import (
     model_identity,
     resolve_model,
 )
+from rbench.retrievers.prebuilt import fingerprint, index_folder, read_pointer, write_pointer
 
 log = logging.getLogger("rbench")
 CHUNK = 1024
@@ -59,7 +60,10 @@ class DenseParams(BaseModel):
     vector, default dim / 4; both trained on a sample of ``train_size`` vectors spread over the
     shards), searched over ``nprobe`` lists (a search setting: not part of the index key);
     ``min_score``: a cosine-similarity threshold in [0, 1] (RAGO's vector retriever), so a
-    query may return fewer than k hits."""
+    query may return fewer than k hits. ``prebuilt``: search an existing FAISS index instead of
+    encoding the corpus: a folder with ``index.faiss`` and ``ids.parquet`` (an ``object_id``
+    column; rbench's own layout) or Pyserini's ``index`` and ``docid`` (one id a line); its
+    vectors must come from ``model`` (with unit length, for inner product), in id-map order."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -76,6 +80,19 @@ class DenseParams(BaseModel):
     device: str | None = Field(None, description="torch device; default: CUDA when available")
     min_score: float | None = Field(None, ge=0, le=1, description="keep hits with cosine similarity >= this")
     encoding: Encoding = Encoding()
+    prebuilt: PathOrName | None = None
+
+    @field_validator("prebuilt")
+    @classmethod
+    def _index(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        folder = index_folder(value, "FAISS index", ("index.faiss", "index"))
+        if not ((folder / "index.faiss").is_file() and (folder / "ids.parquet").is_file()) and not (
+                (folder / "index").is_file() and (folder / "docid").is_file()):
+            raise ValueError(f"prebuilt FAISS index {value!r} needs index.faiss with ids.parquet, or Pyserini's "
+                             "index with docid")
+        return str(folder)
 
     @model_validator(mode="before")
     @classmethod
@@ -109,11 +126,18 @@ class Dense(Retriever):
     version = 2
 
     def model_identities(self) -> list[str]:
-        return [model_identity(self.params.model)]
+        prebuilt = [fingerprint(Path(self.params.prebuilt))] if self.params.prebuilt else []
+        return [model_identity(self.params.model), *prebuilt]
+
+    def sharded(self) -> bool:
+        return self.params.prebuilt is None
 
     def index_params(self) -> dict:
         """The index-shaping params; the IVF ones only for the index kinds they shape, so that
-        flat and HNSW keys stay as they were."""
+        flat and HNSW keys stay as they were. Over an existing index: the model and the index."""
+        if self.params.prebuilt:
+            return _with_encoding({"model": self.params.model, "prebuilt": self.params.prebuilt},
+                                  self.params.encoding)
         unused = {"flat": IVF_FIELDS, "hnsw": IVF_FIELDS, "ivf_flat": ("pq_m",), "ivf_pq": ()}[self.params.index]
         params = {k: v for k, v in super().index_params().items() if k not in unused}
         return _with_encoding(params, self.params.encoding)
@@ -160,6 +184,8 @@ class Dense(Retriever):
 
     def index(self, corpus: Path, folder: Path) -> dict:
         total = pq.ParquetFile(corpus).metadata.num_rows
+        if self.params.prebuilt:
+            return self._point_at(Path(self.params.prebuilt), folder, total)
         shard = folder / ".encoded"
         shard.mkdir()
         encoded = self.encode_shard(corpus, 0, total, shard)
@@ -227,17 +253,38 @@ class Dense(Retriever):
                 "index_bytes": (folder / "index.faiss").stat().st_size,
                 "index_seconds": round(time.perf_counter() - started, 2)}
 
+    def _point_at(self, source: Path, folder: Path, total: int) -> dict:
+        """Check an existing index against its id map and ``model``, and point at it."""
+        faiss = import_faiss()
+        index_file, ids = _layout(source)
+        index = faiss.read_index(str(index_file), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+        count = len(_read_ids(ids))
+        if count != index.ntotal:
+            raise DataError(f"dense: the prebuilt index {index_file} holds {index.ntotal} vectors but its id map {ids} "
+                            f"has {count} ids: give the id map written with this index")
+        dim = self.encode(["dimension"], "query").shape[1]
+        if dim != index.d:
+            raise DataError(f"dense: the prebuilt index {index_file} holds {index.d}-d vectors but model "
+                            f"{self.params.model} encodes {dim}-d queries: set model to the one the index was "
+                            "built with")
+        return write_pointer(folder, str(source), fingerprint(source), indexed=int(index.ntotal), dim=index.d,
+                             corpus_objects=total, index_bytes=index_file.stat().st_size)
+
     def load(self, folder: Path) -> None:
         faiss = import_faiss()
-        index = faiss.read_index(str(folder / "index.faiss"))
-        if self.params.index.startswith("ivf"):
-            index.nprobe = self.params.nprobe  # copied to the GPU index below
-        if self.params.index == "hnsw":
+        pointer = read_pointer(folder)
+        index_file, ids = _layout(Path(pointer["location"])) if pointer else (folder / "index.faiss",
+                                                                               folder / "ids.parquet")
+        index = faiss.read_index(str(index_file))
+        ivf = faiss.try_extract_index_ivf(index)
+        if ivf is not None:
+            ivf.nprobe = self.params.nprobe  # copied to the GPU index below
+        if isinstance(index, faiss.IndexHNSW):
             index.hnsw.efSearch = self.params.ef_search
         elif hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0:
             index = faiss.index_cpu_to_all_gpus(index)
         self._index = index
-        self._ids = pq.read_table(folder / "ids.parquet").column("object_id").combine_chunks()
+        self._ids = _read_ids(ids)
         self._rows = None
         self._encoder()
 
@@ -246,8 +293,9 @@ class Dense(Retriever):
         gives their quantized approximations)."""
         if getattr(self, "_rows", None) is None:
             self._rows = {oid: i for i, oid in enumerate(self._ids.to_pylist())}
-            if self.params.index.startswith("ivf"):  # IVF lists find a vector by id only through a direct map
-                import_faiss().extract_index_ivf(self._index).make_direct_map()
+            ivf = import_faiss().try_extract_index_ivf(self._index)
+            if ivf is not None:  # IVF lists find a vector by id only through a direct map
+                ivf.make_direct_map()
         if not object_ids:
             return np.zeros((0, self._index.d), dtype=np.float32)
         return np.vstack([self._index.reconstruct(self._rows[oid]) for oid in object_ids]).astype(np.float32)
@@ -275,3 +323,22 @@ class Dense(Retriever):
         width = rows.shape[1]
         return [[(names[i * width + j], float(s)) for j, (r, s) in enumerate(zip(row, score)) if r >= 0]
                 for i, (row, score) in enumerate(zip(rows, scores))]
+
+
+def _layout(folder: Path) -> tuple[Path, Path]:
+    """The index file and id map of an index folder: rbench's layout, else Pyserini's."""
+    if (folder / "index.faiss").is_file():
+        return folder / "index.faiss", folder / "ids.parquet"
+    return folder / "index", folder / "docid"
+
+
+def _read_ids(path: Path) -> pa.Array:
+    """An id map as one Arrow string column: ``ids.parquet`` or Pyserini's ``docid`` lines."""
+    if path.suffix == ".parquet":
+        return pq.read_table(path, columns=["object_id"]).column("object_id").combine_chunks()
+    import pyarrow.csv as pcsv
+
+    table = pcsv.read_csv(path, read_options=pcsv.ReadOptions(column_names=["object_id"]),
+                          parse_options=pcsv.ParseOptions(delimiter="\t", quote_char=False),
+                          convert_options=pcsv.ConvertOptions(column_types={"object_id": pa.string()}))
+    return table.column("object_id").combine_chunks()

@@ -42,7 +42,7 @@ class IndexConfig(BaseModel):
     def shards(self, rows: int, shard_size: int) -> list["EncodeConfig"]:
         """The encode shards this index is built from; empty when it is built in one piece."""
         instance = self.retriever_instance()
-        if not instance.shard_fields:
+        if not instance.sharded():
             return []
         common = {"retriever": self.retriever, "version": instance.code_identity(instance.shard_version),
                   "params": instance.shard_params(), "models": self.models}
