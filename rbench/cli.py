@@ -215,6 +215,8 @@ def dataset_availability(adapter_cls, mirror: Path | None) -> list[tuple[str, st
     """``(variant, status)`` per dataset variant: offline from the mirror (with its size), or not."""
     from typing import get_args
 
+    from rbench.tasks.datasets.base import expand
+
     fields = adapter_cls.Params.model_fields
     axis = next((k for k in ("benchmark", "split", "task") if k in fields), None)
     if axis is not None:
@@ -225,7 +227,7 @@ def dataset_availability(adapter_cls, mirror: Path | None) -> list[tuple[str, st
         return [("(your own files)", "local paths given in the config")]
     rows = []
     for params in variants:
-        specs = adapter_cls().files(adapter_cls.Params.model_validate(params))
+        specs = expand(adapter_cls().files(adapter_cls.Params.model_validate(params)))
         label = ", ".join(f"{k}={v}" for k, v in params.items()) or "default"
         present = [mirror / s.name for s in specs if mirror is not None and (mirror / s.name).exists()]
         if mirror is not None and len(present) == len(specs):

@@ -1,13 +1,17 @@
-"""Download stage: fetch each raw file (or copy it from a mirror) and verify its sha256."""
+"""Download stage: fetch each raw file (or copy it from a mirror) and verify its sha256, several
+files at once, with progress in the log."""
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
 import shutil
 import tempfile
+import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -15,16 +19,23 @@ from pydantic import BaseModel
 from rbench.config import DatasetConfig
 from rbench.core.errors import ChecksumError, DataError, MissingExtraError
 from rbench.core.store import Artifact, Stage, fast_fingerprint, file_digest
-from rbench.tasks.datasets.base import FileSpec, get_adapter, known_file
+from rbench.tasks.datasets.base import FileSpec, ManifestFiles, get_adapter, known_file
 
 log = logging.getLogger("rbench")
 COMMIT = re.compile(r"[0-9a-f]{40}")
+PROGRESS_SECONDS = 10.0
 
 
 class DownloadConfig(BaseModel):
-    """The files of one dataset; only names, digests and URLs enter the cache key."""
+    """The files of one dataset; only names, digests and URLs enter the cache key. Long pinned
+    lists come by reference (``manifests``), so the stage's parameters stay small."""
 
     files: list[FileSpec]
+    manifests: list[ManifestFiles] = []
+
+    def all_files(self) -> list[FileSpec]:
+        """Every file, the manifests' expanded."""
+        return [f for m in self.manifests for f in m.files()] + list(self.files)
 
     @classmethod
     def of(cls, dataset: DatasetConfig, mirror: Path | None = None) -> "DownloadConfig":
@@ -33,10 +44,12 @@ class DownloadConfig(BaseModel):
         return cls.resolved(adapter.files(adapter.Params.model_validate(dataset.params)), mirror)
 
     @classmethod
-    def resolved(cls, files: list[FileSpec], mirror: Path | None = None) -> "DownloadConfig":
+    def resolved(cls, files: list[FileSpec | ManifestFiles], mirror: Path | None = None) -> "DownloadConfig":
         """Key unpinned files by what will be read: a mirror copy by its fingerprint, a
         Hugging Face branch or tag by the commit it points at now (when the hub answers)."""
-        return cls(files=[_resolve(spec, Path(mirror) if mirror else None) for spec in files])
+        return cls(files=[_resolve(spec, Path(mirror) if mirror else None) for spec in files
+                          if isinstance(spec, FileSpec)],
+                   manifests=[spec for spec in files if isinstance(spec, ManifestFiles)])
 
 
 def _resolve(spec: FileSpec, mirror: Path | None) -> FileSpec:
@@ -128,30 +141,48 @@ def _fetch(spec: FileSpec, target: Path, mirror: Path | None) -> str:
     return source
 
 
+def _fetch_verified(spec: FileSpec, folder: Path, mirror: Path | None) -> tuple[int, bool]:
+    """Fetch one file into ``folder`` and check its pinned digest: ``(bytes, pinned)``."""
+    target = folder / spec.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    origin = _fetch(spec, target, mirror)
+    if spec.sha256 is not None:
+        actual = file_digest(target)
+        if actual != spec.sha256:
+            other = known_file(actual)
+            why = (f"That is the pinned file {other}, not {spec.name}: put it under its own name in the "
+                   "mirror, and choose the dataset split that reads it (see `rbench list datasets`)"
+                   if other else "The file is corrupt or a different version; fetch it again")
+            raise ChecksumError(f"checksum mismatch for {spec.name} from {origin}: expected sha256 "
+                                f"{spec.sha256}, got {actual}. {why}")
+    size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file()) if target.is_dir() else target.stat().st_size
+    log.debug("download %s from %s (%d bytes)", spec.name, origin, size)
+    return size, spec.sha256 is not None
+
+
 def build_download(folder: Path, inputs: list[Artifact], config: DownloadConfig, mirror: Path | None = None) -> dict:
-    """Copy or fetch every file into ``folder`` and check pinned digests."""
-    unpinned, total = 0, 0
-    for spec in config.files:
-        target = folder / spec.name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        origin = _fetch(spec, target, Path(mirror) if mirror else None)
-        if spec.sha256 is None:
-            unpinned += 1
-        else:
-            actual = file_digest(target)
-            if actual != spec.sha256:
-                other = known_file(actual)
-                why = (f"That is the pinned file {other}, not {spec.name}: put it under its own name in the "
-                       "mirror, and choose the dataset split that reads it (see `rbench list datasets`)"
-                       if other else "The file is corrupt or a different version; fetch it again")
-                raise ChecksumError(f"checksum mismatch for {spec.name} from {origin}: expected sha256 "
-                                    f"{spec.sha256}, got {actual}. {why}")
-        size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file()) if target.is_dir() else target.stat().st_size
-        total += size
-        log.debug("download %s from %s (%d bytes)", spec.name, origin, size)
+    """Copy or fetch every file into ``folder`` and check pinned digests, several at once (the
+    work is reading, hashing and waiting on the network); progress is logged every
+    ``PROGRESS_SECONDS``."""
+    files = config.all_files()
+    mirror = Path(mirror) if mirror else None
+    total, unpinned, done = 0, 0, 0
+    last = started = time.monotonic()
+    workers = min(8, 2 * (os.cpu_count() or 1), max(1, len(files)))
+    with ThreadPoolExecutor(workers, thread_name_prefix="rbench-download") as pool:
+        try:
+            for size, pinned in pool.map(lambda spec: _fetch_verified(spec, folder, mirror), files):
+                total, unpinned, done = total + size, unpinned + (not pinned), done + 1
+                if time.monotonic() - last >= PROGRESS_SECONDS and done < len(files):
+                    last = time.monotonic()
+                    log.info("download: %d of %d files fetched and verified (%.0f%%, %.1f MB, %.0f s)", done,
+                             len(files), 100 * done / len(files), total / 1e6, last - started)
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
     if unpinned:
         log.warning("%d file(s) have no pinned sha256 and were not verified", unpinned)
-    return {"files": len(config.files), "bytes": total, "unverified": unpinned}
+    return {"files": len(files), "bytes": total, "unverified": unpinned}
 
 
 DOWNLOAD = Stage("download", 2, build_download)

@@ -142,6 +142,40 @@ def pinned_files(name: str, url_of: Callable[[str], str | None], keep: Callable[
     return [FileSpec(name=f, sha256=sha, url=url_of(f)) for f, sha in sorted(manifest(name).items()) if keep(f)]
 
 
+class ManifestFiles(BaseModel):
+    """The pinned files of manifest ``manifest`` (except names containing ``exclude``), by
+    reference: the manifest's own sha256 stands for the whole list, so a download of 16,576
+    files carries a few hundred bytes of parameters. ``url`` is a template whose ``{path}`` is a
+    file's name without its first folder."""
+
+    model_config = ConfigDict(frozen=True)
+
+    manifest: str
+    sha256: str
+    url: str | None = None
+    exclude: str | None = None
+
+    @classmethod
+    def of(cls, name: str, url: str | None = None, exclude: str | None = None) -> "ManifestFiles":
+        """A reference to the manifest ``name`` as it is now."""
+        return cls(manifest=name, sha256=file_digest(MANIFESTS / f"{name}.json"), url=url, exclude=exclude)
+
+    def files(self) -> list[FileSpec]:
+        """The files it stands for; a DataError when the manifest is not the one referenced."""
+        actual = file_digest(MANIFESTS / f"{self.manifest}.json")
+        if actual != self.sha256:
+            raise DataError(f"manifest {self.manifest}.json has sha256 {actual}, not the {self.sha256} this download "
+                            "was planned with: plan the run again with this version of rbench")
+        return [FileSpec(name=f, sha256=sha, url=self.url.format(path=f.partition("/")[2]) if self.url else None)
+                for f, sha in sorted(manifest(self.manifest).items())
+                if self.exclude is None or self.exclude not in f]
+
+
+def expand(specs: list["FileSpec | ManifestFiles"]) -> list[FileSpec]:
+    """Every file of an adapter's file list, references to manifests expanded."""
+    return [f for s in specs for f in (s.files() if isinstance(s, ManifestFiles) else [s])]
+
+
 def known_file(sha256: str) -> str | None:
     """The mirror name of the pinned file with this digest, in any manifest: it tells a user
     who put, say, the test file under the dev name what the file really is."""
@@ -187,8 +221,8 @@ class Adapter(ABC):
         return {k: v for k, v in params.items() if k not in paths}
 
     @abstractmethod
-    def files(self, params: BaseModel) -> list[FileSpec]:
-        """The raw files this dataset needs."""
+    def files(self, params: BaseModel) -> list[FileSpec | ManifestFiles]:
+        """The raw files this dataset needs (a long pinned list by reference: :class:`ManifestFiles`)."""
 
     @abstractmethod
     def objects(self, raw: Path, params: BaseModel) -> Iterator[CorpusObject]:

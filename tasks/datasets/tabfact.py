@@ -23,6 +23,7 @@ from rbench.tasks.datasets.base import (
     Adapter,
     CorpusObject,
     FileSpec,
+    ManifestFiles,
     Query,
     doc_id,
     manifest,
@@ -63,12 +64,12 @@ class _Layout:
     def table(self, table_id: str) -> str:
         return f"{self.folder}/all_csv/{table_id}"
 
-    def files(self) -> list[FileSpec]:
+    def files(self) -> list[FileSpec | ManifestFiles]:
         if self.split == "sample":
             return pinned_files("tabfact_sample", _url)
-        pinned = pinned_files("tabfact", _url, keep=lambda f: "_examples.json" not in f)
         examples = f"{self.folder}/{self.examples}"
-        return pinned + [FileSpec(name=examples, sha256=manifest("tabfact").get(examples), url=_url(examples))]
+        return [ManifestFiles.of("tabfact", url=f"{RAW}/data/{{path}}", exclude="_examples.json"),
+                FileSpec(name=examples, sha256=manifest("tabfact").get(examples), url=_url(examples))]
 
 
 def _url(name: str) -> str | None:
@@ -113,7 +114,7 @@ class Tabfact(Adapter):
                    "or test/val/train over all 16,573 tables")
     Params = TabfactParams
 
-    def files(self, params: TabfactParams) -> list[FileSpec]:
+    def files(self, params: TabfactParams) -> list[FileSpec | ManifestFiles]:
         return _Layout(params.split).files()
 
     def _tables(self, raw: Path, params: TabfactParams, examples: dict[str, list]) -> list[tuple[str, str, str]]:

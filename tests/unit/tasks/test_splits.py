@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from rbench.config import DatasetConfig
-from rbench.core.errors import ChecksumError
+from rbench.core.errors import ChecksumError, DataError
 from rbench.core.store import Store
-from rbench.tasks.datasets.base import get_adapter, known_file, manifest
+from rbench.tasks.datasets import base
+from rbench.tasks.datasets.base import expand, get_adapter, known_file, manifest
 from rbench.tasks.datasets.target import context_title
 from rbench.tasks.download import DOWNLOAD, DownloadConfig
 from tests.conftest import write_jsonl
@@ -22,7 +23,7 @@ from tests.unit.tasks.test_adapters import _prepare, _table, write_target
 
 def _files(adapter: str, **params):
     a = get_adapter(adapter)
-    return a.files(a.Params.model_validate(params))
+    return expand(a.files(a.Params.model_validate(params)))
 
 
 def test_fetaqa_splits_are_pinned_by_the_manifest_and_train_is_not():
@@ -44,6 +45,46 @@ def test_tabfact_full_splits_pin_every_table_and_the_sample_stays_the_default():
     train = {f.name: f for f in _files("tabfact", split="train")}
     assert train["tabfact/train_examples.json"].sha256 is None
     assert len(_files("tabfact")) == 42
+
+
+def test_a_full_tabfact_split_goes_to_the_download_stage_by_reference_and_shows_progress(tmp_path, monkeypatch,
+                                                                                       caplog):
+    """A generated mirror of the full release's shape: 16,573 tables, the page titles and the
+    test examples, pinned by a generated manifest in place of the shipped one."""
+    mirror, manifests = tmp_path / "mirror", tmp_path / "manifests"
+    (mirror / "tabfact" / "all_csv").mkdir(parents=True)
+    shutil.copytree(base.MANIFESTS, manifests)
+    pinned = {}
+    for i in range(16573):
+        name = f"tabfact/all_csv/1-{i}-1.html.csv"
+        data = f"year#team\n{2000 + i % 20}#team {i}\n".encode()
+        (mirror / name).write_bytes(data)
+        pinned[name] = hashlib.sha256(data).hexdigest()
+    for name, data in (("tabfact/table_to_page.json", b"{}"), ("tabfact/test_examples.json", b"{}")):
+        (mirror / name).write_bytes(data)
+        pinned[name] = hashlib.sha256(data).hexdigest()
+    (manifests / "tabfact.json").write_text(json.dumps(pinned))
+    monkeypatch.setattr(base, "MANIFESTS", manifests)
+    manifest.cache_clear()
+    monkeypatch.setattr("rbench.tasks.download.PROGRESS_SECONDS", 0.0)
+    try:
+        config = DownloadConfig.of(DatasetConfig.model_validate({"name": "tabfact", "params": {"split": "test"}}))
+        assert len(config.all_files()) == 16575 and len(config.model_dump_json()) < 1000
+        with caplog.at_level("INFO", logger="rbench"):
+            raw = DOWNLOAD.run(Store(tmp_path / "store"), [], config, mirror=mirror)
+        assert raw.info["files"] == 16575 and raw.info["unverified"] == 0
+        assert "download: 1 of 16575 files fetched and verified (0%" in caplog.text
+        assert "of 16575 files fetched and verified (99%" in caplog.text
+
+        (mirror / "tabfact/all_csv/1-9000-1.html.csv").write_bytes(b"changed")
+        with pytest.raises(ChecksumError, match="checksum mismatch for tabfact/all_csv/1-9000-1.html.csv"):
+            DOWNLOAD.run(Store(tmp_path / "store2"), [], config, mirror=mirror)
+        (manifests / "tabfact.json").write_text(json.dumps({**pinned, "tabfact/extra.csv": "0" * 64}))
+        manifest.cache_clear()
+        with pytest.raises(DataError, match="manifest tabfact.json has sha256 .* plan the run again"):
+            config.all_files()
+    finally:
+        manifest.cache_clear()
 
 
 def test_shipped_manifests_equal_the_published_digests(shared_data):
