@@ -1,0 +1,224 @@
+"""Scale benchmark: every stage of an experiment at 10^5, 10^6 (and 10^7) objects.
+
+Generates a deterministic synthetic corpus (``jsonl`` adapter): documents of 4 objects, table
+rows and passages alternating, words drawn from a Zipfian vocabulary, and 1,000 queries whose
+gold document holds their planted rare words. Each stage runs as its plain function (what the
+flow's tasks wrap) in a child process of its own, for one retriever at a time, so a child's
+peak RSS is that stage's. Per stage and size it prints build seconds, objects/s, peak RSS, the
+bytes it wrote, and the growth exponent of time and memory from the smallest size to the
+largest; beside them, references measured in the same run: a bare pyarrow read-and-write of
+the same rows for ``prepare``, and bm25s's own tokenizer, ``index`` and ``save`` on the same
+texts (the retriever's settings: porter stemmer, English stopwords) for the bm25s index stage.
+Stage seconds are the stage's own build time; a child's start, imports and cache lookups
+are left out of them, not out of its peak RSS.
+
+    python -m tests.benchmarks.scale --sizes 100000 1000000 [--retrievers bm25s bm25 dense]
+        [--workdir /tmp/rbench-scale]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+OBJECTS_PER_DOC = 4
+QUERIES = 1000
+VOCABULARY = 50_000
+RETRIEVERS = {"bm25s": {"name": "bm25s"}, "bm25": {"name": "bm25"},
+              "dense": {"name": "dense", "params": {"model": "static-64d", "index": "flat"}}}
+STAGES = ("download", "prepare", "subsample", "encode", "index", "retrieve", "evaluate")
+
+
+def generate(folder: Path, objects: int, seed: int = 0) -> tuple[Path, Path]:
+    """Write ``corpus.jsonl`` (``objects`` lines) and ``queries.jsonl`` into ``folder`` once."""
+    corpus, queries = folder / "corpus.jsonl", folder / "queries.jsonl"
+    if corpus.exists() and queries.exists():
+        return corpus, queries
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    words = np.array([f"w{i:x}" for i in range(VOCABULARY)])
+    weights = 1.0 / np.arange(1, VOCABULARY + 1) ** 1.07
+    weights /= weights.sum()
+    docs = objects // OBJECTS_PER_DOC
+    gold = rng.choice(docs, QUERIES, replace=False)
+    planted = {int(d): [f"key{q}a", f"key{q}b", f"key{q}c"] for q, d in enumerate(gold)}
+    chunk = 100_000
+    with open(corpus.with_suffix(".tmp"), "w", encoding="utf-8") as out:
+        for start in range(0, objects, chunk):
+            count = min(chunk, objects - start)
+            drawn = words[rng.choice(VOCABULARY, size=(count, 24), p=weights)]
+            lines = []
+            for i, row in enumerate(drawn):
+                n = start + i
+                doc, part = divmod(n, OBJECTS_PER_DOC)
+                tokens = list(row)
+                if part == 1 and doc in planted:
+                    tokens[:3] = planted[doc]
+                if part % 2:
+                    text = " , ".join(f"[H] {a} : {b}" for a, b in zip(tokens[::2], tokens[1::2]))
+                else:
+                    text = " ".join(tokens)
+                lines.append(json.dumps({"doc_id": f"doc{doc}", "text": f"Document {doc} [SEP] {text}"}))
+            out.write("\n".join(lines) + "\n")
+    corpus.with_suffix(".tmp").rename(corpus)
+    with open(queries, "w", encoding="utf-8") as out:
+        for q, d in enumerate(gold):
+            common = " ".join(words[rng.choice(200, 3)])
+            out.write(json.dumps({"query_id": f"q{q}", "text": f"{' '.join(planted[int(d)])} {common}",
+                                  "gold_doc_ids": [f"doc{d}"]}) + "\n")
+    return corpus, queries
+
+
+def config(workdir: Path, objects: int, retriever: str) -> dict:
+    """The experiment of one size and one retriever."""
+    corpus, queries = generate(workdir / f"data-{objects}", objects)
+    return {"name": f"scale-{objects}", "store": str(workdir / "store"), "depth": 100,
+            "subsample": {"size": QUERIES, "seed": 0}, "execution": {"shard_size": 1_000_000},
+            "datasets": [{"name": f"synthetic-{objects}", "adapter": "jsonl",
+                          "params": {"corpus": str(corpus), "queries": str(queries)}}],
+            "retrievers": [RETRIEVERS[retriever]]}
+
+
+def run_stage(raw: str, stage: str) -> None:
+    """Child process: build every ``stage`` artifact of the experiment (earlier stages must be
+    in the store) and print a JSON line of seconds and bytes written."""
+    from rbench.config import ExperimentConfig
+    from rbench.core.store import Store
+    from rbench.tasks.graph import CachedOnly, NotCached, submit_experiment
+
+    cfg = ExperimentConfig.model_validate(json.loads(raw))
+
+    class OneStage(CachedOnly):
+        built: list = []
+
+        def submit(self, s, inputs, config, label, gpu=False, **options):
+            if s.name != stage:
+                return super().submit(s, inputs, config, label, gpu, **options)
+            artifact = s.run(self.store, inputs, config, **options)
+            self.built.append(artifact)
+            return artifact
+
+    submitter = OneStage(Store(cfg.store))
+    try:
+        submit_experiment(cfg, submitter)
+    except NotCached:
+        pass
+    seconds = sum(a.info.get("build_seconds") or 0.0 for a in submitter.built)
+    size = sum(f.stat().st_size for a in submitter.built for f in Path(a.path).rglob("*") if f.is_file())
+    print(json.dumps({"seconds": seconds, "bytes": size, "built": len(submitter.built),
+                      "cached": not any(a.built for a in submitter.built)}))
+
+
+def reference(kind: str, corpus: str) -> None:
+    """Child process: a reference measured on the same rows (see the module docstring)."""
+    import pyarrow.json as pj
+    import pyarrow.parquet as pq
+
+    started = time.perf_counter()
+    if kind == "pyarrow":
+        table = pj.read_json(corpus)
+        pq.write_table(table, f"{corpus}.parquet")
+        os.unlink(f"{corpus}.parquet")
+    else:
+        import tempfile
+
+        import bm25s
+        import Stemmer
+
+        texts = pj.read_json(corpus).column("text").to_pylist()
+        started = time.perf_counter()
+        tokenizer = bm25s.tokenization.Tokenizer(lower=True, stopwords="english",
+                                                 stemmer=Stemmer.Stemmer("porter").stemWord)
+        tokens = tokenizer.tokenize(texts, update_vocab=True, return_as="string", show_progress=False)
+        engine = bm25s.BM25()
+        engine.index(tokens, show_progress=False)
+        with tempfile.TemporaryDirectory() as tmp:
+            engine.save(tmp, show_progress=False)
+    print(json.dumps({"seconds": time.perf_counter() - started, "bytes": 0}))
+
+
+def child(args: list[str]) -> dict:
+    """Run this script as a child under ``/usr/bin/time``: its result line and its peak RSS (MiB)."""
+    done = subprocess.run(["/usr/bin/time", "-f", "%M", sys.executable, "-m", "tests.benchmarks.scale", *args],
+                          cwd=REPO, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    if done.returncode != 0:
+        raise SystemExit(f"{args[:2]} failed:\n{done.stderr[-3000:]}")
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out["peak_mib"] = int(done.stderr.strip().splitlines()[-1]) / 1024
+    return out
+
+
+def exponent(small: tuple[int, float], large: tuple[int, float]) -> str:
+    """log(value ratio) / log(size ratio)."""
+    (n1, v1), (n2, v2) = small, large
+    return f"{math.log(v2 / v1) / math.log(n2 / n1):.2f}" if v1 > 0 and v2 > 0 and n2 > n1 else "-"
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--stage":
+        return run_stage(sys.argv[3], sys.argv[2])
+    if len(sys.argv) > 1 and sys.argv[1] == "--reference":
+        return reference(sys.argv[2], sys.argv[3])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--retrievers", nargs="+", default=list(RETRIEVERS), choices=list(RETRIEVERS))
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/rbench-scale"))
+    args = parser.parse_args()
+    print(f"machine: {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"load {os.getloadavg()[0]:.2f}; synthetic corpus, {OBJECTS_PER_DOC} objects a document, {QUERIES} queries")
+    rows = []
+    for size in args.sizes:
+        t0 = time.perf_counter()
+        corpus, _ = generate(args.workdir / f"data-{size}", size)
+        print(f"generated {size:,} objects in {time.perf_counter() - t0:.0f} s ({corpus.stat().st_size / 1e6:.0f} MB)",
+              flush=True)
+        for retriever in args.retrievers:
+            raw = json.dumps(config(args.workdir, size, retriever))
+            for stage in STAGES:
+                if stage == "encode" and retriever != "dense":
+                    continue
+                out = child(["--stage", stage, raw])
+                if out["built"] == 0 or out["cached"]:
+                    continue  # shared with an earlier retriever (download, prepare, subsample)
+                rows.append({"size": size, "what": f"{stage} [{retriever}]", **out})
+                print(f"{size:>10,} {stage:<9} {retriever:<6} {out['seconds']:8.1f} s "
+                      f"{size / out['seconds']:>10,.0f} obj/s {out['peak_mib']:8.0f} MiB "
+                      f"{out['bytes'] / 1e6:9.1f} MB", flush=True)
+        for kind, what in (("pyarrow", "reference: pyarrow read+write"),
+                           ("bm25s", "reference: bm25s tokenize+index+save")):
+            if kind == "bm25s" and "bm25s" not in args.retrievers:
+                continue
+            out = child(["--reference", kind, str(corpus)])
+            rows.append({"size": size, "what": what, **out})
+            print(f"{size:>10,} {what:<30} {out['seconds']:8.1f} s {out['peak_mib']:8.0f} MiB", flush=True)
+        by = {r["what"]: r for r in rows if r["size"] == size}
+        prepare = next((r for what, r in by.items() if what.startswith("prepare")), None)
+        if prepare is not None:
+            print(f"{size:>10,} prepare / pyarrow read+write: "
+                  f"{prepare['seconds'] / by['reference: pyarrow read+write']['seconds']:.2f}x")
+        if "index [bm25s]" in by:
+            print(f"{size:>10,} bm25s index stage / bm25s tokenize+index+save: "
+                  f"{by['index [bm25s]']['seconds'] / by['reference: bm25s tokenize+index+save']['seconds']:.2f}x")
+    print("\n| stage | " + " | ".join(f"{s:,} s | MiB | MB" for s in args.sizes) + " | time exp. | RSS exp. |")
+    print("|---|" + "---|---|---|" * len(args.sizes) + "---|---|")
+    for what in dict.fromkeys(r["what"] for r in rows):
+        cells = {r["size"]: r for r in rows if r["what"] == what}
+        line = " | ".join(f"{cells[s]['seconds']:.1f} | {cells[s]['peak_mib']:.0f} | {cells[s]['bytes'] / 1e6:.1f}"
+                          if s in cells else "- | - | -" for s in args.sizes)
+        first, last = min(cells), max(cells)
+        print(f"| {what} | {line} | {exponent((first, cells[first]['seconds']), (last, cells[last]['seconds']))} | "
+              f"{exponent((first, cells[first]['peak_mib']), (last, cells[last]['peak_mib']))} |")
+
+
+if __name__ == "__main__":
+    main()
