@@ -99,7 +99,9 @@ def run_stage(raw: str, stage: str) -> None:
     cfg = ExperimentConfig.model_validate(json.loads(raw))
 
     class OneStage(CachedOnly):
-        built: list = []
+        def __init__(self, store: Store):
+            super().__init__(store)
+            self.built: list = []
 
         def submit(self, s, inputs, config, label, gpu=False, **options):
             if s.name != stage:
