@@ -8,15 +8,21 @@ Lucene's bag-of-words query does; ``unique`` counts each query term once.
 
 from __future__ import annotations
 
-import json
+import os
+from itertools import chain
 from pathlib import Path
 from typing import Literal, Mapping
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
-from rbench.core.errors import MissingExtraError
-from rbench.retrievers.base import RETRIEVERS, Retriever, Run, corpus_batches
+from rbench.core.errors import DataError, MissingExtraError
+from rbench.retrievers.base import RETRIEVERS, Retriever, Run
+
+IDS = pa.schema([("object_id", pa.string())])
+BATCH = 65_536
 
 
 def _import():
@@ -50,7 +56,7 @@ class BM25s(Retriever):
     description = "BM25 with bm25s (sparse matrices, no Java); explicit tokenisation; query-term weighting"
     Params = BM25sParams
     index_fields = ("k1", "b", "method", "stemmer", "stopwords")
-    index_version = 2
+    index_version = 3
     version = 2
 
     def _tokenizer(self):
@@ -65,21 +71,87 @@ class BM25s(Retriever):
         return tokenizer.tokenize(texts, update_vocab=True, return_as="string", show_progress=False)
 
     def index(self, corpus: Path, folder: Path) -> dict:
+        """Tokenise the corpus batch by batch and build bm25s's score matrix without holding
+        every token list: each batch's (document, term, tf) postings go to a side file, and the
+        matrix's columns are filled from them by counting sort, straight into the files bm25s
+        loads. Scores are bm25s's own formulas (its tf and idf functions), so the index equals
+        what ``bm25s.BM25.index`` builds from the same tokens, up to the order of columns."""
         bm25s, _, _ = _import()
-        tokenizer, ids, tokens = self._tokenizer(), [], []
-        for batch_ids, texts in corpus_batches(corpus):
-            ids.extend(batch_ids)
-            tokens.extend(self._tokens(tokenizer, texts))
+        from bm25s import scoring
+
+        tokenizer = self._tokenizer()
         engine = bm25s.BM25(k1=self.params.k1, b=self.params.b, method=self.params.method)
-        engine.index(tokens, show_progress=False)
+        postings = folder / "_postings"
+        postings.mkdir()
+        lengths, df, parts = [], np.zeros(0, dtype=np.int64), []
+        with pq.ParquetWriter(folder / "ids.parquet", IDS) as ids:
+            for batch in pq.ParquetFile(corpus).iter_batches(batch_size=BATCH, columns=["object_id", "text"]):
+                ids.write_batch(pa.record_batch([batch.column(0)], schema=IDS))
+                docs = tokenizer.tokenize(batch.column(1).to_pylist(), update_vocab=True, return_as="ids",
+                                          show_progress=False)
+                size = np.fromiter(map(len, docs), dtype=np.int64, count=len(docs))
+                flat = np.fromiter(chain.from_iterable(docs), dtype=np.int64, count=int(size.sum()))
+                keys, tf = np.unique((np.repeat(np.arange(len(docs), dtype=np.int64), size) << 32) | flat,
+                                     return_counts=True)
+                term = (keys & 0xFFFFFFFF).astype(np.int32)
+                part = postings / f"{len(parts):06d}.npz"
+                np.savez(part, term=term, doc=(keys >> 32).astype(np.int32) + sum(map(len, lengths)),
+                         tf=tf.astype(np.float32))
+                parts.append(part)
+                vocabulary = len(tokenizer.get_vocab_dict())
+                df = np.concatenate([df, np.zeros(vocabulary - len(df), dtype=np.int64)])
+                df += np.bincount(term, minlength=vocabulary)
+                lengths.append(size.astype(np.int32))
+        vocab = dict(tokenizer.get_vocab_dict())
+        df = np.concatenate([df, np.zeros(len(vocab) - len(df), dtype=np.int64)])
+        doc_len = np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int32)
+        if not len(doc_len):
+            raise DataError(f"bm25s: corpus {corpus} has no objects to index")
+        n_docs, avg = len(doc_len), doc_len.mean()
+        frequencies = dict(enumerate(df.tolist()))
+        idf = scoring._build_idf_array(frequencies, n_docs, scoring._select_idf_scorer(engine.idf_method), engine.dtype)
+        nonoccurrence = None
+        if engine.method in engine.methods_requiring_nonoccurrence:
+            nonoccurrence = scoring._build_nonoccurrence_array(
+                frequencies, n_docs, scoring._select_idf_scorer(engine.idf_method),
+                scoring._select_tfc_scorer(engine.method), avg, avg, engine.k1, engine.b, engine.delta, engine.dtype)
+        tfc = scoring._select_tfc_scorer(engine.method)
+        indptr = np.concatenate([[0], np.cumsum(df)])
+        data = np.lib.format.open_memmap(postings / "data.npy", mode="w+", dtype=engine.dtype, shape=(int(indptr[-1]),))
+        rows = np.lib.format.open_memmap(postings / "indices.npy", mode="w+", dtype=engine.int_dtype,
+                                         shape=(int(indptr[-1]),))
+        cursor = indptr[:-1].copy()
+        for part in parts:
+            with np.load(part) as p:
+                term, doc, tf = p["term"], p["doc"], p["tf"]
+            scores = idf[term] * tfc(tf_array=tf, l_d=doc_len[doc], l_avg=avg, k1=engine.k1, b=engine.b,
+                                     delta=engine.delta)
+            if nonoccurrence is not None:
+                scores -= nonoccurrence[term]
+            order = np.argsort(term, kind="stable")  # within a term, documents stay in corpus order
+            term = term[order]
+            first = np.flatnonzero(np.r_[True, term[1:] != term[:-1]])
+            rank = np.arange(len(term)) - np.repeat(first, np.diff(np.r_[first, len(term)]))
+            data[cursor[term] + rank] = scores[order]
+            rows[cursor[term] + rank] = doc[order]
+            cursor += np.bincount(term, minlength=len(vocab))
+            part.unlink()
+        data.flush()
+        rows.flush()
+        del data, rows
+        engine.scores = {"data": np.zeros(0, dtype=engine.dtype), "indices": np.zeros(0, dtype=engine.int_dtype),
+                         "indptr": indptr, "num_docs": n_docs}
+        engine.vocab_dict, engine.nonoccurrence_array = vocab, nonoccurrence
         engine.save(str(folder / "bm25s"), show_progress=False)
-        (folder / "ids.json").write_text(json.dumps(ids))
-        return {"indexed": len(ids), "vocabulary": len(engine.vocab_dict)}
+        os.replace(postings / "data.npy", folder / "bm25s" / "data.csc.index.npy")
+        os.replace(postings / "indices.npy", folder / "bm25s" / "indices.csc.index.npy")
+        postings.rmdir()
+        return {"indexed": n_docs, "vocabulary": len(vocab), "postings": int(indptr[-1])}
 
     def load(self, folder: Path) -> None:
         bm25s, _, _ = _import()
-        self._engine = bm25s.BM25.load(str(folder / "bm25s"), show_progress=False)
-        self._ids = json.loads((folder / "ids.json").read_text())
+        self._engine = bm25s.BM25.load(str(folder / "bm25s"), mmap=True, show_progress=False)
+        self._ids = pq.read_table(folder / "ids.parquet", columns=["object_id"]).column(0).combine_chunks()
         self._tokenizer_ = self._tokenizer()
 
     def _scores(self, terms: list[str]) -> np.ndarray:
@@ -102,5 +174,6 @@ class BM25s(Retriever):
         for qid, terms in zip(qids, tokens):
             scores = self._scores(terms)
             top = np.argsort(-scores, kind="stable")[: min(k, len(scores))]
-            run[qid] = [(self._ids[i], float(scores[i])) for i in top if scores[i] > 0]
+            top = top[scores[top] > 0]
+            run[qid] = list(zip(self._ids.take(pa.array(top)).to_pylist(), scores[top].tolist()))
         return run

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -78,3 +79,29 @@ def test_bm25s_answers_a_query_of_stopwords_alone_with_nothing(corpus_file, tmp_
     bm25s.load(tmp_path)
     run = bm25s.search({"stop": "the of and", "mixed": "the volcano"}, k=3)
     assert run["stop"] == [] and run["mixed"][0][0] == "o3"
+
+
+@pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
+def test_the_streamed_bm25s_index_scores_every_term_as_bm25s_own_index(tmp_path, monkeypatch, method):
+    import bm25s
+
+    from rbench.retrievers import bm25_sparse
+
+    monkeypatch.setattr(bm25_sparse, "BATCH", 97)  # many postings files, terms spread over them
+    corpus, _ = _corpus(tmp_path, n_docs=400)
+    texts = pq.read_table(corpus).column("text").to_pylist() + ["the of and", ""]
+    pq.write_table(pa.table({"object_id": [f"d{i}" for i in range(len(texts))], "text": texts}), corpus)
+    retriever = make_retriever("bm25s", {"method": method})
+    info = retriever.index(corpus, tmp_path)
+    retriever.load(tmp_path)
+    assert not (tmp_path / "_postings").exists()
+    own = bm25s.BM25(k1=0.9, b=0.4, method=method)
+    own.index(retriever._tokens(retriever._tokenizer(), texts), show_progress=False)
+    ours = retriever._engine
+    assert set(ours.vocab_dict) == set(own.vocab_dict) and info["vocabulary"] == len(own.vocab_dict)
+    assert info["postings"] == len(own.scores["data"]) and ours.scores["num_docs"] == len(texts)
+    for term in own.vocab_dict:
+        assert np.array_equal(ours.get_scores([term]), own.get_scores([term])), term
+    run = retriever.search({"q": "river city goals"}, k=5)["q"]
+    best = np.argsort(-own.get_scores(["river", "citi", "goal"]), kind="stable")[:5]
+    assert [d for d, _ in run] == [f"d{i}" for i in best]
