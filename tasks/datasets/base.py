@@ -7,7 +7,7 @@ import hashlib
 import json
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterator
+from typing import Any, Callable, ClassVar, Iterable, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -107,25 +107,29 @@ def read_jsonl(path: Path, shown: Path | None = None) -> Iterator[tuple[int, dic
     """Stream ``(line_number, object)`` from a JSON-lines file; blank lines are skipped, a
     UTF-8 byte-order mark is accepted, and a malformed line or a byte that is not UTF-8 is a
     DataError naming the file (``shown``: the user's file this one was copied from) and line."""
-    name = shown or path
     with open(path, "rb") as f:
-        for line_no, raw in enumerate(f, 1):
-            if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise DataError(f"{name}:{line_no}: byte {raw[e.start:e.start + 1]!r} at column {e.start + 1} "
-                                "is not UTF-8; save the file as UTF-8") from None
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{name}:{line_no} is not valid JSON ({e}); fix or remove the line") from None
-            if not isinstance(record, dict):
-                raise DataError(f"{name}:{line_no} must be a JSON object, got {type(record).__name__}")
-            yield line_no, record
+        yield from jsonl_records(f, shown or path)
+
+
+def jsonl_records(lines: Iterable[bytes], name: str | Path) -> Iterator[tuple[int, dict]]:
+    """:func:`read_jsonl` over any stream of byte lines (a gzip file, a tar member); errors name ``name``."""
+    for line_no, raw in enumerate(lines, 1):
+        if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise DataError(f"{name}:{line_no}: byte {raw[e.start:e.start + 1]!r} at column {e.start + 1} "
+                            "is not UTF-8; save the file as UTF-8") from None
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{name}:{line_no} is not valid JSON ({e}); fix or remove the line") from None
+        if not isinstance(record, dict):
+            raise DataError(f"{name}:{line_no} must be a JSON object, got {type(record).__name__}")
+        yield line_no, record
 
 
 MANIFESTS = Path(__file__).parent / "manifests"

@@ -114,3 +114,99 @@ def test_a_folder_in_another_layout_is_named(tmp_path):
     pq.write_table(pa.table({"doc": ["x"], "text": ["y"]}), folder / "documents" / "biology-00000-of-00001.parquet")
     with pytest.raises(DataError, match=r"lacks BRIGHT column\(s\) \['id', 'content'\]"):
         _prepare(tmp_path, {"task": "biology", "path": str(folder)})
+
+
+ANSERINI_DOCS = [{"id": d.removeprefix("biology/"), "contents": t} for d, t in DOCUMENTS.items()] + [
+    {"id": "1", "contents": "A document whose id is query 1's own id."}]
+
+
+def write_anserini(folder: Path, docs: list[dict] = ANSERINI_DOCS) -> dict[str, Path]:
+    """Anserini's files of task biology: the corpus folder and the same folder packed as
+    bright-corpus.tar, topics (gzipped TSV) and qrels (TREC, tab-separated), beside BRIGHT's
+    examples file (read for excluded ids)."""
+    import gzip
+    import json
+    import tarfile
+
+    corpus = folder / "collections" / "bright" / "biology"
+    corpus.mkdir(parents=True)
+    half = len(docs) // 2
+    (corpus / "part-0.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs[:half]))
+    with gzip.open(corpus / "part-1.jsonl.gz", "wt") as f:
+        f.writelines(json.dumps(d) + "\n" for d in docs[half:])
+    with tarfile.open(folder / "bright-corpus.tar", "w") as tar:
+        tar.add(folder / "collections" / "bright", arcname="bright")
+    with gzip.open(folder / "topics.bright-biology.tsv.gz", "wt") as f:
+        f.write("0\tWhere is ATP made?\n1\tWhat captures light?\n2\tA topic nobody judged\n")
+    (folder / "qrels.bright-biology.txt").write_text(
+        "0\t0\tpage_a/0.txt\t1\n0\t0\tpage_a/1.txt\t1\n1\t0\tpage_b/0.txt\t1\n")
+    examples = [{**EXAMPLES[0], "excluded_ids": ["N/A"]}, {**EXAMPLES[1], "excluded_ids": ["q2_post/0.txt"]}]
+    write_bright(folder / "BRIGHT", examples)
+    return {"path": corpus, "topics": folder / "topics.bright-biology.tsv.gz",
+            "qrels": folder / "qrels.bright-biology.txt",
+            "examples": folder / "BRIGHT" / "examples" / "biology-00000-of-00001.parquet"}
+
+
+def test_the_anserini_layout_reads_topics_qrels_and_drops_the_querys_own_id_and_excluded_ids(tmp_path):
+    files = write_anserini(tmp_path / "anserini")
+    params = {"task": "biology", "layout": "anserini", **{k: str(v) for k, v in files.items()}}
+    prepared = _prepare(tmp_path, params)
+    corpus = pq.read_table(prepared.file("corpus.parquet")).to_pylist()
+    assert [(o["doc_id"], o["text"]) for o in corpus] == [(d["id"], d["contents"]) for d in ANSERINI_DOCS]
+    assert pq.read_table(prepared.file("queries.parquet")).to_pylist() == [
+        {"query_id": "0", "text": "Where is ATP made?", "gold_doc_ids": ["page_a/0.txt", "page_a/1.txt"],
+         "excluded_doc_ids": ["0"]},
+        {"query_id": "1", "text": "What captures light?", "gold_doc_ids": ["page_b/0.txt"],
+         "excluded_doc_ids": ["1", "q2_post/0.txt"]}]
+    ranked = {"1": ["1", "q2_post/0.txt", "page_c/0.txt", "page_b/0.txt"], "0": ["page_a/1.txt", "page_c/0.txt"]}
+    rows = [{"query_id": q, "object_id": f"{q}-{i}", "doc_id": d, "rank": i + 1, "score": 10.0 - i}
+            for q, docs in ranked.items() for i, d in enumerate(docs)]
+    (tmp_path / "run").mkdir()
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "run" / "run.parquet")
+    evaluated = EVALUATE.run(Store(tmp_path / "store"), [prepared, Artifact("retrieve", "run", tmp_path / "run")],
+                             MetricsConfig(k=[10]))
+    per_query = {(r["query_id"], r["metric"]): r["value"]
+                 for r in pq.read_table(evaluated.file("per_query.parquet")).to_pylist()}
+    # query 1: its own id and its excluded post leave the ranking, the gold moves from rank 4 to rank 2
+    assert per_query[("1", "ndcg")] == pytest.approx(1 / math.log2(3))
+    assert per_query[("0", "ndcg")] == pytest.approx(1 / (1 + 1 / math.log2(3)))
+    assert evaluated.info["excluded_documents_dropped"] == 2
+
+
+def test_the_anserini_corpus_tar_from_the_mirror_gives_the_same_tables(tmp_path):
+    files = write_anserini(tmp_path / "anserini")
+    mirror = tmp_path / "mirror"
+    (mirror / "bright-anserini").mkdir(parents=True)
+    for name in ("bright-corpus.tar", "topics.bright-biology.tsv.gz", "qrels.bright-biology.txt"):
+        (mirror / "bright-anserini" / name).write_bytes((tmp_path / "anserini" / name).read_bytes())
+    (mirror / "bright" / "examples").mkdir(parents=True)
+    (mirror / "bright" / "examples" / files["examples"].name).write_bytes(files["examples"].read_bytes())
+    from_folder = _prepare(tmp_path / "a", {"task": "biology", "layout": "anserini",
+                                            **{k: str(v) for k, v in files.items()}})
+    from_mirror = _prepare(tmp_path / "b", {"task": "biology", "layout": "anserini"}, mirror)
+    for table in ("corpus.parquet", "queries.parquet"):
+        assert pq.read_table(from_mirror.file(table)).equals(pq.read_table(from_folder.file(table)))
+    specs = get_adapter("bright").files(get_adapter("bright").Params(task="earth_science", layout="anserini"))
+    assert [(s.name, s.hf_repo or s.url) for s in specs] == [
+        ("bright-anserini/bright-corpus.tar", "castorini/collections-bright"),
+        ("bright-anserini/topics.bright-earth-science.tsv.gz", "https://raw.githubusercontent.com/castorini/"
+         "anserini-tools/master/topics-and-qrels/topics.bright-earth-science.tsv.gz"),
+        ("bright-anserini/qrels.bright-earth-science.txt", "https://raw.githubusercontent.com/castorini/"
+         "anserini-tools/master/topics-and-qrels/qrels.bright-earth-science.txt"),
+        ("bright/examples/earth_science-00000-of-00001.parquet", "xlangai/BRIGHT")]
+
+
+def test_bad_anserini_files_name_the_file_and_line(tmp_path):
+    import gzip
+
+    files = write_anserini(tmp_path / "anserini", ANSERINI_DOCS[:2] + [{"id": "x", "text": "no contents"}])
+    params = {"task": "biology", "layout": "anserini", **{k: str(v) for k, v in files.items()}}
+    with pytest.raises(DataError, match=r"part-1.jsonl.gz:2 lacks field\(s\) \['contents'\] of Anserini's"):
+        _prepare(tmp_path / "a", params)
+    files = write_anserini(tmp_path / "other")
+    with gzip.open(files["topics"], "wt") as f:
+        f.write("0 Where is ATP made?\n")
+    with pytest.raises(DataError, match=r"topics.bright-biology.tsv.gz:1 must be 'query-id<TAB>query'"):
+        _prepare(tmp_path / "b", {"task": "biology", "layout": "anserini", **{k: str(v) for k, v in files.items()}})
+    with pytest.raises(ValueError, match="layout 'anserini'"):
+        get_adapter("bright").Params(task="biology", topics=str(files["topics"]))
