@@ -173,7 +173,7 @@ class BM25s(Retriever):
         tokens = self._tokens(self._tokenizer_, [queries[q] for q in qids])
         for qid, terms in zip(qids, tokens):
             scores = self._scores(terms)
-            top = np.argsort(-scores, kind="stable")[: min(k, len(scores))]
-            top = top[scores[top] > 0]
+            matched = np.flatnonzero(scores > 0)  # sort only the documents a query term matched
+            top = matched[np.argsort(-scores[matched], kind="stable")[:k]]
             run[qid] = list(zip(self._ids.take(pa.array(top)).to_pylist(), scores[top].tolist()))
         return run
