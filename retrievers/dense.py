@@ -34,7 +34,8 @@ from rbench.retrievers.prebuilt import fingerprint, index_folder, read_pointer, 
 
 log = logging.getLogger("rbench")
 CHUNK = 1024
-IVF_FIELDS = ("nlist", "pq_m", "train_size")
+IVF_FIELDS = ("nlist", "pq_m", "train_size", "on_disk")
+IVFDATA = "index.ivfdata"
 
 
 def _with_encoding(params: dict, encoding: Encoding) -> dict:
@@ -59,6 +60,8 @@ class DenseParams(BaseModel):
     ``ivf_flat`` and ``ivf_pq`` (``nlist`` lists, default about 4 sqrt(N); ``pq_m`` bytes per
     vector, default dim / 4; both trained on a sample of ``train_size`` vectors spread over the
     shards), searched over ``nprobe`` lists (a search setting: not part of the index key);
+    ``on_disk`` (IVF only): each shard's lists are built alone and merged on disk into
+    ``index.ivfdata`` (``faiss.contrib.ondisk``), read memory-mapped, for indexes larger than memory;
     ``min_score``: a cosine-similarity threshold in [0, 1] (RAGO's vector retriever), so a
     query may return fewer than k hits. ``prebuilt``: search an existing FAISS index instead of
     encoding the corpus: a folder with ``index.faiss`` and ``ids.parquet`` (an ``object_id``
@@ -75,6 +78,7 @@ class DenseParams(BaseModel):
     nlist: PositiveInt | None = None
     pq_m: PositiveInt | None = None
     train_size: PositiveInt = 100_000
+    on_disk: bool = False
     nprobe: PositiveInt = 32
     batch_size: PositiveInt = 64
     device: str | None = Field(None, description="torch device; default: CUDA when available")
@@ -93,6 +97,13 @@ class DenseParams(BaseModel):
             raise ValueError(f"prebuilt FAISS index {value!r} needs index.faiss with ids.parquet, or Pyserini's "
                              "index with docid")
         return str(folder)
+
+    @model_validator(mode="after")
+    def _on_disk_ivf(self) -> "DenseParams":
+        if self.on_disk and self.index not in ("ivf_flat", "ivf_pq"):
+            raise ValueError(f"on_disk keeps inverted lists on disk: it needs index ivf_flat or ivf_pq, "
+                             f"not {self.index!r}")
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -120,7 +131,7 @@ class Dense(Retriever):
     conformance = {"": {"model": "static-64d"}, "hnsw": {"model": "static-64d", "index": "hnsw"},
                    "ivf_pq": {"model": "static-64d", "index": "ivf_pq"}}
     Params = DenseParams
-    index_fields = ("model", "index", "hnsw_m", "ef_construction", "nlist", "pq_m", "train_size")
+    index_fields = ("model", "index", "hnsw_m", "ef_construction", "nlist", "pq_m", "train_size", "on_disk")
     shard_fields = ("model",)
     uses_model = True
     version = 2
@@ -139,7 +150,8 @@ class Dense(Retriever):
             return _with_encoding({"model": self.params.model, "prebuilt": self.params.prebuilt},
                                   self.params.encoding)
         unused = {"flat": IVF_FIELDS, "hnsw": IVF_FIELDS, "ivf_flat": ("pq_m",), "ivf_pq": ()}[self.params.index]
-        params = {k: v for k, v in super().index_params().items() if k not in unused}
+        params = {k: v for k, v in super().index_params().items()
+                  if k not in unused and not (k == "on_disk" and not v)}  # in-memory keys stay as they were
         return _with_encoding(params, self.params.encoding)
 
     def shard_params(self) -> dict:
@@ -226,11 +238,13 @@ class Dense(Retriever):
 
     def index_from_shards(self, corpus: Path, shards: Sequence[Path], folder: Path) -> dict:
         """Add the shards' vectors to a new index one shard at a time (never all of them in memory
-        beside the index) and write the corpus's object ids beside it, streamed."""
+        beside the index) and write the corpus's object ids beside it, streamed. With ``on_disk``,
+        each shard fills its own copy of the trained index, written to disk, and the copies'
+        lists are merged into ``index.ivfdata``: memory holds one shard's lists at a time."""
         faiss = import_faiss()
         started = time.perf_counter()
         total = pq.ParquetFile(corpus).metadata.num_rows
-        index, added, trained = None, 0, 0.0
+        index, added, trained, parts = None, 0, 0.0, []
         for shard in shards:
             vectors = np.load(Path(shard) / "embeddings.npy", mmap_mode="r")
             if index is None:
@@ -239,25 +253,37 @@ class Dense(Retriever):
                     t0 = time.perf_counter()
                     index.train(self._training_sample(shards, total))
                     trained = time.perf_counter() - t0
+            target = faiss.clone_index(index) if self.params.on_disk else index
             for offset in range(0, len(vectors), CHUNK):
-                index.add(np.ascontiguousarray(vectors[offset : offset + CHUNK], dtype=np.float32))
+                target.add(np.ascontiguousarray(vectors[offset : offset + CHUNK], dtype=np.float32))
+            if self.params.on_disk:
+                parts.append(str(folder / f".lists-{len(parts):05d}.faiss"))
+                faiss.write_index(target, parts[-1])
+                del target
             added += len(vectors)
         if index is None or added != total:
             raise ValueError(f"dense: shards hold {added} vectors for a corpus of {total} objects")
+        if self.params.on_disk:
+            from faiss.contrib.ondisk import merge_ondisk
+
+            merge_ondisk(index, parts, str(folder / IVFDATA), shift_ids=True)
+            for part in parts:
+                Path(part).unlink()
         faiss.write_index(index, str(folder / "index.faiss"))
         with pq.ParquetWriter(folder / "ids.parquet", pa.schema([("object_id", pa.string())])) as ids:
             for batch in pq.ParquetFile(corpus).iter_batches(batch_size=1 << 16, columns=["object_id"]):
                 ids.write_batch(batch)
         ivf = {"nlist": index.nlist, "train_seconds": round(trained, 2)} if hasattr(index, "nlist") else {}
         return {"indexed": total, "dim": index.d, "shards": len(shards), **ivf,
-                "index_bytes": (folder / "index.faiss").stat().st_size,
+                "index_bytes": sum(f.stat().st_size for f in (folder / "index.faiss", folder / IVFDATA) if f.exists()),
                 "index_seconds": round(time.perf_counter() - started, 2)}
 
     def _point_at(self, source: Path, folder: Path, total: int) -> dict:
         """Check an existing index against its id map and ``model``, and point at it."""
         faiss = import_faiss()
         index_file, ids = _layout(source)
-        index = faiss.read_index(str(index_file), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+        index = faiss.read_index(str(index_file),
+                                 faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY | faiss.IO_FLAG_ONDISK_SAME_DIR)
         count = len(_read_ids(ids))
         if count != index.ntotal:
             raise DataError(f"dense: the prebuilt index {index_file} holds {index.ntotal} vectors but its id map {ids} "
@@ -275,7 +301,7 @@ class Dense(Retriever):
         pointer = read_pointer(folder)
         index_file, ids = _layout(Path(pointer["location"])) if pointer else (folder / "index.faiss",
                                                                                folder / "ids.parquet")
-        index = faiss.read_index(str(index_file))
+        index = faiss.read_index(str(index_file), faiss.IO_FLAG_ONDISK_SAME_DIR)  # lists beside it, wherever it is
         ivf = faiss.try_extract_index_ivf(index)
         if ivf is not None:
             ivf.nprobe = self.params.nprobe  # copied to the GPU index below

@@ -8,7 +8,9 @@ import logging
 from pathlib import Path
 from typing import Iterable, Iterator
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rbench.config import DatasetConfig
@@ -36,8 +38,9 @@ QUERY_SCHEMA = pa.schema(
 )
 GRADES = pa.field("gold_grades", pa.list_(pa.int32()))
 EXCLUDED = pa.field("excluded_doc_ids", pa.list_(pa.string()))
-PLACES = "_places.parquet"  # (doc_id, position, origin) of every object, removed once checked
-PLACES_SCHEMA = pa.schema([("doc_id", pa.string()), ("position", pa.int64()), ("origin", pa.string())])
+PLACES = "_places.parquet"  # (hash, doc_id, position, origin) of every object, removed once checked
+PLACES_SCHEMA = pa.schema([("key", pa.int64()), ("doc_id", pa.string()), ("position", pa.int64()),
+                           ("origin", pa.string())])
 BATCH = 10_000
 CORPUS_KEY_COLUMNS = ["object_id", "text", "doc_id", "page_title", "source", "modality"]
 
@@ -83,14 +86,16 @@ def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -
                 if not obj.text.strip():
                     empty += 1
                     continue
-                buffer.append({"doc_id": obj.doc_id, "position": obj.position, "origin": obj.origin})
+                buffer.append({"key": hash((obj.doc_id, obj.position)), "doc_id": obj.doc_id,
+                               "position": obj.position, "origin": obj.origin})
                 if len(buffer) >= BATCH:
                     side.write_table(pa.Table.from_pylist(buffer, schema=PLACES_SCHEMA))
                     buffer.clear()
                 yield {
                     "object_id": object_id(obj.doc_id, obj.position, obj.text), "text": obj.text,
                     "doc_id": obj.doc_id, "page_title": obj.page_title, "source": obj.source,
-                    "modality": obj.modality, "metadata": json.dumps(obj.metadata, ensure_ascii=False, sort_keys=True),
+                    "modality": obj.modality,
+                    "metadata": json.dumps(obj.metadata, ensure_ascii=False, sort_keys=True) if obj.metadata else "{}",
                 }
             if buffer:
                 side.write_table(pa.Table.from_pylist(buffer, schema=PLACES_SCHEMA))
@@ -139,18 +144,23 @@ def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -
 
 def check_places(places: Path, dataset: str) -> None:
     """Refuse two objects at the same position of one document: two records that share a
-    document id (a BEIR corpus line repeated with another text). Read from the side file with
-    polars' streaming engine, not from Python memory."""
-    import polars as pl
-
-    rows = pl.scan_parquet(places)
-    clash = (rows.group_by("doc_id", "position").agg(pl.len().alias("n"), pl.col("origin").head(2))
-             .filter(pl.col("n") > 1).head(1).collect(engine="streaming"))
-    if clash.height:
-        row = clash.row(0, named=True)
-        origins = " and ".join(o for o in row["origin"] if o) or f"dataset {dataset!r}"
-        raise DataError(f"{origins}: two records share the document id {row['doc_id']!r}; give each document its "
-                        "own id (or merge the records into one)")
+    document id (a BEIR corpus line repeated with another text). The side file holds a hash
+    of each (document, position): the hashes are sorted in NumPy (8 bytes an object), and
+    only the rows whose hash repeats are read again, ids and all, to confirm a clash and
+    name the records' files and lines."""
+    keys = np.sort(pq.read_table(places, columns=["key"]).column("key").to_numpy())
+    repeated = pa.array(np.unique(keys[1:][keys[1:] == keys[:-1]]))
+    if not len(repeated):
+        return
+    seen: dict[tuple[str, int], str | None] = {}
+    for batch in pq.ParquetFile(places).iter_batches(batch_size=BATCH):
+        batch = batch.filter(pc.is_in(batch.column("key"), repeated))
+        for doc_id, position, origin in zip(*(batch.column(c).to_pylist() for c in ("doc_id", "position", "origin"))):
+            if (doc_id, position) in seen:
+                origins = " and ".join(o for o in (seen[doc_id, position], origin) if o) or f"dataset {dataset!r}"
+                raise DataError(f"{origins}: two records share the document id {doc_id!r}; give each document its "
+                                "own id (or merge the records into one)")
+            seen[doc_id, position] = origin
 
 
 def table_digest(path: Path, columns: list[str]) -> str:

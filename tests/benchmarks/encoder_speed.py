@@ -1,13 +1,15 @@
-"""Encoder speed and quality of the ONNX backends against torch, measured in one run.
+"""Encoder speed and quality of the ONNX backends and of a static model against MiniLM on
+torch, measured in one run.
 
-Prepares FeTaQA dev from a mirror (cached in --workdir) and encodes its whole corpus with
-MiniLM (packaged weights) through rbench's ``dense`` retriever under each backend:
-``torch`` (the reference), ``onnx`` (fp32, ONNX Runtime) and ``onnx_int8`` (int8 weights).
-The corpus is cut into blocks of --block passages and the backends take turns on each
-block, so drift on a shared machine hits all alike; passages/s is the total over all
-blocks. Each backend's vectors then go into a flat FAISS index, and document-level
-recall@1/5/10 is computed over all FeTaQA dev questions. Prints a table and each
-backend's speed ratio to torch with its recall@5 difference.
+Prepares FeTaQA dev from a mirror (cached in --workdir) and encodes its whole corpus through
+rbench's ``dense`` retriever: MiniLM (packaged weights) under each backend, ``torch`` (the
+reference), ``onnx`` (fp32, ONNX Runtime) and ``onnx_int8`` (int8 weights), and the packaged
+static model2vec model ``static-64d`` (the encoder for large corpora on CPUs; its batch size
+is --static-batch-size). The corpus is cut into blocks of --block passages and the encoders
+take turns on each block, so drift on a shared machine hits all alike; passages/s is the
+total over all blocks. Each encoder's vectors then go into a flat FAISS index, and
+document-level recall@1/5/10 is computed over all FeTaQA dev questions. Prints a table and
+each encoder's speed ratio to torch with its recall@5 difference.
 
     python tests/benchmarks/encoder_speed.py --mirror ../shared/data
 """
@@ -23,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-BACKENDS = ("torch", "onnx", "onnx_int8")
+ENCODERS = ("torch", "onnx", "onnx_int8", "static-64d")
 
 
 def prepare(mirror: Path, workdir: Path):
@@ -60,6 +62,7 @@ def main() -> None:
     parser.add_argument("--passages", type=int, default=0, help="encode only the first N passages (0: all)")
     parser.add_argument("--block", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--static-batch-size", type=int, default=1024)
     parser.add_argument("--threads", type=int, default=1, help="torch and ONNX Runtime threads")
     args = parser.parse_args()
 
@@ -75,27 +78,29 @@ def main() -> None:
     kept = [(t, g) for t, g in zip(queries.column("text").to_pylist(), queries.column("gold_doc_ids").to_pylist())
             if set(g) <= present]
     dense = {b: make_retriever("dense", {"model": "minilm", "batch_size": args.batch_size,
-                                         "encoding": {"backend": b}}) for b in BACKENDS}
+                                         "encoding": {"backend": b}}) for b in ENCODERS[:3]}
+    dense["static-64d"] = make_retriever("dense", {"model": "static-64d", "batch_size": args.static_batch_size})
     for d in dense.values():
         d.encode(texts[:8], "document")  # load, export and warm up outside the timing
-    parts = {b: [] for b in BACKENDS}
-    seconds = dict.fromkeys(BACKENDS, 0.0)
+    parts = {b: [] for b in ENCODERS}
+    seconds = dict.fromkeys(ENCODERS, 0.0)
     for start in range(0, len(texts), args.block):
         block = texts[start:start + args.block]
-        for b in BACKENDS:
+        for b in ENCODERS:
             t0 = time.perf_counter()
             parts[b].append(dense[b].encode(block, "document"))
             seconds[b] += time.perf_counter() - t0
     results = {}
-    for b in BACKENDS:
+    for b in ENCODERS:
         vectors = np.concatenate(parts[b])
         qvectors = dense[b].encode([t for t, _ in kept], "query")
         results[b] = {"pps": len(texts) / seconds[b], **recall(vectors, qvectors, docs, [g for _, g in kept])}
     print(f"machine: {platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"torch {torch.__version__}, threads {args.threads}")
-    print(f"FeTaQA dev: {len(texts)} passages in blocks of {args.block} (backends alternate per block), "
-          f"batch size {args.batch_size}; {len(kept)} questions, MiniLM-L6 (packaged weights)")
-    print("| backend | passages/s | x torch | recall@1 | recall@5 | recall@10 | recall@5 - torch |")
+    print(f"FeTaQA dev: {len(texts)} passages in blocks of {args.block} (encoders alternate per block), "
+          f"batch size {args.batch_size} (static-64d: {args.static_batch_size}); {len(kept)} questions; "
+          "MiniLM-L6 (packaged weights) per backend, static-64d (model2vec, packaged)")
+    print("| encoder | passages/s | x torch | recall@1 | recall@5 | recall@10 | recall@5 - torch |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     ref = results["torch"]
     for b, r in results.items():

@@ -13,7 +13,7 @@ Stage seconds are the stage's own build time; a child's start, imports and cache
 are left out of them, not out of its peak RSS.
 
     python -m tests.benchmarks.scale --sizes 100000 1000000 [--retrievers bm25s bm25 dense]
-        [--workdir /tmp/rbench-scale]
+        [--workdir /tmp/rbench-scale] [--stages prepare index] [--references pyarrow]
 """
 
 from __future__ import annotations
@@ -175,6 +175,9 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--retrievers", nargs="+", default=list(RETRIEVERS), choices=list(RETRIEVERS))
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/rbench-scale"))
+    parser.add_argument("--stages", nargs="+", default=list(STAGES), choices=STAGES,
+                        help="measure only these stages (earlier ones are built unmeasured when missing)")
+    parser.add_argument("--references", nargs="*", default=["pyarrow", "bm25s"], choices=["pyarrow", "bm25s"])
     args = parser.parse_args()
     print(f"machine: {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"load {os.getloadavg()[0]:.2f}; synthetic corpus, {OBJECTS_PER_DOC} objects a document, {QUERIES} queries")
@@ -186,19 +189,19 @@ def main() -> None:
               flush=True)
         for retriever in args.retrievers:
             raw = json.dumps(config(args.workdir, size, retriever))
-            for stage in STAGES:
+            for stage in STAGES[: max(STAGES.index(s) for s in args.stages) + 1]:
                 if stage == "encode" and retriever != "dense":
                     continue
                 out = child(["--stage", stage, raw])
-                if out["built"] == 0 or out["cached"]:
-                    continue  # shared with an earlier retriever (download, prepare, subsample)
+                if out["built"] == 0 or out["cached"] or stage not in args.stages:
+                    continue  # shared with an earlier retriever (download, prepare, subsample), or not asked for
                 rows.append({"size": size, "what": f"{stage} [{retriever}]", **out})
                 print(f"{size:>10,} {stage:<9} {retriever:<6} {out['seconds']:8.1f} s "
                       f"{size / out['seconds']:>10,.0f} obj/s {out['peak_mib']:8.0f} MiB "
                       f"{out['bytes'] / 1e6:9.1f} MB", flush=True)
         for kind, what in (("pyarrow", "reference: pyarrow read+write"),
                            ("bm25s", "reference: bm25s tokenize+index+save")):
-            if kind == "bm25s" and "bm25s" not in args.retrievers:
+            if kind not in args.references or kind == "bm25s" and "bm25s" not in args.retrievers:
                 continue
             try:
                 out = child(["--reference", kind, str(corpus)])

@@ -62,3 +62,35 @@ def test_nprobe_is_a_search_setting_and_the_training_sample_spans_every_shard(tm
     retriever = make_retriever("dense", {**base, "train_size": 30})
     sample = retriever._training_sample([tmp_path / f"s{s}" for s in range(3)], 300)
     assert np.array_equal(sample, vectors[::10])  # every 10th row of the corpus, across the three shards
+
+
+def test_on_disk_lists_merged_from_the_shards_search_as_the_index_in_memory(tmp_path):
+    import shutil
+
+    import faiss
+    import pytest
+
+    rng = np.random.default_rng(1)
+    vectors, queries = _clustered(rng, 12_000, 64, 30), _clustered(rng, 50, 64, 30)
+    memory, _ = _build(tmp_path, "ivf_pq", vectors)
+    params = {"model": "static-64d", "index": "ivf_pq", "train_size": 6000, "on_disk": True}
+    disk = make_retriever("dense", params)
+    (tmp_path / "on-disk").mkdir()
+    info = disk.index_from_shards(tmp_path / "corpus.parquet", [tmp_path / f"shard{s}" for s in range(3)],
+                                  tmp_path / "on-disk")
+    assert sorted(p.name for p in (tmp_path / "on-disk").iterdir()) == ["ids.parquet", "index.faiss", "index.ivfdata"]
+    lists = (tmp_path / "on-disk" / "index.ivfdata").stat().st_size
+    assert (tmp_path / "on-disk" / "index.faiss").stat().st_size < lists
+    assert info["indexed"] == 12_000
+    shutil.move(tmp_path / "on-disk", tmp_path / "moved")  # as the store renames a finished build into place
+    disk.load(tmp_path / "moved")
+    lists = faiss.downcast_InvertedLists(faiss.extract_index_ivf(disk._index).invlists)
+    assert type(lists).__name__ == "OnDiskInvertedLists" and lists.filename.endswith("moved/index.ivfdata")
+    for a, b in zip(memory._index.search(queries, 10), disk._index.search(queries, 10)):
+        np.testing.assert_array_equal(a, b)
+    assert memory.search({"q": "x"}, 5) == disk.search({"q": "x"}, 5)
+    np.testing.assert_array_equal(disk.vectors(["o11999"]), memory.vectors(["o11999"]))
+    assert make_retriever("dense", {**params, "on_disk": False}).index_params() == memory.index_params()
+    assert disk.index_params()["on_disk"] is True
+    with pytest.raises(ValueError, match="on_disk .* needs index ivf_flat or ivf_pq, not 'hnsw'"):
+        make_retriever("dense", {"model": "static-64d", "index": "hnsw", "on_disk": True})
