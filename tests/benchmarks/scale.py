@@ -10,7 +10,8 @@ largest; beside them, references measured in the same run: a bare pyarrow read-a
 the same rows for ``prepare``, and bm25s's own tokenizer, ``index`` and ``save`` on the same
 texts (the retriever's settings: porter stemmer, English stopwords) for the bm25s index stage.
 Stage seconds are the stage's own build time; a child's start, imports and cache lookups
-are left out of them, not out of its peak RSS.
+are left out of them, not out of its peak RSS. ``dense`` is the packaged static model2vec
+model (batches of 1,024 texts) over a flat index.
 
     python -m tests.benchmarks.scale --sizes 100000 1000000 [--retrievers bm25s bm25 dense]
         [--workdir /tmp/rbench-scale] [--stages prepare index] [--references pyarrow]
@@ -35,7 +36,7 @@ OBJECTS_PER_DOC = 4
 QUERIES = 1000
 VOCABULARY = 50_000
 RETRIEVERS = {"bm25s": {"name": "bm25s"}, "bm25": {"name": "bm25"},
-              "dense": {"name": "dense", "params": {"model": "static-64d", "index": "flat"}}}
+              "dense": {"name": "dense", "params": {"model": "static-64d", "index": "flat", "batch_size": 1024}}}
 STAGES = ("download", "prepare", "subsample", "encode", "index", "retrieve", "evaluate")
 
 
