@@ -6,9 +6,11 @@ gold document holds their planted rare words. Each stage runs as its plain funct
 flow's tasks wrap) in a child process of its own, for one retriever at a time, so a child's
 peak RSS is that stage's. Per stage and size it prints build seconds, objects/s, peak RSS, the
 bytes it wrote, and the growth exponent of time and memory from the smallest size to the
-largest; beside them, references measured in the same run: a bare pyarrow read-and-write of
-the same rows for ``prepare``, and bm25s's own tokenizer, ``index`` and ``save`` on the same
-texts (the retriever's settings: porter stemmer, English stopwords) for the bm25s index stage.
+largest; for ``dense-ivfpq`` (IVF-PQ at the default nprobe over the same encodings), its
+recall@10 and index size against the flat index's; beside them, references measured in the
+same run: a bare pyarrow read-and-write of the same rows for ``prepare``, and bm25s's own
+tokenizer, ``index`` and ``save`` on the same texts (the retriever's settings: porter
+stemmer, English stopwords) for the bm25s index stage.
 Stage seconds are the stage's own build time; a child's start, imports and cache lookups
 are left out of them, not out of its peak RSS. ``dense`` is the packaged static model2vec
 model (batches of 1,024 texts) over a flat index.
@@ -35,8 +37,10 @@ REPO = Path(__file__).resolve().parents[2]
 OBJECTS_PER_DOC = 4
 QUERIES = 1000
 VOCABULARY = 50_000
+STATIC = {"model": "static-64d", "batch_size": 1024}
 RETRIEVERS = {"bm25s": {"name": "bm25s"}, "bm25": {"name": "bm25"},
-              "dense": {"name": "dense", "params": {"model": "static-64d", "index": "flat", "batch_size": 1024}}}
+              "dense": {"name": "dense", "params": {**STATIC, "index": "flat"}},
+              "dense-ivfpq": {"name": "dense", "params": {**STATIC, "index": "ivf_pq"}}}
 STAGES = ("download", "prepare", "subsample", "encode", "index", "retrieve", "evaluate")
 
 
@@ -118,8 +122,9 @@ def run_stage(raw: str, stage: str) -> None:
         pass
     seconds = sum(a.info.get("build_seconds") or 0.0 for a in submitter.built)
     size = sum(f.stat().st_size for a in submitter.built for f in Path(a.path).rglob("*") if f.is_file())
+    quality = {k: v for a in submitter.built for k, v in a.info.items() if k == "recall@10"}
     print(json.dumps({"seconds": seconds, "bytes": size, "built": len(submitter.built),
-                      "cached": not any(a.built for a in submitter.built)}))
+                      "cached": not any(a.built for a in submitter.built), **quality}))
 
 
 def reference(kind: str, corpus: str) -> None:
@@ -199,7 +204,8 @@ def main() -> None:
                 rows.append({"size": size, "what": f"{stage} [{retriever}]", **out})
                 print(f"{size:>10,} {stage:<9} {retriever:<6} {out['seconds']:8.1f} s "
                       f"{size / out['seconds']:>10,.0f} obj/s {out['peak_mib']:8.0f} MiB "
-                      f"{out['bytes'] / 1e6:9.1f} MB", flush=True)
+                      f"{out['bytes'] / 1e6:9.1f} MB"
+                      + (f"  recall@10 {out['recall@10']:.4f}" if "recall@10" in out else ""), flush=True)
         for kind, what in (("pyarrow", "reference: pyarrow read+write"),
                            ("bm25s", "reference: bm25s tokenize+index+save")):
             if kind not in args.references or kind == "bm25s" and "bm25s" not in args.retrievers:
@@ -216,6 +222,11 @@ def main() -> None:
         if prepare is not None:
             print(f"{size:>10,} prepare / pyarrow read+write: "
                   f"{prepare['seconds'] / by['reference: pyarrow read+write']['seconds']:.2f}x")
+        if "index [dense]" in by and "index [dense-ivfpq]" in by:
+            smaller = by["index [dense]"]["bytes"] / by["index [dense-ivfpq]"]["bytes"]
+            print(f"{size:>10,} dense-ivfpq: index {smaller:.1f}x "
+                  f"smaller than flat; recall@10 {by['evaluate [dense-ivfpq]']['recall@10']:.4f} against flat's "
+                  f"{by['evaluate [dense]']['recall@10']:.4f}")
         if "index [bm25s]" in by and "reference: bm25s tokenize+index+save" in by:
             print(f"{size:>10,} bm25s index stage / bm25s tokenize+index+save: "
                   f"{by['index [bm25s]']['seconds'] / by['reference: bm25s tokenize+index+save']['seconds']:.2f}x")
