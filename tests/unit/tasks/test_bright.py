@@ -48,6 +48,19 @@ def _prepare(tmp_path: Path, params: dict, mirror: Path | None = None) -> Artifa
     return PREPARE.run(store, [DOWNLOAD.run(store, [], DownloadConfig.of(cfg, mirror), mirror=mirror)], cfg)
 
 
+def _evaluate(tmp_path: Path, prepared: Artifact, ranked: dict[str, list[str]]) -> tuple[Artifact, dict]:
+    """Score a run that ranks these document ids per query: the evaluate artifact and its
+    per-query values by (query, metric)."""
+    rows = [{"query_id": q, "object_id": f"{q}-{i}", "doc_id": d, "rank": i + 1, "score": 10.0 - i}
+            for q, docs in ranked.items() for i, d in enumerate(docs)]
+    (tmp_path / "run").mkdir()
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "run" / "run.parquet")
+    evaluated = EVALUATE.run(Store(tmp_path / "store"), [prepared, Artifact("retrieve", "run", tmp_path / "run")],
+                             MetricsConfig(k=[10]))
+    return evaluated, {(r["query_id"], r["metric"]): r["value"]
+                       for r in pq.read_table(evaluated.file("per_query.parquet")).to_pylist()}
+
+
 def test_documents_and_examples_are_read_with_their_excluded_ids(tmp_path):
     prepared = _prepare(tmp_path, {"task": "biology", "path": str(write_bright(tmp_path / "BRIGHT"))})
     corpus = pq.read_table(prepared.file("corpus.parquet")).to_pylist()
@@ -79,14 +92,7 @@ def test_ndcg_at_10_drops_excluded_ids_before_scoring(tmp_path):
     prepared = _prepare(tmp_path, {"task": "biology", "path": str(write_bright(tmp_path / "BRIGHT"))})
     ranked = {"0": ["biology/page_c/0.txt", "biology/page_a/1.txt", "biology/page_b/0.txt", "biology/page_a/0.txt"],
               "1": ["biology/q2_post/0.txt", "biology/page_c/0.txt", "biology/page_b/0.txt"]}
-    rows = [{"query_id": q, "object_id": f"{q}-{i}", "doc_id": d, "rank": i + 1, "score": 10.0 - i}
-            for q, docs in ranked.items() for i, d in enumerate(docs)]
-    (tmp_path / "run").mkdir()
-    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "run" / "run.parquet")
-    evaluated = EVALUATE.run(Store(tmp_path / "store"), [prepared, Artifact("retrieve", "run", tmp_path / "run")],
-                             MetricsConfig(k=[10]))
-    per_query = {(r["query_id"], r["metric"]): r["value"]
-                 for r in pq.read_table(evaluated.file("per_query.parquet")).to_pylist()}
+    evaluated, per_query = _evaluate(tmp_path, prepared, ranked)
     # query 0: gold at ranks 2 and 4 (nothing excluded); query 1: the excluded post leaves, gold moves to rank 2
     ideal_two = 1 + 1 / math.log2(3)
     assert per_query[("0", "ndcg")] == pytest.approx((1 / math.log2(3) + 1 / math.log2(5)) / ideal_two)
@@ -159,14 +165,7 @@ def test_the_anserini_layout_reads_topics_qrels_and_drops_the_querys_own_id_and_
         {"query_id": "1", "text": "What captures light?", "gold_doc_ids": ["page_b/0.txt"],
          "excluded_doc_ids": ["1", "q2_post/0.txt"]}]
     ranked = {"1": ["1", "q2_post/0.txt", "page_c/0.txt", "page_b/0.txt"], "0": ["page_a/1.txt", "page_c/0.txt"]}
-    rows = [{"query_id": q, "object_id": f"{q}-{i}", "doc_id": d, "rank": i + 1, "score": 10.0 - i}
-            for q, docs in ranked.items() for i, d in enumerate(docs)]
-    (tmp_path / "run").mkdir()
-    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "run" / "run.parquet")
-    evaluated = EVALUATE.run(Store(tmp_path / "store"), [prepared, Artifact("retrieve", "run", tmp_path / "run")],
-                             MetricsConfig(k=[10]))
-    per_query = {(r["query_id"], r["metric"]): r["value"]
-                 for r in pq.read_table(evaluated.file("per_query.parquet")).to_pylist()}
+    evaluated, per_query = _evaluate(tmp_path, prepared, ranked)
     # query 1: its own id and its excluded post leave the ranking, the gold moves from rank 4 to rank 2
     assert per_query[("1", "ndcg")] == pytest.approx(1 / math.log2(3))
     assert per_query[("0", "ndcg")] == pytest.approx(1 / (1 + 1 / math.log2(3)))
