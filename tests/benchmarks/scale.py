@@ -7,15 +7,15 @@ flow's tasks wrap) in a child process of its own, for one retriever at a time, s
 peak RSS is that stage's. Per stage and size it prints build seconds, objects/s, peak RSS, the
 bytes it wrote, and the growth exponent of time and memory from the smallest size to the
 largest; for ``dense-ivfpq`` (IVF-PQ at the default nprobe over the same encodings), its
-index size, the share of flat's top 10 it finds, and recall@10 beside flat's; beside them, references measured in the
-same run: a bare pyarrow read-and-write of the same rows for ``prepare``, and bm25s's own
-tokenizer, ``index`` and ``save`` on the same texts (the retriever's settings: porter
+index size, the share of flat's top 10 it finds, and recall@10 beside flat's; beside them,
+references measured in the same run: a bare pyarrow read-and-write of the same rows for
+``prepare``, and bm25s's own tokenizer, ``index`` and ``save`` on the same texts (the retriever's settings: porter
 stemmer, English stopwords) for the bm25s index stage.
 Stage seconds are the stage's own build time; a child's start, imports and cache lookups
 are left out of them, not out of its peak RSS. ``dense`` is the packaged static model2vec
 model (batches of 1,024 texts) over a flat index.
 
-    python -m tests.benchmarks.scale --sizes 100000 1000000 [--retrievers bm25s bm25 dense]
+    python -m tests.benchmarks.scale --sizes 100000 1000000 [--retrievers bm25s bm25 dense dense-ivfpq]
         [--workdir /tmp/rbench-scale] [--stages prepare index] [--references pyarrow]
 """
 
@@ -214,13 +214,13 @@ def main() -> None:
         for retriever in args.retrievers:
             raw = json.dumps(config(args.workdir, size, retriever))
             for stage in STAGES[: max(STAGES.index(s) for s in args.stages) + 1]:
-                if stage == "encode" and retriever != "dense":
+                if stage == "encode" and RETRIEVERS[retriever]["name"] != "dense":
                     continue
                 out = child(["--stage", stage, raw])
                 if out["built"] == 0 or out["cached"] or stage not in args.stages:
                     continue  # shared with an earlier retriever (download, prepare, subsample), or not asked for
                 rows.append({"size": size, "what": f"{stage} [{retriever}]", **out})
-                print(f"{size:>10,} {stage:<9} {retriever:<6} {out['seconds']:8.1f} s "
+                print(f"{size:>10,} {stage:<9} {retriever:<11} {out['seconds']:8.1f} s "
                       f"{size / out['seconds']:>10,.0f} obj/s {out['peak_mib']:8.0f} MiB "
                       f"{out['bytes'] / 1e6:9.1f} MB"
                       + (f"  recall@10 {out['recall@10']:.4f}" if "recall@10" in out else ""), flush=True)
@@ -237,7 +237,7 @@ def main() -> None:
             print(f"{size:>10,} {what:<30} {out['seconds']:8.1f} s {out['peak_mib']:8.0f} MiB", flush=True)
         by = {r["what"]: r for r in rows if r["size"] == size}
         prepare = next((r for what, r in by.items() if what.startswith("prepare")), None)
-        if prepare is not None:
+        if prepare is not None and "reference: pyarrow read+write" in by:
             print(f"{size:>10,} prepare / pyarrow read+write: "
                   f"{prepare['seconds'] / by['reference: pyarrow read+write']['seconds']:.2f}x")
         if "index [dense]" in by and "index [dense-ivfpq]" in by:
