@@ -222,33 +222,36 @@ class Bright(Adapter):
                     for where, row in _rows(path, shown, ("id", "excluded_ids"))}
         topics_shown = str(params.topics or params.anserini_file("topics"))
         unjudged = 0
-        with _open_text(raw / params.anserini_file("topics"), topics_shown) as lines:
-            for line_no, line in enumerate(lines, 1):
-                if not line.strip():
-                    continue
-                qid, tab, text = line.rstrip("\n").partition("\t")
-                where = f"{topics_shown}:{line_no}"
-                if not tab:
-                    raise DataError(f"{where} must be 'query-id<TAB>query' (Anserini's TsvString), got {line[:80]!r}")
-                gold = [d for d, grade in judged.get(qid, {}).items() if grade > 0]
-                if not gold:
-                    unjudged += 1
-                    continue
-                dropped = set(excluded.get(qid, [])) | {qid}
-                both = sorted(dropped & set(gold))
-                if both:
-                    raise DataError(f"{where}: {both} are gold in {qrels_shown} and excluded for query {qid!r} "
-                                    f"(excluded_ids in {shown}, or the query's own id); an id can only be one of them")
-                yield Query(query_id=qid, text=text, gold_doc_ids=gold, excluded_doc_ids=sorted(dropped), origin=where)
+        for line_no, line in enumerate(_text_lines(raw / params.anserini_file("topics"), topics_shown), 1):
+            if not line.strip():
+                continue
+            qid, tab, text = line.rstrip("\n").partition("\t")
+            where = f"{topics_shown}:{line_no}"
+            if not tab:
+                raise DataError(f"{where} must be 'query-id<TAB>query' (Anserini's TsvString), got {line[:80]!r}")
+            gold = [d for d, grade in judged.get(qid, {}).items() if grade > 0]
+            if not gold:
+                unjudged += 1
+                continue
+            dropped = set(excluded.get(qid, [])) | {qid}
+            both = sorted(dropped & set(gold))
+            if both:
+                raise DataError(f"{where}: {both} are gold in {qrels_shown} and excluded for query {qid!r} "
+                                f"(excluded_ids in {shown}, or the query's own id); an id can only be one of them")
+            yield Query(query_id=qid, text=text, gold_doc_ids=gold, excluded_doc_ids=sorted(dropped), origin=where)
         if unjudged:
-            log.info("bright %s: %d topics of %s have no relevant document in %s and are left out", params.task,
-                     unjudged, topics_shown, qrels_shown)
+            log.warning("bright %s: %d topics of %s have no relevant document in %s and are left out",
+                        params.task, unjudged, topics_shown, qrels_shown)
 
 
-def _open_text(path: Path, shown: str) -> IO[str]:
+def _text_lines(path: Path, shown: str) -> Iterator[str]:
+    """The lines of a text file, gzipped when its name ends in ``.gz``; a file that cannot be
+    read or decoded (a truncated download) is a DataError naming ``shown``."""
+    opener = gzip.open if path.name.endswith(".gz") else open
     try:
-        return gzip.open(path, "rt", encoding="utf-8") if path.name.endswith(".gz") else open(path, encoding="utf-8")
-    except OSError as e:
+        with opener(path, "rt", encoding="utf-8") as f:
+            yield from f
+    except (OSError, EOFError, UnicodeDecodeError) as e:
         raise DataError(f"{shown} cannot be read ({e}); fetch it again") from None
 
 
@@ -279,8 +282,11 @@ def _anserini_corpus(raw: Path, params: BrightParams) -> Iterator[tuple[str, obj
         return
     for file in sorted((raw / "bright-anserini" / task).iterdir()):
         shown = str(params.path / file.name if params.path else file)
-        with (gzip.open(file) if file.name.endswith(".gz") else open(file, "rb")) as stream:
-            yield from _documents(stream, shown)
+        try:
+            with (gzip.open(file) if file.name.endswith(".gz") else open(file, "rb")) as stream:
+                yield from _documents(stream, shown)
+        except (OSError, EOFError) as e:
+            raise DataError(f"{shown} cannot be read ({e}); fetch it again") from None
 
 
 def _documents(lines: IO[bytes], shown: str) -> Iterator[tuple[str, object, object, str]]:

@@ -207,5 +207,8 @@ def test_bad_anserini_files_name_the_file_and_line(tmp_path):
         f.write("0 Where is ATP made?\n")
     with pytest.raises(DataError, match=r"topics.bright-biology.tsv.gz:1 must be 'query-id<TAB>query'"):
         _prepare(tmp_path / "b", {"task": "biology", "layout": "anserini", **{k: str(v) for k, v in files.items()}})
+    files["topics"].write_bytes(gzip.compress(b"0\tWhere is ATP made?\n")[:-12])  # a truncated download
+    with pytest.raises(DataError, match=r"topics.bright-biology.tsv.gz cannot be read .*fetch it again"):
+        _prepare(tmp_path / "c", {"task": "biology", "layout": "anserini", **{k: str(v) for k, v in files.items()}})
     with pytest.raises(ValueError, match="layout 'anserini'"):
         get_adapter("bright").Params(task="biology", topics=str(files["topics"]))
