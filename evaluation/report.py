@@ -9,6 +9,8 @@ from typing import Literal, Sequence
 
 from rbench.evaluation.metrics import METRICS
 from rbench.evaluation.plots import recall_curves
+from rbench.evaluation.reproduction import HEADER, caption, summary
+from rbench.evaluation.reproduction import rows as repro_rows
 from rbench.evaluation.significance import bootstrap_test, randomization_test
 
 TESTS = {"randomization": randomization_test, "bootstrap": bootstrap_test}
@@ -65,11 +67,12 @@ def _trace_lines(trace: dict) -> list[str]:
 
 def write_report(
     title: str, metrics: Sequence[dict], tests: Sequence[dict], out: Path, alpha: float = 0.05,
-    costs: Sequence[dict] = (), traces: Sequence[dict] = (),
+    costs: Sequence[dict] = (), traces: Sequence[dict] = (), reproductions: Sequence[dict] = (),
 ) -> tuple[Path, Path]:
     """Write ``report.md``, ``report.html`` and one recall@k curve PNG per dataset into ``out``;
     ``costs`` (rows of dataset, retriever, name, value: queries/s, LLM calls, seconds per
-    step) and ``traces`` (agent traces) add a cost table and sample traces."""
+    step) and ``traces`` (agent traces) add a cost table and sample traces; ``reproductions``
+    (documents of ``rbench compare``) a section per published table."""
     out.mkdir(parents=True, exist_ok=True)
     ks = sorted({m["k"] for m in metrics})
     keyed = {(m["dataset"], m["retriever"], m["metric"], m["k"]): m["value"] for m in metrics}
@@ -102,6 +105,11 @@ def write_report(
             h("Paired significance"), _table(test_header, test_rows, fmt) if test_rows else "(fewer than two retrievers)",
             *([h("Cost and time per retriever"), _table(["dataset", "retriever", "measure", "value"], cost_rows, fmt)]
               if cost_rows else []),
+            *[part for doc in reproductions for part in (
+                h(f"Against published {doc['against']}: {doc['title']}"),
+                caption(doc) if fmt == "md" else f"<p>{html.escape(caption(doc))}</p>",
+                _table(HEADER, repro_rows(doc), fmt),
+                summary(doc) + "." if fmt == "md" else f"<p>{html.escape(summary(doc))}.</p>")],
             *([h("Agent traces (a sample per retriever)"),
                f"```\n{trace_text}\n```" if fmt == "md" else f"<pre>{html.escape(trace_text)}</pre>"]
               if traces else []),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -271,18 +272,41 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from rbench.evaluation.report import significance, write_report
-    from rbench.tasks.results import load_costs_and_traces, load_results
+    from rbench.tasks.results import load_costs_and_traces, load_reproductions, load_results
 
     uri = _tracking_uri(args)
     parents, rows, scores = load_results(uri, args.runs, args.experiment, per_query=True)
     tests = significance(scores, args.metric, args.k, args.test, args.trials)
     title = "rbench report: " + ", ".join(f"{p.info.run_name} ({p.info.run_id[:8]})" for p in parents)
     costs, traces = load_costs_and_traces(uri, args.runs, args.experiment)
-    md, page = write_report(title, rows, tests, Path(args.out), costs=costs, traces=traces)
+    reproductions = load_reproductions(uri, args.runs, args.experiment)
+    md, page = write_report(title, rows, tests, Path(args.out), costs=costs, traces=traces,
+                            reproductions=reproductions)
     print(f"wrote {md} and {page}")
     for t in tests:
         print(f"  {t['dataset']}: {t['a']} vs {t['b']} on {t['metric']}: {t['mean_a']:.4f} vs {t['mean_b']:.4f}, "
               f"p = {t['p_value']:.4f} ({t['queries']} queries, {t['test']})")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from rbench.evaluation.reproduction import compare, document, load_published, markdown, summary
+    from rbench.tasks.results import load_results, log_reproduction
+
+    table = load_published(args.against)
+    uri = _tracking_uri(args)
+    (parent,), _, scores = load_results(uri, [args.run], args.experiment, per_query=True)
+    cells = compare(table, scores, args.map, args.trials, args.seed)
+    doc = document(table, cells, f"{parent.info.run_name} ({parent.info.run_id[:8]})", args.trials, args.seed)
+    text = markdown(doc)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{table.name}.md").write_text(text, encoding="utf-8")
+    (out / f"{table.name}.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    log_reproduction(uri, parent.info.run_id, table.name, json.dumps(doc, indent=1), summary(doc))
+    print(text)
+    print(f"wrote {out / (table.name + '.md')} and .json; logged to MLflow run {parent.info.run_id} as "
+          f"reproduction/{table.name}.json (rbench report shows it)")
     return 0
 
 
@@ -373,7 +397,18 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--k", type=int, default=5, help="cut-off of the tested metric (default 5)")
     report.add_argument("--test", default="randomization", choices=["randomization", "bootstrap"])
     report.add_argument("--trials", type=int, default=10_000)
-    for p in (show, report):
+    compare = sub.add_parser("compare", help="line a run up against a published table, with bootstrap 95% intervals")
+    compare.add_argument("run", help="MLflow parent run id, or 'latest'")
+    compare.add_argument("--against", required=True, metavar="NAME",
+                         help="a published table rbench ships (anserini-bright-bm25, xrr2-bright) or a YAML file "
+                         "of its shape")
+    compare.add_argument("--map", action="append", default=[], metavar="PUBLISHED=RUN",
+                         help="the run's name for a published system or dataset (repeat), e.g. bm25=bm25-lucene")
+    compare.add_argument("--trials", type=int, default=10_000, help="bootstrap resamples (default 10,000)")
+    compare.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    compare.add_argument("--out", default="reproduction", help="output folder (default: ./reproduction)")
+    compare.set_defaults(func=cmd_compare)
+    for p in (show, report, compare):
         p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite in "
                        "the store)")
         p.add_argument("--store", help="store folder whose MLflow database to read (default: $RBENCH_STORE, "

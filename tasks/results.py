@@ -137,3 +137,34 @@ def load_costs_and_traces(tracking_uri: str, runs: Sequence[str], experiment: st
                 traces += [{"dataset": dataset, "retriever": label, **json.loads(r["trace"])}
                            for r in rows[:traces_per_run]]
     return costs, traces
+
+
+REPRODUCTION = "reproduction"
+
+
+def log_reproduction(tracking_uri: str, run_id: str, name: str, document: str, summary: str) -> None:
+    """Keep a comparison with published table ``name`` on the parent run: the JSON document as
+    ``reproduction/<name>.json`` and ``summary`` as tag ``rbench.reproduction.<name>``."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    client.log_text(run_id, document, f"{REPRODUCTION}/{name}.json")
+    client.set_tag(run_id, f"rbench.{REPRODUCTION}.{name}", summary)
+
+
+def load_reproductions(tracking_uri: str, runs: Sequence[str], experiment: str = "rbench") -> list[dict]:
+    """The comparison documents ``rbench compare`` logged on these parent runs."""
+    import json
+    import tempfile
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    documents = []
+    for parent, _ in _parents_and_children(client, tracking_uri, runs, experiment):
+        for artifact in client.list_artifacts(parent.info.run_id, REPRODUCTION):
+            if artifact.path.endswith(".json"):
+                with tempfile.TemporaryDirectory() as tmp:
+                    path = client.download_artifacts(parent.info.run_id, artifact.path, tmp)
+                    documents.append(json.loads(Path(path).read_text(encoding="utf-8")))
+    return documents

@@ -1,0 +1,83 @@
+"""The study configs of the published tables, run through the flow on BRIGHT fixtures in their
+real layouts, then lined up against the tables by ``rbench compare`` and shown by ``rbench report``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+from rbench.cli import main
+from rbench.flows.benchmark import benchmark
+from rbench.tasks.results import load_reproductions
+from tests.unit.tasks.test_bright import write_anserini, write_bright
+
+REPO = Path(__file__).resolve().parents[3]
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_server")]  # one Prefect test server per session
+
+
+def _study(tmp_path: Path, name: str, params: dict, **changes) -> Path:
+    """The shipped study config with its biology dataset on the fixture, a store and experiment of the test's."""
+    raw = yaml.safe_load((REPO / "configs" / "studies" / name).read_text())
+    (biology,) = [d for d in raw["datasets"] if d["name"] == "biology"]
+    raw.update(store=str(tmp_path / "store"), mlflow={"experiment": name},
+               datasets=[{**biology, "params": {**biology["params"], **params}}], **changes)
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def _compare(tmp_path: Path, result: dict, against: str) -> dict:
+    assert main(["compare", result["mlflow_run_id"], "--against", against, "--tracking-uri", result["tracking_uri"],
+                 "--trials", "500", "--out", str(tmp_path / "reproduction")]) == 0
+    return json.loads((tmp_path / "reproduction" / f"{against}.json").read_text())
+
+
+def test_the_anserini_bm25_study_on_a_fixture_is_compared_logged_and_reported(tmp_path, capsys):
+    files = write_anserini(tmp_path / "anserini")
+    result = benchmark(str(_study(tmp_path, "bright-bm25.yaml", {k: str(v) for k, v in files.items()})))
+    measured = {(m["metric"], m["k"]): m["value"] for m in result["metrics"] if m["retriever"] == "bm25"}
+
+    doc = _compare(tmp_path, result, "anserini-bright-bm25")
+    cells = {(c["dataset"], c["metric"], c["k"]): c for c in doc["cells"]}
+    assert len(cells) == 36
+    for metric, k, published in (("ndcg", 10, 0.1824), ("recall", 100, 0.4205), ("recall", 1000, 0.7644)):
+        cell = cells[("biology", metric, k)]
+        assert (cell["published"], cell["queries"]) == (published, 2)
+        assert cell["measured"] == pytest.approx(measured[(metric, k)])
+        assert cell["delta"] == pytest.approx(measured[(metric, k)] - published)
+        assert cell["ci_low"] <= cell["measured"] <= cell["ci_high"]
+    assert cells[("pony", "ndcg", 10)]["missing"] == "the run has no dataset 'pony'"
+    printed = capsys.readouterr().out
+    assert "| bm25 | biology | ndcg@10 | 0.1824 | " in printed and "3 measured cells" in printed
+
+    assert load_reproductions(result["tracking_uri"], [result["mlflow_run_id"]]) == [doc]
+    tag = MlflowClient(result["tracking_uri"]).get_run(result["mlflow_run_id"]).data.tags
+    assert tag["rbench.reproduction.anserini-bright-bm25"].endswith("33 of 36 published cells are not in the run")
+    assert main(["report", result["mlflow_run_id"], "--tracking-uri", result["tracking_uri"], "--metric", "ndcg",
+                 "--k", "10", "--out", str(tmp_path / "report")]) == 0
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "## Against published anserini-bright-bm25" in report and "regressions-bright-<task>.md" in report
+
+
+def test_the_xrr2_study_with_smollm2_on_a_fixture_is_compared(tmp_path):
+    smol = {"backend": "transformers", "model": "smollm2-135m", "threads": 2}
+    small = {"llm": "smol", "expansion_tokens": 16, "topk0": 4, "topk1": 2, "passage_chars": 80, "max_tokens": 16}
+    path = _study(tmp_path, "xrr2-bright.yaml", {"path": str(write_bright(tmp_path / "BRIGHT"))}, llms={"smol": smol},
+                  retrievers=[{"name": "xrr2", "label": "xrr2-rr", "params": {**small, "rounds": 0}},
+                              {"name": "xrr2", "label": "xrr2-rr2", "params": {**small, "rounds": 1}}])
+    result = benchmark(str(path))
+    client = MlflowClient(result["tracking_uri"])
+    children = client.search_runs([client.get_run(result["mlflow_run_id"]).info.experiment_id],
+                                  f"tags.mlflow.parentRunId = '{result['mlflow_run_id']}'")
+    assert all(c.data.metrics["retrieve.llm_calls"] > 0 for c in children) and len(children) == 2
+
+    doc = _compare(tmp_path, result, "xrr2-bright")
+    measured = [c for c in doc["cells"] if c["measured"] is not None]
+    assert {(c["system"], c["dataset"]) for c in measured} == {("xrr2-rr", "biology"), ("xrr2-rr2", "biology")}
+    ndcg = {m["retriever"]: m["value"] for m in result["metrics"] if (m["metric"], m["k"]) == ("ndcg", 10)}
+    assert {c["system"]: c["measured"] for c in measured} == pytest.approx(ndcg)

@@ -1,0 +1,163 @@
+"""Published tables as data, bootstrap intervals and a run lined up against a table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from rbench.config import load_config
+from rbench.core.errors import ConfigError, RbenchError
+from rbench.evaluation.reproduction import (
+    bootstrap_interval,
+    compare,
+    document,
+    load_published,
+    markdown,
+    published_names,
+    summary,
+)
+from rbench.evaluation.report import write_report
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _table(tmp_path: Path, **changes) -> Path:
+    raw = {"name": "toy", "title": "A toy table",
+           "source": {"reference": "a paper, Table 2", "url": "https://example.org/paper", "read": "2026-11-24"},
+           "values": {"bm25": {"biology": {"ndcg@10": 0.5, "recall@100": 0.9}, "pony": {"ndcg@10": 0.1}}}}
+    raw.update(changes)
+    path = tmp_path / "toy.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_a_constant_score_has_a_zero_width_interval():
+    assert bootstrap_interval([0.3] * 5, trials=500) == pytest.approx((0.3, 0.3))
+
+
+def test_interval_of_two_queries_spans_both_scores():
+    # resampled means of [0, 1] are 0, 0.5 or 1 with p = 1/4, 1/2, 1/4: the 2.5% and 97.5% quantiles are 0 and 1
+    assert bootstrap_interval([0.0, 1.0]) == (0.0, 1.0)
+
+
+def test_interval_of_one_hit_in_four_queries_is_zero_to_three_quarters():
+    # the resampled mean is Binomial(4, 1/4) / 4: P(<= 0.5) = 0.949 < 0.975 <= P(<= 0.75) = 0.996, P(0) = 0.316
+    assert bootstrap_interval([0.0, 0.0, 0.0, 1.0]) == (0.0, 0.75)
+
+
+def test_interval_agrees_with_scipys_percentile_bootstrap():
+    from scipy.stats import bootstrap
+
+    scores = np.random.default_rng(1).beta(2, 5, size=200)
+    ours = bootstrap_interval(scores, trials=20_000, seed=3)
+    theirs = bootstrap((scores,), np.mean, n_resamples=20_000, method="percentile", random_state=4).confidence_interval
+    assert ours == pytest.approx((theirs.low, theirs.high), abs=0.004)
+
+
+def test_bad_bootstrap_settings_are_refused():
+    with pytest.raises(ValueError, match="at least one query"):
+        bootstrap_interval([])
+    with pytest.raises(RbenchError, match="--trials 0"):
+        compare(load_published("xrr2-bright"), {}, trials=0)
+
+
+def test_cells_are_measured_missing_or_renamed(tmp_path):
+    table = load_published(str(_table(tmp_path)))
+    scores = {("bio", "bm25"): {("ndcg", 10, "q1"): 1.0, ("ndcg", 10, "q2"): 0.0, ("ndcg", 10, "q3"): 0.5,
+                                ("recall", 10, "q1"): 1.0}}
+    cells = compare(table, scores, maps=["biology=bio"], trials=2000)
+    by = {(c.dataset, c.metric, c.k): c for c in cells}
+    ndcg = by[("biology", "ndcg", 10)]
+    assert (ndcg.run_dataset, ndcg.measured, ndcg.queries) == ("bio", 0.5, 3)
+    assert ndcg.delta == pytest.approx(0.0) and ndcg.ci_low <= 0.5 <= ndcg.ci_high and ndcg.inside
+    assert by[("biology", "recall", 100)].missing == "the run has no recall@100 (add 100 to metrics.k)"
+    assert by[("pony", "ndcg", 10)].missing == "the run has no dataset 'pony'"
+    other = compare(table, {("bio", "dense"): {("ndcg", 10, "q1"): 1.0}}, maps=["biology=bio"], trials=100)
+    assert other[0].missing == "the run has no retriever 'bm25' on 'bio'"
+
+
+def test_a_published_value_outside_the_interval_is_flagged(tmp_path):
+    table = load_published(str(_table(tmp_path)))
+    scores = {("biology", "bm25"): {("ndcg", 10, f"q{i}"): 0.9 + 0.01 * (i % 3) for i in range(30)}}
+    (cell, *_) = compare(table, scores, trials=1000)
+    assert cell.measured == pytest.approx(0.91) and cell.delta == pytest.approx(0.41)
+    assert cell.inside is False and cell.ci_low > 0.5
+    doc = document(table, compare(table, scores, trials=1000), "toy-run (abcd1234)", 1000, 0)
+    text = markdown(doc)
+    assert "| bm25 | biology | ndcg@10 | 0.5000 | 0.9100 | +0.4100 | [" in text and "| no | 30 |" in text
+    assert summary(doc).startswith("0 of 1 measured cells hold the published value") and "2 of 3" in summary(doc)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"values": {"bm25": {"biology": {"ndcg@10": 18.24}}}}, "not in \\[0, 1\\]; write fractions"),
+    ({"values": {"bm25": {"biology": {"map@10": 0.2}}}}, "'map@10' is not metric@k"),
+    ({"values": {"bm25": {"biology": {"ndcg": 0.2}}}}, "'ndcg' is not metric@k"),
+    ({"source": {"reference": "r", "url": "http://x", "read": "2026-11-24"}}, "source.url"),
+    ({"source": {"reference": "r", "url": "https://x", "read": "2026-11-24", "per_dataset": {"pony2": "https://y"}}},
+     "per_dataset names \\['pony2'\\]"),
+])
+def test_bad_tables_name_the_file_and_the_cell(tmp_path, change, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        load_published(str(_table(tmp_path, **change)))
+    assert "toy.yaml" in str(err.value)
+
+
+def test_unknown_names_and_bad_maps_are_named():
+    with pytest.raises(ConfigError, match="no published table named 'brigth'.*anserini-bright-bm25, xrr2-bright"):
+        load_published("brigth")
+    table = load_published("anserini-bright-bm25")
+    with pytest.raises(RbenchError, match="'bio' is not PUBLISHED=RUN"):
+        compare(table, {}, maps=["bio"])
+    with pytest.raises(RbenchError, match="has no system or dataset 'biolgy'"):
+        compare(table, {}, maps=["biolgy=bio"])
+
+
+def test_the_shipped_tables_match_their_sources_totals():
+    assert published_names() == ["anserini-bright-bm25", "xrr2-bright"]
+    xrr2 = load_published("xrr2-bright")
+    for system, average in (("xrr2-rr", 0.39673), ("xrr2-rr2", 0.40258)):  # the README's __AVG__ row
+        values = [cells["ndcg@10"] for cells in xrr2.values[system].values()]
+        assert len(values) == 12 and np.mean(values) == pytest.approx(average, abs=5e-6)
+    anserini = load_published("anserini-bright-bm25")
+    assert len(anserini.cells()) == 36 and set(anserini.source.per_dataset) == set(anserini.values["bm25"])
+
+
+@pytest.mark.parametrize("name", ["anserini-bright-bm25", "xrr2-bright"])
+def test_each_shipped_table_names_a_study_config_that_produces_its_cells(name):
+    table = load_published(name)
+    study = load_config(REPO / table.study)
+    labels = {r.label for r in study.retrievers}
+    datasets = {d.name for d in study.datasets}
+    for system, dataset, metric, k, _ in table.cells():
+        assert system in labels and dataset in datasets and k in study.metrics.k and k <= study.depth
+
+
+def test_every_shipped_config_validates():
+    from rbench.flows.chunking_grid import load_grid_config
+    from rbench.flows.config_search import load_search_config
+
+    paths = sorted((REPO / "configs").rglob("*.yaml"))
+    assert len(paths) >= 14
+    for path in paths:
+        raw = yaml.safe_load(path.read_text())
+        if "search" in raw:
+            load_search_config(path)
+        elif "data" in raw:
+            load_grid_config(path)
+        else:
+            load_config(path)
+
+
+def test_the_report_shows_a_logged_comparison(tmp_path):
+    table = load_published(str(_table(tmp_path)))
+    scores = {("biology", "bm25"): {("ndcg", 10, "q1"): 0.4, ("ndcg", 10, "q2"): 0.6}}
+    doc = document(table, compare(table, scores, trials=200), "toy-run (abcd1234)", 200, 0)
+    metrics = [{"dataset": "biology", "retriever": "bm25", "metric": "ndcg", "k": 10, "value": 0.5}]
+    md, page = write_report("toy", metrics, [], tmp_path / "report", reproductions=[doc])
+    text = md.read_text()
+    assert "## Against published toy: A toy table" in text and "a paper, Table 2" in text
+    assert "| bm25 | biology | ndcg@10 | 0.5000 | 0.5000 | +0.0000 | [0.4000, 0.6000] | yes | 2 |" in text
+    assert "<td>ndcg@10</td><td>0.5000</td>" in page.read_text()
