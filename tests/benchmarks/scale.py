@@ -6,7 +6,8 @@ gold document holds their planted rare words. Each stage runs as its plain funct
 flow's tasks wrap) in a child process of its own, for one retriever at a time, so a child's
 peak RSS is that stage's. Per stage and size it prints build seconds, objects/s, peak RSS, the
 bytes it wrote, and the growth exponent of time and memory from the smallest size to the
-largest; for ``dense-ivfpq`` (IVF-PQ at the default nprobe over the same encodings), its
+largest; for ``dense-ivfpq`` (IVF-PQ at the default nprobe over the same encodings; with
+``-disk``, its lists merged on disk and searched memory-mapped), its
 index size, the share of flat's top 10 it finds, and recall@10 beside flat's; beside them,
 references measured in the same run: a bare pyarrow read-and-write of the same rows for
 ``prepare``, and bm25s's own tokenizer, ``index`` and ``save`` on the same texts (the retriever's settings: porter
@@ -15,7 +16,7 @@ Stage seconds are the stage's own build time; a child's start, imports and cache
 are left out of them, not out of its peak RSS. ``dense`` is the packaged static model2vec
 model (batches of 1,024 texts) over a flat index.
 
-    python -m tests.benchmarks.scale --sizes 100000 1000000 [--retrievers bm25s bm25 dense dense-ivfpq]
+    python -m tests.benchmarks.scale --sizes 100000 1000000 [--retrievers bm25s bm25 dense dense-ivfpq dense-ivfpq-disk]
         [--workdir /tmp/rbench-scale] [--stages prepare index] [--references pyarrow]
 """
 
@@ -40,7 +41,9 @@ VOCABULARY = 50_000
 STATIC = {"model": "static-64d", "batch_size": 1024}
 RETRIEVERS = {"bm25s": {"name": "bm25s"}, "bm25": {"name": "bm25"},
               "dense": {"name": "dense", "params": {**STATIC, "index": "flat"}},
-              "dense-ivfpq": {"name": "dense", "params": {**STATIC, "index": "ivf_pq"}}}
+              "dense-ivfpq": {"name": "dense", "params": {**STATIC, "index": "ivf_pq"}},
+              "dense-ivfpq-disk": {"name": "dense", "params": {**STATIC, "index": "ivf_pq", "on_disk": True}}}
+ANN = ("dense-ivfpq", "dense-ivfpq-disk")
 STAGES = ("download", "prepare", "subsample", "encode", "index", "retrieve", "evaluate")
 
 
@@ -240,12 +243,12 @@ def main() -> None:
         if prepare is not None and "reference: pyarrow read+write" in by:
             print(f"{size:>10,} prepare / pyarrow read+write: "
                   f"{prepare['seconds'] / by['reference: pyarrow read+write']['seconds']:.2f}x")
-        if "index [dense]" in by and "index [dense-ivfpq]" in by:
-            smaller = by["index [dense]"]["index_bytes"] / by["index [dense-ivfpq]"]["index_bytes"]
-            overlap = ann_overlap(by["retrieve [dense]"]["runs"][0], by["retrieve [dense-ivfpq]"]["runs"][0])
-            print(f"{size:>10,} dense-ivfpq: index file {smaller:.1f}x smaller than flat's (id maps aside); "
+        for ann in (a for a in ANN if "index [dense]" in by and f"index [{a}]" in by):
+            smaller = by["index [dense]"]["index_bytes"] / by[f"index [{ann}]"]["index_bytes"]
+            overlap = ann_overlap(by["retrieve [dense]"]["runs"][0], by[f"retrieve [{ann}]"]["runs"][0])
+            print(f"{size:>10,} {ann}: index file {smaller:.1f}x smaller than flat's (id maps aside); "
                   "its top 10 holds "
-                  f"{overlap:.4f} of flat's top 10; recall@10 {by['evaluate [dense-ivfpq]']['recall@10']:.4f} "
+                  f"{overlap:.4f} of flat's top 10; recall@10 {by[f'evaluate [{ann}]']['recall@10']:.4f} "
                   f"against flat's {by['evaluate [dense]']['recall@10']:.4f}")
         if "index [bm25s]" in by and "reference: bm25s tokenize+index+save" in by:
             print(f"{size:>10,} bm25s index stage / bm25s tokenize+index+save: "
