@@ -182,16 +182,12 @@ class ARM(LLMComposite):
 
     def open(self, folders, corpus) -> None:
         super().open(folders, corpus)
-        import pyarrow.parquet as pq
-
         from rbench.core.imports import torch_before_scipy
 
         torch_before_scipy()
         from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-        modality = pq.read_table(corpus, columns=["object_id", "modality"])
-        self._is_table = {o: m not in ("text", "passage") for o, m in
-                          zip(modality.column(0).to_pylist(), modality.column(1).to_pylist())}
+        self._modality = self._rows.view("modality")
         self._stopwords = frozenset(ENGLISH_STOP_WORDS)
         if self._scorer is not None:
             self._scorer.load()
@@ -278,6 +274,7 @@ class ARM(LLMComposite):
         flat = {f"{q}\x1f{i}": g for q in queries for i, g in enumerate(grams[q])}
         aligned = self._base.search(flat, p.alignment_retrieval_k) if flat else {}
         direct = self._dense.search(dict(queries), p.query_retrieval_k)
+        self._rows.load_runs(aligned, direct)
         qvecs = self._dense.encode(list(queries.values()))
         pools, sources, relevance = {}, {}, {}
         for n, q in enumerate(queries):
@@ -297,6 +294,7 @@ class ARM(LLMComposite):
             frontier, added = list(pool), []
             for _ in range(p.expansion_steps):
                 found = self._dense.neighbours(frontier, p.expansion_k_compatible)
+                self._rows.load_runs(found)
                 frontier = []
                 for oid in (n for o in found for n, _ in found[o]):
                     if self._texts[oid] not in texts:
@@ -333,8 +331,9 @@ class ARM(LLMComposite):
                 lex = np.array([[lexical(a, b, self._stopwords) if i < j else 0.0 for j, b in enumerate(texts)]
                                 for i, a in enumerate(texts)])
                 compat = compat + p.w_lex * (lex + lex.T)
-            solved = select([relevance[q][o] for o in shortlist], compat, [self._is_table[o] for o in shortlist],
-                            p.mip_k_select, p.mip_formulation, p.mip_solver, p.mip_time_limit)
+            tables = [self._modality[o] not in ("text", "passage") for o in shortlist]
+            solved = select([relevance[q][o] for o in shortlist], compat, tables, p.mip_k_select,
+                            p.mip_formulation, p.mip_solver, p.mip_time_limit)
             self._mip[solved.status] += 1
             self._mip_gap.append(solved.gap)
             self._mip_seconds.append(solved.seconds)

@@ -6,8 +6,11 @@ import json
 from abc import ABC, abstractmethod
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, ClassVar, Iterator, Mapping, Sequence
+from typing import Any, ClassVar, Iterable, Iterator, Mapping, Sequence
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
@@ -81,6 +84,77 @@ def column_rows(corpus: Path, column: str, start: int, stop: int) -> list:
         if first >= stop:
             break
     return rows
+
+
+class CorpusRows:
+    """Columns of a prepared corpus by object id, for the few hundred objects a search returns,
+    without holding the corpus: only the ``object_id`` column is kept (one Arrow array, no
+    Python strings). :meth:`load` finds the wanted ids' row numbers and reads those rows from
+    the row groups that hold them; :meth:`view` is a read-only mapping ``object_id -> value``
+    of one column. An id not loaded yet is loaded when asked for, one at a time: load a
+    search's hits first. At most ``keep`` rows stay loaded (the oldest load is dropped first)."""
+
+    def __init__(self, corpus: Path, columns: Sequence[str], keep: int = 200_000):
+        self._path = corpus
+        self._file = pq.ParquetFile(corpus)
+        self._ids = self._file.read(columns=["object_id"]).column(0).combine_chunks()
+        meta = self._file.metadata
+        self._starts = np.cumsum([0, *(meta.row_group(g).num_rows for g in range(meta.num_row_groups))])
+        self._columns = list(columns)
+        self._keep = keep
+        self._rows: dict[str, tuple] = {}
+
+    def load(self, object_ids: Iterable[str]) -> None:
+        """Read the rows of these objects (those not loaded yet) in one pass over their row groups."""
+        wanted = [o for o in dict.fromkeys(object_ids) if o not in self._rows]
+        if not wanted:
+            return
+        if len(self._rows) + len(wanted) > self._keep:
+            self._rows.clear()
+        found = pc.index_in(pa.array(wanted, pa.string()), value_set=self._ids)
+        if found.null_count:
+            missing = [o for o, row in zip(wanted, found.to_pylist()) if row is None]
+            raise KeyError(f"object id(s) {missing[:3]} are not in the corpus {self._path}")
+        rows = found.to_numpy()
+        groups = np.searchsorted(self._starts, rows, side="right") - 1
+        for group in np.unique(groups):
+            picked = np.flatnonzero(groups == group)
+            table = self._file.read_row_group(int(group), columns=self._columns).take(
+                pa.array(rows[picked] - self._starts[group]))
+            for i, values in zip(picked, zip(*(table.column(c).to_pylist() for c in self._columns))):
+                self._rows[wanted[i]] = values
+
+    def load_runs(self, *runs: Mapping[str, Hits]) -> None:
+        """Load every object these runs returned."""
+        self.load(oid for run in runs for hits in run.values() for oid, _ in hits)
+
+    def view(self, column: str) -> Mapping[str, Any]:
+        """``object_id -> value`` of ``column`` (one of the columns this was made with)."""
+        return _ColumnView(self, self._columns.index(column))
+
+    def value(self, object_id: str, index: int) -> Any:
+        if object_id not in self._rows:
+            self.load([object_id])
+        return self._rows[object_id][index]
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+
+class _ColumnView(Mapping):
+    """One column of :class:`CorpusRows` as a mapping; iterating covers the loaded rows only."""
+
+    def __init__(self, rows: CorpusRows, index: int):
+        self._source, self._index = rows, index
+
+    def __getitem__(self, object_id: str) -> Any:
+        return self._source.value(object_id, self._index)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._source._rows))
+
+    def __len__(self) -> int:
+        return len(self._source)
 
 
 class Retriever(ABC):

@@ -80,7 +80,7 @@ class Decompose(LLMComposite):
                                                                     if s != queries[q] or not p.include_question]
                  for q in queries}
         depth = k * p.rerank_multiplier if self._scorer else k
-        runs = search_many(self._first, asked, p.per_query_k or depth)
+        runs = search_many(self._first, asked, p.per_query_k or depth, self._rows)
         merged = {q: merge(runs[q], p.merge, p.rrf_k)[:depth] for q in queries}
         if self._scorer is None:
             return merged

@@ -8,12 +8,12 @@ import statistics
 from pathlib import Path
 from typing import Literal, Mapping, Sequence
 
-import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 from rbench.retrievers.base import (
     RETRIEVERS,
     Composite,
+    CorpusRows,
     Hits,
     Retriever,
     RetrieverSpec,
@@ -97,8 +97,8 @@ class Fusion(Composite):
     def open(self, folders: Sequence[Path], corpus: Path) -> None:
         super().open(folders, corpus)
         if self.params.collapse_documents:
-            table = pq.read_table(corpus, columns=["object_id", "doc_id"])
-            self._doc_of = dict(zip(table.column(0).to_pylist(), table.column(1).to_pylist()))
+            self._rows = CorpusRows(corpus, ["doc_id"])
+            self._doc_of = self._rows.view("doc_id")
 
     def _collapse(self, hits: Hits) -> tuple[Hits, dict[str, str]]:
         seen, docs, representative = set(), [], {}
@@ -113,6 +113,8 @@ class Fusion(Composite):
     def search(self, queries: Mapping[str, str], k: int) -> Run:
         depth = max(k, self.params.candidates)
         component_runs = [c.search(queries, depth) for c in self._components]
+        if self.params.collapse_documents:
+            self._rows.load_runs(*component_runs)
         weights = self.params.weights or [1.0] * len(self._components)
         run: Run = {}
         for q in queries:

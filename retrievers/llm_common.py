@@ -9,7 +9,7 @@ from typing import Any, Literal, Mapping, Sequence
 
 import pyarrow.parquet as pq
 
-from rbench.retrievers.base import Composite, Hits
+from rbench.retrievers.base import Composite, CorpusRows, Hits
 from rbench.retrievers.fusion import rrf
 
 
@@ -40,10 +40,14 @@ def collapse_documents(hits: Hits, doc_of: Mapping[str, str]) -> Hits:
     return kept
 
 
-def search_many(retriever, questions: Mapping[str, Sequence[str]], k: int) -> dict[str, list[Hits]]:
-    """Search every query of every question in one call; per question, its queries' runs in order."""
+def search_many(retriever, questions: Mapping[str, Sequence[str]], k: int,
+                rows: CorpusRows | None = None) -> dict[str, list[Hits]]:
+    """Search every query of every question in one call; per question, its queries' runs in
+    order (their objects loaded into ``rows``)."""
     flat = {f"{q}\x1f{i}": text for q, texts in questions.items() for i, text in enumerate(texts)}
     run = retriever.search(flat, k) if flat else {}
+    if rows is not None:
+        rows.load_runs(run)
     return {q: [run.get(f"{q}\x1f{i}", []) for i in range(len(texts))] for q, texts in questions.items()}
 
 
@@ -106,11 +110,8 @@ class LLMComposite(Composite):
 
     def open(self, folders: Sequence[Path], corpus: Path) -> None:
         super().open(folders, corpus)
-        table = pq.read_table(corpus, columns=["object_id", "text", "doc_id", "page_title"])
-        ids = table.column("object_id").to_pylist()
-        self._texts = dict(zip(ids, table.column("text").to_pylist()))
-        self._doc_of = dict(zip(ids, table.column("doc_id").to_pylist()))
-        self._title_of = dict(zip(ids, table.column("page_title").to_pylist()))
+        self._rows = CorpusRows(corpus, ["text", "doc_id", "page_title", "modality"])
+        self._texts, self._doc_of, self._title_of = (self._rows.view(c) for c in ("text", "doc_id", "page_title"))
 
     def content_digests(self) -> dict[str, str]:
         return {**self.own_digests(), **super().content_digests()}

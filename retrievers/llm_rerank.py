@@ -71,6 +71,7 @@ class LLMRerank(LLMComposite):
 
         p = self.params
         first = self._first.search(queries, max(k, p.candidates))
+        self._rows.load_runs(first)
         candidates = {q: (queries[q], [oid for oid, _ in hits[:p.candidates]]) for q, hits in first.items()}
         llm, sampling = self.llm(p.llm), Sampling(max_tokens=p.max_tokens)
         if p.mode == "sliding":

@@ -174,7 +174,7 @@ class MultiQuery(LLMComposite):
         p = self.params
         rewritten = self.rewritten(0, queries)
         asked = {q: [self.expand(s) for s in rewritten[q].queries] for q in queries}
-        runs = search_many(self._first, asked, p.ce_candidates)
+        runs = search_many(self._first, asked, p.ce_candidates, self._rows)
         fused = {q: rrf([collapse_documents(h, self._doc_of) for h in runs[q]], p.rrf_k) for q in queries}
         masters = {q: rewritten[q].master or queries[q] for q in queries}
         scored = self._scorer.rescore({q: (masters[q], [o for o, _ in fused[q][:p.ce_candidates]]) for q in queries},

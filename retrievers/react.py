@@ -103,6 +103,7 @@ class ReAct(LLMComposite):
                 else:
                     s["stop"] = "finish" if action == "finish" else "malformed_action"
             run = self._base.search(searches, p.k_search) if searches else {}
+            self._rows.load_runs(run)
             for q in searches:
                 s, hits = state[q], [oid for oid, _ in run.get(q, [])]
                 s["found"] += [oid for oid in hits if oid not in set(s["found"])]

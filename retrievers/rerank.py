@@ -6,12 +6,11 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator
 
 from rbench.core.configfile import PathOrName
 from rbench.core.errors import MissingExtraError
-from rbench.retrievers.base import RETRIEVERS, Composite, Retriever, RetrieverSpec, Run
+from rbench.retrievers.base import RETRIEVERS, Composite, CorpusRows, Retriever, RetrieverSpec, Run
 
 
 def check_model_location(model: str) -> str:
@@ -81,12 +80,6 @@ class CrossEncoderScorer:
                 "pairs_per_second": round(self.pairs / self.seconds, 1) if self.seconds else None}
 
 
-def corpus_texts(corpus: Path) -> dict[str, str]:
-    """``object_id -> text`` of a prepared corpus."""
-    table = pq.read_table(corpus, columns=["object_id", "text"])
-    return dict(zip(table.column(0).to_pylist(), table.column(1).to_pylist()))
-
-
 class RerankParams(CrossEncoderParams):
     """Retrieve ``k * k_multiplier`` candidates with ``first_stage``, rescore with ``model``."""
 
@@ -119,11 +112,13 @@ class Rerank(Composite):
 
     def open(self, folders: Sequence[Path], corpus: Path) -> None:
         super().open(folders, corpus)
-        self._texts = corpus_texts(corpus)
+        self._rows = CorpusRows(corpus, ["text"])
+        self._texts = self._rows.view("text")
         self._scorer.load()
 
     def search(self, queries: Mapping[str, str], k: int) -> Run:
         candidates = self._first.search(queries, k * self.params.k_multiplier)
+        self._rows.load_runs(candidates)
         run = self._scorer.rescore({q: (queries[q], [oid for oid, _ in hits]) for q, hits in candidates.items()},
                                    self._texts)
         return {q: hits[:k] for q, hits in run.items()}

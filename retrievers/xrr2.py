@@ -70,6 +70,7 @@ class XRR2(LLMComposite):
         searched = {q: f"{queries[q]} {expanded[q].queries[0]}" if expanded[q].status != "fallback" else queries[q]
                     for q in queries}
         first = self._first.search(searched, max(k, p.topk0))
+        self._rows.load_runs(first)
         llm, sampling = self.llm(p.llm), Sampling(max_tokens=p.max_tokens)
         candidates = {q: (queries[q], [oid for oid, _ in hits[:p.topk0]]) for q, hits in first.items()}
         picked = select_top(llm, load_prompt(p.select_prompt), sampling, candidates,

@@ -72,8 +72,8 @@ def test_an_edit_to_a_helper_reached_only_through_rerank_changes_exactly_its_imp
     before = digests(locate)
     rerank = locate("rbench.retrievers.rerank")
     source = rerank.read_text()
-    assert "def corpus_texts(" in source  # a helper that decompose, multi_query and arm reach only through rerank.py
-    rerank.write_text(source.replace("def corpus_texts(", "def corpus_texts(  # edited\n", 1))
+    assert "def check_model_location(" in source  # a helper decompose, multi_query and arm reach only through rerank.py
+    rerank.write_text(source.replace("def check_model_location(", "def check_model_location(  # edited\n", 1))
     after = digests(locate)
     changed = {name for name in before if before[name] != after[name]}
     assert changed == {"retriever:rerank", "retriever:decompose", "retriever:multi_query", "retriever:arm"}
