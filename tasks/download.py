@@ -84,9 +84,21 @@ def tree_fingerprint(path: Path) -> str:
     return h.hexdigest()
 
 
-def _copy(source: Path, target: Path) -> None:
+def _link_or_copy(source: str | Path, target: str | Path) -> None:
+    """A hard link when source and store share a file system (no second copy of a 25 GB
+    corpus: the store never writes into a published file), else a copy."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+
+
+def _copy(source: Path, target: Path, link: bool = False) -> None:
+    """Copy a file or folder; with ``link``, hard-link its files where the file system allows."""
     if source.is_dir():
-        shutil.copytree(source, target)
+        shutil.copytree(source, target, copy_function=_link_or_copy if link else shutil.copy2)
+    elif link:
+        _link_or_copy(source, target)
     else:
         shutil.copyfile(source, target)
 
@@ -112,8 +124,9 @@ def _from_hub(spec: FileSpec, target: Path) -> None:
 
 
 def _fetch(spec: FileSpec, target: Path, mirror: Path | None) -> str:
+    link = spec.sha256 is not None or spec.link  # a pinned file is checked after linking
     if spec.local is not None:
-        _copy(spec.local, target)
+        _copy(spec.local, target, link)
         return str(spec.local)
     if mirror is not None and (mirror / spec.name).exists():
         source = mirror / spec.name
@@ -121,7 +134,7 @@ def _fetch(spec: FileSpec, target: Path, mirror: Path | None) -> str:
             want, got = ("a folder", "a file") if spec.patterns else ("a file", "a folder")
             raise DataError(f"mirror entry {source} is {got}, but {spec.name} is {want}: "
                             f"put {want} there (the mirror keeps the source's layout)")
-        _copy(source, target)
+        _copy(source, target, link)
         return str(source)
     where = f"not in the mirror {mirror}; " if mirror else ""
     if spec.hf_repo is None and spec.url is None:

@@ -37,6 +37,8 @@ class FileSpec(BaseModel):
     the content is not verified; pin ``revision`` to a commit for reproducible keys.
     ``observed`` is set when a download is planned (:meth:`DownloadConfig.resolved`): the
     fingerprint of an unpinned file's mirror copy, so that the key follows what is read.
+    A pinned file, or one marked ``link`` (a published release nobody edits in place, such as
+    MS MARCO's 25 GB of shards), is hard-linked into the store where the file system allows.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -50,6 +52,7 @@ class FileSpec(BaseModel):
     patterns: list[str] | None = None
     observed: str | None = None
     local: Path | None = Field(default=None, exclude=True)
+    link: bool = Field(default=False, exclude=True)
 
 
 def local_file(name: str, path: Path) -> FileSpec:

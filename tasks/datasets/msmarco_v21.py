@@ -72,11 +72,12 @@ class MsmarcoParams(BaseModel):
         return list(range(SHARDS)) if self.shards is None else self.shards
 
 
-def _local(name: str, path: Path) -> FileSpec:
-    """A user's file, keyed by its fast fingerprint (hashing 25 GB per run would cost minutes)."""
+def _local(name: str, path: Path, link: bool = False) -> FileSpec:
+    """A user's file, keyed by its fast fingerprint (hashing 25 GB per run would cost minutes);
+    ``link``: a corpus shard, hard-linked into the store rather than copied."""
     if not path.is_file():
         raise DataError(f"MS MARCO v2.1 file {path} does not exist (expected {name.rsplit('/', 1)[-1]})")
-    return FileSpec(name=name, local=path, observed=fast_fingerprint(path))
+    return FileSpec(name=name, local=path, observed=fast_fingerprint(path), link=link)
 
 
 @ADAPTERS.register
@@ -90,8 +91,8 @@ class MsmarcoV21(Adapter):
 
     def files(self, params: MsmarcoParams) -> list[FileSpec]:
         corpus = [shard_name(n) for n in params.shard_numbers()]
-        specs = [_local(name, params.corpus / name.split("/", 1)[1]) if params.corpus else FileSpec(name=name)
-                 for name in corpus]
+        specs = [_local(name, params.corpus / name.split("/", 1)[1], link=True) if params.corpus
+                 else FileSpec(name=name, link=True) for name in corpus]
         for name, path in ((TOPICS, params.topics), (QRELS, params.qrels)):
             specs.append(_local(name, path) if path else FileSpec(name=name))
         return specs

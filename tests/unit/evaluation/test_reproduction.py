@@ -10,6 +10,7 @@ import yaml
 
 from rbench.config import load_config
 from rbench.core.errors import ConfigError, RbenchError
+from rbench.evaluation.report import write_report
 from rbench.evaluation.reproduction import (
     bootstrap_interval,
     compare,
@@ -19,7 +20,6 @@ from rbench.evaluation.reproduction import (
     published_names,
     summary,
 )
-from rbench.evaluation.report import write_report
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -29,6 +29,27 @@ def test_mirror_copy_is_verified(tmp_path):
     assert art.file("ds/a.txt").read_bytes() == b"hello"
 
 
+def test_a_pinned_mirror_file_is_linked_an_unpinned_one_copied(tmp_path, monkeypatch):
+    import os
+
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / "pinned.txt").write_bytes(b"release")
+    (mirror / "own.txt").write_bytes(b"mine")
+    files = [_spec("pinned.txt", b"release"), FileSpec(name="own.txt", hf_repo="org/data")]
+    art = DOWNLOAD.run(Store(tmp_path / "s"), [], DownloadConfig.resolved(files, mirror), mirror=mirror)
+    assert art.file("pinned.txt").stat().st_ino == (mirror / "pinned.txt").stat().st_ino  # no second copy
+    assert art.file("own.txt").stat().st_ino != (mirror / "own.txt").stat().st_ino  # the user may edit it in place
+
+    def cross_device(source, target):
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "link", cross_device)
+    other = DOWNLOAD.run(Store(tmp_path / "s2"), [], DownloadConfig(files=files[:1]), mirror=mirror)
+    assert other.file("pinned.txt").read_bytes() == b"release"
+    assert other.file("pinned.txt").stat().st_ino != (mirror / "pinned.txt").stat().st_ino
+
+
 def test_checksum_mismatch_names_file_and_both_digests(tmp_path):
     mirror = tmp_path / "mirror"
     mirror.mkdir()

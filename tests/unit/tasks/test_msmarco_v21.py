@@ -89,6 +89,11 @@ def test_local_files_are_read_in_place_and_keyed_by_fingerprint(tmp_path):
     prepared = _prepare(tmp_path, params)
     assert pq.read_table(prepared.file("queries.parquet")).column("query_id").to_pylist() == ["2024-1", "2024-2"]
     assert prepared.info["objects"] == 2 and prepared.info["queries_without_gold_in_corpus"] == 1  # 2024-1's is in 00
+    (downloaded,) = (tmp_path / "store" / "download").glob("*/msmarco_v2.1_doc_segmented")
+    shard = "msmarco_v2.1_doc_segmented_01.json.gz"  # the release's shard is linked, the user's topics copied
+    assert (downloaded / shard).stat().st_ino == (folder / "msmarco_v2.1_doc_segmented" / shard).stat().st_ino
+    topics = next((tmp_path / "store" / "download").glob("*/trec_rag_2024/topics.rag24.test.txt"))
+    assert topics.stat().st_ino != (folder / "trec_rag_2024" / "topics.rag24.test.txt").stat().st_ino
 
 
 @pytest.mark.parametrize("bad, message", [
