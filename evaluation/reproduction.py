@@ -145,15 +145,16 @@ class Cell:
     missing: str = ""
 
 
-def _renames(pairs: Sequence[str], known: set[str], what: str) -> dict[str, str]:
+def _renames(pairs: Sequence[str], known: set[str]) -> dict[str, str]:
+    """``--map PUBLISHED=RUN`` pairs as a dict; a name the table lacks is an error listing its names."""
     renames = {}
     for pair in pairs:
         published, sep, run = pair.partition("=")
         if not sep or not published or not run:
             raise RbenchError(f"--map {pair!r} is not PUBLISHED=RUN (e.g. --map biology=bright-biology)")
         if published not in known:
-            raise RbenchError(f"--map {pair!r}: the published table has no {what} {published!r}; it has "
-                              f"{', '.join(sorted(known))}")
+            raise RbenchError(f"--map {pair!r}: the published table has no system or dataset {published!r}; it "
+                              f"has {', '.join(sorted(known))}")
         renames[published] = run
     return renames
 
@@ -166,7 +167,7 @@ def compare(table: PublishedTable, scores: Mapping[tuple[str, str], Mapping[tupl
     if trials < 1:
         raise RbenchError(f"--trials {trials}: the bootstrap needs at least one resample (default 10,000)")
     cells = table.cells()
-    renames = _renames(maps, {s for s, *_ in cells} | {d for _, d, *_ in cells}, "system or dataset")
+    renames = _renames(maps, {s for s, *_ in cells} | {d for _, d, *_ in cells})
     run_pairs = set(scores)
     out = []
     for system, dataset, metric, k, published in cells:
