@@ -92,7 +92,7 @@ class CorpusRows:
     Python strings). :meth:`load` finds the wanted ids' row numbers and reads those rows from
     the row groups that hold them; :meth:`view` is a read-only mapping ``object_id -> value``
     of one column. An id not loaded yet is loaded when asked for, one at a time: load a
-    search's hits first. At most ``keep`` rows stay loaded (the oldest load is dropped first)."""
+    search's hits first. A load that would pass ``keep`` rows drops the rows loaded before it."""
 
     def __init__(self, corpus: Path, columns: Sequence[str], keep: int = 200_000):
         self._path = corpus
@@ -133,6 +133,7 @@ class CorpusRows:
         return _ColumnView(self, self._columns.index(column))
 
     def value(self, object_id: str, index: int) -> Any:
+        """Column ``index`` of one object's row, loading the row if it is not loaded."""
         if object_id not in self._rows:
             self.load([object_id])
         return self._rows[object_id][index]
