@@ -86,9 +86,42 @@ def column_rows(corpus: Path, column: str, start: int, stop: int) -> list:
     return rows
 
 
+class IdIndex:
+    """Row numbers of ids in an Arrow string column, without Python strings for the column: ids of
+    one length (rbench's object ids) are viewed as fixed-width bytes, sorted once, and found by
+    binary search; ids of mixed lengths (an id map from elsewhere) are hashed per call."""
+
+    def __init__(self, ids: pa.Array):
+        self._ids = ids
+        self._sorted = None
+        large = pa.types.is_large_string(ids.type)
+        if not len(ids) or ids.null_count or not (large or pa.types.is_string(ids.type)):
+            return
+        bounds = pc.min_max(pc.binary_length(ids))
+        if bounds["min"].as_py() != bounds["max"].as_py() or bounds["min"].as_py() == 0:
+            return
+        self._width = bounds["min"].as_py()
+        offsets = np.frombuffer(ids.buffers()[1], dtype=np.int64 if large else np.int32, count=len(ids) + 1,
+                                offset=ids.offset * (8 if large else 4))
+        keys = np.frombuffer(ids.buffers()[2], dtype=f"S{self._width}", count=len(ids), offset=int(offsets[0]))
+        self._order = np.argsort(keys, kind="stable")
+        self._sorted = keys[self._order]
+
+    def rows(self, wanted: Sequence[str]) -> np.ndarray:
+        """The row of each wanted id, -1 where the column lacks it."""
+        if self._sorted is None:
+            found = pc.index_in(pa.array(list(wanted), pa.string()), value_set=self._ids)
+            return pc.fill_null(found, -1).to_numpy().astype(np.int64)
+        encoded = [w.encode("utf-8") for w in wanted]
+        keys = np.array(encoded, dtype=f"S{self._width}")
+        at = np.minimum(np.searchsorted(self._sorted, keys), len(self._sorted) - 1)
+        hit = (self._sorted[at] == keys) & np.array([len(e) == self._width for e in encoded], dtype=bool)
+        return np.where(hit, self._order[at], -1).astype(np.int64)
+
+
 class CorpusRows:
     """Columns of a prepared corpus by object id, for the few hundred objects a search returns,
-    without holding the corpus: only the ``object_id`` column is kept (one Arrow array, no
+    without holding the corpus: only the ``object_id`` column is kept (an :class:`IdIndex`, no
     Python strings). :meth:`load` finds the wanted ids' row numbers and reads those rows from
     the row groups that hold them; :meth:`view` is a read-only mapping ``object_id -> value``
     of one column. An id not loaded yet is loaded when asked for, one at a time: load a
@@ -97,7 +130,7 @@ class CorpusRows:
     def __init__(self, corpus: Path, columns: Sequence[str], keep: int = 200_000):
         self._path = corpus
         self._file = pq.ParquetFile(corpus)
-        self._ids = self._file.read(columns=["object_id"]).column(0).combine_chunks()
+        self._ids = IdIndex(self._file.read(columns=["object_id"]).column(0).combine_chunks())
         meta = self._file.metadata
         self._starts = np.cumsum([0, *(meta.row_group(g).num_rows for g in range(meta.num_row_groups))])
         self._columns = list(columns)
@@ -111,11 +144,10 @@ class CorpusRows:
             return
         if len(self._rows) + len(wanted) > self._keep:
             self._rows.clear()
-        found = pc.index_in(pa.array(wanted, pa.string()), value_set=self._ids)
-        if found.null_count:
-            missing = [o for o, row in zip(wanted, found.to_pylist()) if row is None]
+        rows = self._ids.rows(wanted)
+        if (rows < 0).any():
+            missing = [o for o, row in zip(wanted, rows) if row < 0]
             raise KeyError(f"object id(s) {missing[:3]} are not in the corpus {self._path}")
-        rows = found.to_numpy()
         groups = np.searchsorted(self._starts, rows, side="right") - 1
         for group in np.unique(groups):
             picked = np.flatnonzero(groups == group)

@@ -21,7 +21,7 @@ from pydantic import (
 
 from rbench.core.configfile import PathOrName
 from rbench.core.errors import DataError, MissingExtraError
-from rbench.retrievers.base import RETRIEVERS, Hits, Retriever, Run, column_rows
+from rbench.retrievers.base import RETRIEVERS, Hits, IdIndex, Retriever, Run, column_rows
 from rbench.retrievers.models import (
     Encoding,
     canonical_id,
@@ -318,13 +318,16 @@ class Dense(Retriever):
         """The stored unit vectors of indexed objects (read back from the index, not re-encoded; IVF-PQ
         gives their quantized approximations)."""
         if getattr(self, "_rows", None) is None:
-            self._rows = {oid: i for i, oid in enumerate(self._ids.to_pylist())}
+            self._rows = IdIndex(self._ids)
             ivf = import_faiss().try_extract_index_ivf(self._index)
             if ivf is not None:  # IVF lists find a vector by id only through a direct map
                 ivf.make_direct_map()
         if not object_ids:
             return np.zeros((0, self._index.d), dtype=np.float32)
-        return np.vstack([self._index.reconstruct(self._rows[oid]) for oid in object_ids]).astype(np.float32)
+        rows = self._rows.rows(object_ids)
+        if (rows < 0).any():
+            raise KeyError(f"object id(s) {[o for o, r in zip(object_ids, rows) if r < 0][:3]} are not in the index")
+        return np.vstack([self._index.reconstruct(int(r)) for r in rows]).astype(np.float32)
 
     def neighbours(self, object_ids: Sequence[str], k: int) -> dict[str, Hits]:
         """Per indexed object, its ``k`` nearest other objects (searched with its stored vector)."""

@@ -50,3 +50,17 @@ def test_at_most_keep_rows_stay_loaded(corpus):
     rows.load(f"{i:05d}" for i in range(8))
     rows.load(f"{i:05d}" for i in range(8, 12))  # 12 > 10: the earlier rows are dropped first
     assert len(rows) == 4 and rows.view("text")["00001"] == "text of 00001"
+
+
+@pytest.mark.parametrize("ids", [
+    pa.array([f"{(i * 7919) % 1000:05d}" for i in range(1000)]),  # one length: binary search
+    pa.array([f"id{(i * 7919) % 1000}" for i in range(1000)]),  # mixed lengths: hashed per call
+    pa.array([f"{(i * 7919) % 1000:05d}" for i in range(1000)], pa.large_string()).slice(10, 900),
+], ids=["fixed-width", "mixed-width", "large-string-slice"])
+def test_id_index_finds_each_row_and_marks_the_absent(ids):
+    from rbench.retrievers.base import IdIndex
+
+    names = ids.to_pylist()
+    wanted = [names[0], names[-1], names[437], "nope", names[437] + "x", "id"]
+    assert IdIndex(ids).rows(wanted).tolist() == [0, len(names) - 1, 437, -1, -1, -1]
+    assert IdIndex(ids).rows([]).tolist() == []
