@@ -55,6 +55,20 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], fmt: Literal["m
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _reproduction(doc: dict, fmt: Literal["md", "html"]) -> list[str]:
+    """A comparison of ``rbench compare`` as report parts: heading, caption, table, summary."""
+    heading = f"Against published {doc['against']}: {doc['title']}"
+    if fmt == "md":
+        return [f"## {heading}", caption(doc), _table(HEADER, repro_rows(doc), fmt), summary(doc) + "."]
+    return [f"<h2>{html.escape(heading)}</h2>", f"<p>{html.escape(caption(doc))}</p>",
+            _table(HEADER, repro_rows(doc), fmt), f"<p>{html.escape(summary(doc))}.</p>"]
+
+
+def reproduction_markdown(doc: dict) -> str:
+    """One comparison as a Markdown section (what ``rbench compare`` prints and writes)."""
+    return "\n\n".join(_reproduction(doc, "md")) + "\n"
+
+
 def _trace_lines(trace: dict) -> list[str]:
     lines = [f"{trace['dataset']} / {trace['retriever']}: {trace['question']} (stopped: {trace['stop']}, "
              f"{len(trace['turns'])} turns, {trace['found']} objects)"]
@@ -105,11 +119,7 @@ def write_report(
             h("Paired significance"), _table(test_header, test_rows, fmt) if test_rows else "(fewer than two retrievers)",
             *([h("Cost and time per retriever"), _table(["dataset", "retriever", "measure", "value"], cost_rows, fmt)]
               if cost_rows else []),
-            *[part for doc in reproductions for part in (
-                h(f"Against published {doc['against']}: {doc['title']}"),
-                caption(doc) if fmt == "md" else f"<p>{html.escape(caption(doc))}</p>",
-                _table(HEADER, repro_rows(doc), fmt),
-                summary(doc) + "." if fmt == "md" else f"<p>{html.escape(summary(doc))}.</p>")],
+            *[part for doc in reproductions for part in _reproduction(doc, fmt)],
             *([h("Agent traces (a sample per retriever)"),
                f"```\n{trace_text}\n```" if fmt == "md" else f"<pre>{html.escape(trace_text)}</pre>"]
               if traces else []),

@@ -225,15 +225,8 @@ def summary(doc: Mapping) -> str:
 
 
 def caption(doc: Mapping) -> str:
-    """Where the published numbers come from and how the interval was drawn."""
+    """The run, where the published numbers come from, and how the interval was drawn."""
     source, boot = doc["source"], doc["bootstrap"]
-    return (f"Published: {source['reference']} ({source['url']}, read {source['read']}). Interval: percentile "
-            f"bootstrap of the mean over the run's queries ({boot['trials']} resamples, seed {boot['seed']}).")
-
-
-def markdown(doc: Mapping) -> str:
-    """The comparison as a Markdown section."""
-    lines = [f"## {doc['run']} against {doc['against']}: {doc['title']}", "", caption(doc), "",
-             "| " + " | ".join(HEADER) + " |", "|" + " --- |" * len(HEADER)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows(doc)]
-    return "\n".join(lines + ["", summary(doc) + "."]) + "\n"
+    return (f"Run {doc['run']}. Published: {source['reference']} ({source['url']}, read {source['read']}). "
+            f"Interval: percentile bootstrap of the mean over the run's queries ({boot['trials']} resamples, seed "
+            f"{boot['seed']}).")

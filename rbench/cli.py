@@ -290,7 +290,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from rbench.evaluation.reproduction import compare, document, load_published, markdown, summary
+    from rbench.evaluation.report import reproduction_markdown
+    from rbench.evaluation.reproduction import compare, document, load_published, summary
     from rbench.tasks.results import load_results, log_reproduction
 
     table = load_published(args.against)
@@ -298,12 +299,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     (parent,), _, scores = load_results(uri, [args.run], args.experiment, per_query=True)
     cells = compare(table, scores, args.map, args.trials, args.seed)
     doc = document(table, cells, f"{parent.info.run_name} ({parent.info.run_id[:8]})", args.trials, args.seed)
-    text = markdown(doc)
+    text, data = reproduction_markdown(doc), json.dumps(doc, indent=1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{table.name}.md").write_text(text, encoding="utf-8")
-    (out / f"{table.name}.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
-    log_reproduction(uri, parent.info.run_id, table.name, json.dumps(doc, indent=1), summary(doc))
+    (out / f"{table.name}.json").write_text(data, encoding="utf-8")
+    log_reproduction(uri, parent.info.run_id, table.name, data, summary(doc))
     print(text)
     print(f"wrote {out / (table.name + '.md')} and .json; logged to MLflow run {parent.info.run_id} as "
           f"reproduction/{table.name}.json (rbench report shows it)")

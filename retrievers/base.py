@@ -130,7 +130,7 @@ class CorpusRows:
     def __init__(self, corpus: Path, columns: Sequence[str], keep: int = 200_000):
         self._path = corpus
         self._file = pq.ParquetFile(corpus)
-        self._ids = IdIndex(self._file.read(columns=["object_id"]).column(0).combine_chunks())
+        self._index = IdIndex(self._file.read(columns=["object_id"]).column(0).combine_chunks())
         meta = self._file.metadata
         self._starts = np.cumsum([0, *(meta.row_group(g).num_rows for g in range(meta.num_row_groups))])
         self._columns = list(columns)
@@ -144,7 +144,7 @@ class CorpusRows:
             return
         if len(self._rows) + len(wanted) > self._keep:
             self._rows.clear()
-        rows = self._ids.rows(wanted)
+        rows = self._index.rows(wanted)
         if (rows < 0).any():
             missing = [o for o, row in zip(wanted, rows) if row < 0]
             raise KeyError(f"object id(s) {missing[:3]} are not in the corpus {self._path}")

@@ -161,7 +161,7 @@ def load_reproductions(tracking_uri: str, runs: Sequence[str], experiment: str =
 
     client = MlflowClient(tracking_uri=tracking_uri)
     documents = []
-    for parent, _ in _parents_and_children(client, tracking_uri, runs, experiment):
+    for parent in (find_parent_run(client, experiment, run) for run in runs):
         for artifact in client.list_artifacts(parent.info.run_id, REPRODUCTION):
             if artifact.path.endswith(".json"):
                 with tempfile.TemporaryDirectory() as tmp:

@@ -10,13 +10,12 @@ import yaml
 
 from rbench.config import load_config
 from rbench.core.errors import ConfigError, RbenchError
-from rbench.evaluation.report import write_report
+from rbench.evaluation.report import reproduction_markdown, write_report
 from rbench.evaluation.reproduction import (
     bootstrap_interval,
     compare,
     document,
     load_published,
-    markdown,
     published_names,
     summary,
 )
@@ -86,7 +85,7 @@ def test_a_published_value_outside_the_interval_is_flagged(tmp_path):
     assert cell.measured == pytest.approx(0.91) and cell.delta == pytest.approx(0.41)
     assert cell.inside is False and cell.ci_low > 0.5
     doc = document(table, compare(table, scores, trials=1000), "toy-run (abcd1234)", 1000, 0)
-    text = markdown(doc)
+    text = reproduction_markdown(doc)
     assert "| bm25 | biology | ndcg@10 | 0.5000 | 0.9100 | +0.4100 | [" in text and "| no | 30 |" in text
     assert summary(doc).startswith("0 of 1 measured cells hold the published value") and "2 of 3" in summary(doc)
 
