@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -17,7 +19,8 @@ from rbench.config import DatasetConfig
 from rbench.core.errors import DataError
 from rbench.core.identity import code_digest
 from rbench.core.store import Artifact, Stage, write_atomic
-from rbench.tasks.datasets.base import get_adapter, object_id
+from rbench.tasks.datasets.base import RowByRow, get_adapter, object_batches, object_ids
+from rbench.tasks.datasets.columnar import ahead, is_blank, utf8_buffers
 from rbench.tasks.validate import check_missing_gold, validate
 
 log = logging.getLogger("rbench")
@@ -65,40 +68,17 @@ def write_batches(path: Path, schema: pa.Schema, rows: Iterable[dict], batch: in
 def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -> dict:
     """Write ``corpus.parquet``, ``queries.parquet`` and ``validation.json``; refuse unusable data:
     an empty document or query id (it would write malformed TREC lines), a query id twice, two
-    objects at one position of one document (two records sharing a document id)."""
+    objects at one position of one document (two records sharing a document id). The corpus is
+    read by column where the adapter can (:meth:`Adapter.object_batches`), and row by row where
+    it cannot or where its columnar reader gives up (:class:`RowByRow`)."""
     (raw,) = inputs
     adapter = get_adapter(config.adapter)
     params = adapter.Params.model_validate(config.params)
-    empty, blank = 0, []
+    blank: list[str] = []
     places = folder / PLACES
 
     def where(item) -> str:
         return item.origin or f"dataset {config.name!r}"
-
-    def corpus_rows() -> Iterator[dict]:
-        nonlocal empty
-        with pq.ParquetWriter(places, PLACES_SCHEMA) as side:
-            buffer: list[dict] = []
-            for obj in adapter.objects(raw.path, params):
-                if not obj.doc_id.strip():
-                    raise DataError(f"{where(obj)}: empty document id {obj.doc_id!r}: every object needs one "
-                                    "(check the id fields, e.g. doc_id_fields for jsonl)")
-                if not obj.text.strip():
-                    empty += 1
-                    continue
-                buffer.append({"key": hash((obj.doc_id, obj.position)), "doc_id": obj.doc_id,
-                               "position": obj.position, "origin": obj.origin})
-                if len(buffer) >= BATCH:
-                    side.write_table(pa.Table.from_pylist(buffer, schema=PLACES_SCHEMA))
-                    buffer.clear()
-                yield {
-                    "object_id": object_id(obj.doc_id, obj.position, obj.text), "text": obj.text,
-                    "doc_id": obj.doc_id, "page_title": obj.page_title, "source": obj.source,
-                    "modality": obj.modality,
-                    "metadata": json.dumps(obj.metadata, ensure_ascii=False, sort_keys=True) if obj.metadata else "{}",
-                }
-            if buffer:
-                side.write_table(pa.Table.from_pylist(buffer, schema=PLACES_SCHEMA))
 
     def query_rows() -> Iterator[dict]:
         seen: set[str] = set()
@@ -113,17 +93,26 @@ def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -
                 blank.append(q.query_id)
             yield q.model_dump(exclude={"origin"})
 
-    write_batches(folder / "corpus.parquet", CORPUS_SCHEMA, corpus_rows())
+    checked = None if adapter.unique_positions else places
+    corpus = folder / "corpus.parquet"
     try:
-        check_places(places, config.name)
+        try:
+            batches = ahead(adapter.object_batches(raw.path, params))
+            empty, corpus_digest, keys = write_corpus(corpus, batches, checked, config.name)
+        except RowByRow as why:
+            log.info("%s: read row by row (%s)", config.name, why)
+            rows = object_batches(adapter.objects(raw.path, params))
+            empty, corpus_digest, keys = write_corpus(corpus, rows, checked, config.name)
+        if checked:
+            check_places(places, config.name)
     finally:
         places.unlink(missing_ok=True)
     query_schema = pa.schema([*QUERY_SCHEMA, *([GRADES] if adapter.graded else []),
                               *([EXCLUDED] if adapter.excludes else [])])
     write_batches(folder / "queries.parquet", query_schema, query_rows())
-    digests = {"corpus": table_digest(folder / "corpus.parquet", CORPUS_KEY_COLUMNS),
+    digests = {"corpus": corpus_digest,
                "queries": table_digest(folder / "queries.parquet", query_schema.names)}
-    report = validate(folder / "corpus.parquet", folder / "queries.parquet", config.name, empty)
+    report = validate(corpus, folder / "queries.parquet", config.name, empty, keys)
     report["blank_queries"], report["blank_query_examples"] = len(blank), blank[:5]
     write_atomic(folder / "validation.json", json.dumps(report, indent=2, ensure_ascii=False))
     if blank:
@@ -140,6 +129,51 @@ def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -
         log.warning("%s: %d objects repeat the document and text of another one (kept: a table may repeat a row)",
                     config.name, report["duplicate_records"])
     return {**{k: v for k, v in report.items() if not isinstance(v, list)}, "digests": digests}
+
+
+def write_corpus(path: Path, batches: Iterable[pa.RecordBatch], places: Path | None,
+                 dataset: str) -> tuple[int, str, np.ndarray]:
+    """Write the corpus table from batches of :data:`OBJECT_SCHEMA`, each object with its id;
+    objects whose text is blank are left out and counted. Returns that count, the table's
+    digest (:class:`TableDigest` of :data:`CORPUS_KEY_COLUMNS`) and its ids as numbers
+    (see :func:`object_ids`; 8 bytes an object, for the duplicate check). An empty
+    document id is a DataError naming the object's file and line. With ``places``, the side
+    file for :func:`check_places` is written beside it. A thread writes and digests each batch
+    while the next one gets its ids."""
+    empty, digest, keys = 0, TableDigest(CORPUS_KEY_COLUMNS), []
+
+    def write(batch: pa.RecordBatch) -> None:
+        writer.write_batch(batch, row_group_size=BATCH)
+        digest.update(batch)
+
+    with pq.ParquetWriter(path, CORPUS_SCHEMA) as writer, ThreadPoolExecutor(1, "rbench-write") as pool, \
+            (pq.ParquetWriter(places, PLACES_SCHEMA) if places else contextlib.nullcontext()) as side:
+        written = None
+        for batch in batches:
+            bad = np.flatnonzero(is_blank(batch.column("doc_id")))
+            if len(bad):
+                first = batch.slice(int(bad[0]), 1).to_pylist()[0]
+                raise DataError(f"{first['origin'] or f'dataset {dataset!r}'}: empty document id {first['doc_id']!r}: "
+                                "every object needs one (check the id fields, e.g. doc_id_fields for jsonl)")
+            blank = is_blank(batch.column("text"))
+            if blank.any():
+                empty += int(blank.sum())
+                batch = batch.filter(pa.array(~blank))
+            if side is not None:
+                docs, positions = batch.column("doc_id").to_pylist(), batch.column("position").to_pylist()
+                side.write_batch(pa.RecordBatch.from_arrays(
+                    [pa.array([hash(p) for p in zip(docs, positions)], pa.int64()), batch.column("doc_id"),
+                     batch.column("position"), batch.column("origin")], schema=PLACES_SCHEMA))
+            ids, id_keys = object_ids(batch.column("doc_id"), batch.column("position"), batch.column("text"))
+            batch = pa.RecordBatch.from_arrays([ids, *(batch.column(c) for c in CORPUS_SCHEMA.names[1:])],
+                                               schema=CORPUS_SCHEMA)
+            if written is not None:
+                written.result()
+            written = pool.submit(write, batch)
+            keys.append(id_keys)
+        if written is not None:
+            written.result()
+    return empty, digest.hexdigest(), np.concatenate(keys) if keys else np.zeros(0, dtype=np.uint64)
 
 
 def check_places(places: Path, dataset: str) -> None:
@@ -163,15 +197,42 @@ def check_places(places: Path, dataset: str) -> None:
             seen[doc_id, position] = origin
 
 
+class TableDigest:
+    """sha256 of a table's values in ``columns``, fed batch by batch: per column, one stream of
+    its values' lengths (little-endian int64, -1 for null) and one of their UTF-8 bytes (for a
+    column that is not text, one JSON value a line), so equal content gives an equal digest
+    however the table was batched or written (row groups, library versions)."""
+
+    def __init__(self, columns: list[str]):
+        self.columns = columns
+        self.streams = {c: (hashlib.sha256(), hashlib.sha256()) for c in columns}
+
+    def update(self, batch: pa.RecordBatch) -> None:
+        """Feed the next rows."""
+        for name in self.columns:
+            lengths, values = self.streams[name]
+            column = batch.column(name)
+            if pa.types.is_string(column.type) and len(column):
+                lengths.update(pc.fill_null(pc.binary_length(column), -1).to_numpy().astype("<i8").tobytes())
+                values.update(utf8_buffers(column)[1].tobytes())
+            else:
+                for value in column.to_pylist():
+                    values.update(json.dumps(value, ensure_ascii=False).encode() + b"\n")
+
+    def hexdigest(self) -> str:
+        """The digest of every row fed so far."""
+        h = hashlib.sha256("\x1f".join(self.columns).encode())
+        for lengths, values in self.streams.values():
+            h.update(lengths.digest() + values.digest())
+        return h.hexdigest()
+
+
 def table_digest(path: Path, columns: list[str]) -> str:
-    """sha256 of a Parquet table's values in ``columns``, row by row: equal for equal content
-    however the file was written (batching, library versions)."""
-    h = hashlib.sha256("\x1f".join(columns).encode())
+    """The :class:`TableDigest` of a Parquet file's ``columns``."""
+    digest = TableDigest(columns)
     for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH, columns=columns):
-        for row in zip(*(batch.column(c).to_pylist() for c in columns)):
-            h.update(json.dumps(row, ensure_ascii=False).encode())
-            h.update(b"\n")
-    return h.hexdigest()
+        digest.update(batch)
+    return digest.hexdigest()
 
 
 def prepare_key(config: DatasetConfig) -> dict:
@@ -189,4 +250,4 @@ def check_prepared(artifact: Artifact, config: DatasetConfig) -> None:
     check_missing_gold(report, config.name, config.max_missing_gold)
 
 
-PREPARE = Stage("prepare", 5, build_prepare, key_view=prepare_key, check=check_prepared)
+PREPARE = Stage("prepare", 6, build_prepare, key_view=prepare_key, check=check_prepared)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from rbench.core.errors import DataError
@@ -15,8 +16,21 @@ from rbench.core.errors import DataError
 EXAMPLES = 5
 
 
-def validate(corpus: Path, queries: Path, dataset: str, empty_skipped: int) -> dict:
-    """Report duplicate object ids, empty texts and queries whose gold documents are absent.
+def duplicate_ids(corpus: Path, keys: np.ndarray) -> pl.DataFrame:
+    """The object ids of ``corpus`` that repeat, with their counts (``len``, most repeated
+    first). ``keys`` holds each object's id as a 64-bit number (its first 16 hex digits): they
+    are sorted in NumPy, and only the ids whose number repeats are read back and counted."""
+    keys = np.sort(keys)
+    repeated = np.unique(keys[1:][keys[1:] == keys[:-1]])
+    return (pl.scan_parquet(corpus).select("object_id")
+            .filter(pl.col("object_id").str.slice(0, 16).is_in([f"{k:016x}" for k in repeated.tolist()]))
+            .group_by("object_id").len().filter(pl.col("len") > 1).sort(["len", "object_id"], descending=[True, False])
+            .collect(engine="streaming"))
+
+
+def validate(corpus: Path, queries: Path, dataset: str, empty_skipped: int, keys: np.ndarray) -> dict:
+    """Report duplicate object ids (``keys``: see :func:`duplicate_ids`), empty texts and
+    queries whose gold documents are absent.
 
     Raises DataError when the corpus or the query set is empty, object ids repeat, every
     query's gold list is empty, or no query has a gold document in the corpus (the share a
@@ -26,11 +40,7 @@ def validate(corpus: Path, queries: Path, dataset: str, empty_skipped: int) -> d
     counts = objects.select(
         pl.len().alias("objects"), pl.col("doc_id").n_unique().alias("documents")
     ).collect(engine="streaming").row(0, named=True)
-    duplicates = pl.concat([  # one pass per leading hex digit bounds the hash table to 1/16 of the ids
-        objects.filter(pl.col("object_id").str.starts_with(digit)).group_by("object_id").len()
-        .filter(pl.col("len") > 1).collect(engine="streaming")
-        for digit in "0123456789abcdef"
-    ]).sort("len", descending=True)
+    duplicates = duplicate_ids(corpus, keys)
     distinct = objects.select(pl.struct("doc_id", "text").hash().n_unique()).collect(engine="streaming").item()
     repeated = counts["objects"] - distinct  # by 64-bit hash: the texts themselves are never held
     empty_gold = (pl.scan_parquet(queries).filter(pl.col("gold_doc_ids").list.len() == 0)

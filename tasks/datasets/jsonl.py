@@ -5,22 +5,28 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator, Literal
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rbench.core.configfile import ConfigPath
 from rbench.core.errors import DataError
 from rbench.tasks.datasets.base import (
     ADAPTERS,
+    OBJECT_SCHEMA,
     Adapter,
     CorpusObject,
     FileSpec,
     Query,
+    RowByRow,
     local_file,
     read_jsonl,
     text_value,
 )
 from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_text
-from rbench.tasks.datasets.serialize import serialize_text
+from rbench.tasks.datasets.columnar import Positions, is_blank, json_blocks, single_window
+from rbench.tasks.datasets.serialize import SEP, serialize_text
 
 CORPUS, QUERIES = "corpus.jsonl", "queries.jsonl"
 
@@ -82,6 +88,7 @@ class Jsonl(Adapter):
     version = 2
     description = "your own corpus.jsonl + queries.jsonl with configurable field names"
     Params = JsonlParams
+    unique_positions = True
 
     def files(self, params: JsonlParams) -> list[FileSpec]:
         return [
@@ -109,6 +116,35 @@ class Jsonl(Adapter):
                     position=position, metadata=metadata, origin=f"{path}:{line_no}",
                 )
 
+    def object_batches(self, raw: Path, params: JsonlParams) -> Iterator[pa.RecordBatch]:
+        """:meth:`objects` read by column (Arrow parses blocks of lines; the per-row work left is
+        chunking the passages longer than a window), except with ``metadata_fields`` or a
+        chunker other than word windows."""
+        if params.metadata_fields or params.chunker.kind == "chonky" or params.chunker.unit != "words":
+            return super().object_batches(raw, params)
+        return self._columns(raw, params)
+
+    def _columns(self, raw: Path, params: JsonlParams) -> Iterator[pa.RecordBatch]:
+        fields = list(dict.fromkeys([*params.doc_id_fields, params.text_field, *filter(None, [params.title_field])]))
+        positions = Positions()
+        for batch in json_blocks(raw / CORPUS, fields):
+            parts = [batch.column(f) for f in params.doc_id_fields]
+            docs = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, params.doc_id_separator)
+            if is_blank(docs).any():
+                raise RowByRow("an empty document id")
+            rows, texts = _pieces(batch.column(params.text_field), params)
+            titles = batch.column(params.title_field or params.doc_id_fields[0])
+            source = parts[-1] if len(parts) > 1 else pa.repeat("", len(titles))
+            if rows is not None:
+                docs, titles, source = docs.take(rows), titles.take(rows), source.take(rows)
+            if params.prefix_title:
+                texts = pc.if_else(pa.array(is_blank(texts)), texts,
+                                   pc.binary_join_element_wise(titles, texts, f" {SEP} "))
+            n = len(texts)
+            yield pa.RecordBatch.from_arrays([texts, docs, titles, source, pa.repeat(params.modality, n),
+                                              pa.array(positions.take(docs)), pa.repeat("{}", n),
+                                              pa.nulls(n, pa.string())], schema=OBJECT_SCHEMA)
+
     def queries(self, raw: Path, params: JsonlParams) -> Iterator[Query]:
         path = params.queries
         for line_no, record in read_jsonl(raw / QUERIES, shown=path):
@@ -122,3 +158,23 @@ class Jsonl(Adapter):
             qid = _text(record, params.query_id_field, path, line_no, "query_id_field") if params.query_id_field else str(line_no)
             text = _text(record, params.query_text_field, path, line_no, "query_text_field")
             yield Query(query_id=qid, text=text, gold_doc_ids=gold, origin=f"{path}:{line_no}")
+
+
+def _pieces(texts: pa.StringArray, params: JsonlParams) -> tuple[np.ndarray | None, pa.StringArray]:
+    """The chunks of a batch's texts, as :meth:`Jsonl.objects` makes them, and the row each
+    comes from (None: one chunk per row, the text itself): only texts that are not already
+    single-spaced words within one window go through :func:`chunk_text`."""
+    if params.modality != "text" or params.chunker.kind == "none":
+        return None, texts
+    todo = np.flatnonzero(~single_window(texts, params.chunker.size))
+    if not len(todo):
+        return None, texts
+    chunks = [chunk_text(t, params.chunker) if t.strip() else [t] for t in texts.take(todo).to_pylist()]
+    counts = np.ones(len(texts), dtype=np.int64)
+    counts[todo] = [len(c) for c in chunks]
+    rows = np.repeat(np.arange(len(texts)), counts)
+    changed = np.zeros(len(texts), dtype=bool)
+    changed[todo] = True
+    pieces = pc.replace_with_mask(texts.take(rows), pa.array(np.repeat(changed, counts)),
+                                  pa.array([p for c in chunks for p in c], pa.string()))
+    return rows, pieces

@@ -1,0 +1,188 @@
+"""Columnar reading of JSON-lines corpora: whole blocks of lines parsed by Arrow, with the
+row-by-row reader (:func:`rbench.tasks.datasets.base.read_jsonl`) as the reference.
+
+Anything the block reader cannot treat exactly as the row reader does (a field that is not a
+string, a missing field, bytes that are not UTF-8, a line holding two objects, a blank line)
+raises :class:`~rbench.tasks.datasets.base.RowByRow`, and the caller reads the file row by
+row, whose errors name the file and line."""
+
+from __future__ import annotations
+
+import mmap
+import queue
+import threading
+from pathlib import Path
+from typing import Iterable, Iterator, TypeVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from rbench.tasks.datasets.base import RowByRow
+
+T = TypeVar("T")
+BLOCK = 1 << 24
+SPACE = 0x20
+PY_WHITESPACE = "".join(c for c in map(chr, range(0x110000)) if c.isspace())
+"""What ``str.split()`` and ``str.strip()`` treat as whitespace."""
+_CLASS = "".join(f"\\x{{{ord(c):x}}}" for c in PY_WHITESPACE)
+BLANK = f"^[{_CLASS}]*$"
+"""An RE2 pattern that matches exactly the strings ``str.strip()`` empties."""
+_CONTROL = np.zeros(256, dtype=bool)
+_CONTROL[[ord(c) for c in PY_WHITESPACE if ord(c) < SPACE]] = True
+_STARTS = np.zeros(256, dtype=bool)
+_STARTS[[c.encode()[0] for c in PY_WHITESPACE]] = True
+
+
+def json_blocks(path: Path, fields: list[str]) -> Iterator[pa.RecordBatch]:
+    """Record batches of ``fields`` (strings) from the JSON-lines file ``path``, Arrow's
+    streaming reader parsing blocks of about 16 MB; RowByRow where the row reader could
+    differ (checked per batch, and at the end: one row a line, so no blank lines)."""
+    schema = pa.schema([(f, pa.string()) for f in fields])
+    options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+    rows = 0
+    try:
+        for batch in pj.open_json(path, read_options=pj.ReadOptions(block_size=BLOCK), parse_options=options):
+            for name in schema.names:
+                column = batch.column(name)
+                if column.null_count:
+                    raise RowByRow(f"field {name!r} missing or null")
+                try:
+                    column.validate(full=True)
+                except pa.ArrowInvalid:
+                    raise RowByRow(f"field {name!r} is not UTF-8") from None
+            rows += batch.num_rows
+            yield batch
+    except pa.ArrowInvalid as e:
+        raise RowByRow(str(e)) from None
+    if rows != _lines(path):
+        raise RowByRow("blank lines or lines with several objects")
+
+
+def _lines(path: Path) -> int:
+    """The number of lines of a file (a last line without a newline counts)."""
+    size = path.stat().st_size
+    if not size:
+        return 0
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        data = np.frombuffer(view, dtype=np.uint8)
+        count = sum(int(np.count_nonzero(data[i:i + BLOCK] == ord("\n"))) for i in range(0, size, BLOCK))
+        last = data[-1]
+        del data
+    return count + int(last != ord("\n"))
+
+
+def is_blank(texts: pa.StringArray) -> np.ndarray:
+    """Per string: whether ``str.strip()`` leaves it empty (only the empty ones and those that
+    begin with a byte that can start whitespace go through the pattern)."""
+    offsets, data = utf8_buffers(texts)
+    blank = offsets[1:] == offsets[:-1]
+    rows = np.flatnonzero(~blank)
+    rows = rows[_STARTS[data[offsets[:-1][rows]]]]
+    if len(rows):
+        blank[rows] = pc.match_substring_regex(texts.take(rows), BLANK).to_numpy(zero_copy_only=False)
+    return blank
+
+
+def utf8_buffers(texts: pa.StringArray) -> tuple[np.ndarray, np.ndarray]:
+    """A string array's offsets (from 0) and the bytes they index, without copies."""
+    offsets = np.frombuffer(texts.buffers()[1], dtype=np.int32)[texts.offset: texts.offset + len(texts) + 1]
+    start, end = int(offsets[0]), int(offsets[-1])
+    data = np.frombuffer(texts.buffers()[2], dtype=np.uint8)[start:end] if end > start else np.zeros(0, np.uint8)
+    return offsets - start, data
+
+
+def single_window(texts: pa.StringArray, size: int) -> np.ndarray:
+    """Per string: whether it is already ``" ".join(s.split())`` with at most ``size`` words
+    (single spaces between words, none around them), so that word windows of ``size`` leave
+    it as it is. A conservative test: a string it cannot clear quickly comes out False."""
+    if not len(texts):
+        return np.zeros(0, dtype=bool)
+    offsets, data = utf8_buffers(texts)
+    space = data == SPACE
+    bad = np.flatnonzero(space[:-1] & space[1:])
+    controls = np.flatnonzero(data < SPACE)
+    controls = controls[_CONTROL[data[controls]]]
+    wide = np.flatnonzero(data[:-2] >= 0xC2)
+    b0, b1, b2 = data[wide], data[wide + 1], data[wide + 2]
+    wide = wide[((b0 == 0xC2) & ((b1 == 0x85) | (b1 == 0xA0)))
+                | ((b0 == 0xE1) & (b1 == 0x9A) & (b2 == 0x80))
+                | ((b0 == 0xE2) & (b1 == 0x80) & ((b2 <= 0x8A) | (b2 == 0xA8) | (b2 == 0xA9) | (b2 == 0xAF)))
+                | ((b0 == 0xE2) & (b1 == 0x81) & (b2 == 0x9F))
+                | ((b0 == 0xE3) & (b1 == 0x80) & (b2 == 0x80))]
+    if len(data) >= 2 and data[-2] == 0xC2 and data[-1] in (0x85, 0xA0):
+        wide = np.append(wide, len(data) - 2)
+    fits = np.ones(len(texts), dtype=bool)
+    fits[np.searchsorted(offsets, np.concatenate([bad, controls, wide]), side="right") - 1] = False
+    lengths = np.diff(offsets)
+    nonempty = np.flatnonzero(lengths > 0)
+    starts = offsets[:-1][nonempty]
+    fits[nonempty] &= ~(space[starts] | space[offsets[1:][nonempty] - 1])
+    if (lengths > size).any():  # a string of at most ``size`` bytes has fewer than ``size`` spaces
+        spaces = np.add.reduceat(space, starts, dtype=np.int32) if len(starts) else np.zeros(0, np.int32)
+        fits[nonempty] &= spaces < size
+    return fits
+
+
+class Positions:
+    """Each document's next position, across batches: the ``n``-th object of a document gets
+    position ``n - 1`` in reading order, as the row readers count."""
+
+    def __init__(self) -> None:
+        self.next: dict[str, int] = {}
+
+    def take(self, docs: pa.Array) -> np.ndarray:
+        """The positions of ``docs`` (in order) and the counters moved past them."""
+        encoded = pc.dictionary_encode(docs)
+        codes = encoded.indices.to_numpy()
+        names = encoded.dictionary.to_pylist()
+        order = np.argsort(codes, kind="stable")
+        counts = np.bincount(codes, minlength=len(names))
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        base = np.array([self.next.get(n, 0) for n in names], dtype=np.int64)
+        positions = np.empty(len(codes), dtype=np.int64)
+        positions[order] = np.arange(len(codes)) - np.repeat(starts, counts) + np.repeat(base, counts)
+        self.next.update(zip(names, (base + counts).tolist()))
+        return positions
+
+
+def ahead(items: Iterable[T], depth: int = 2) -> Iterator[T]:
+    """``items`` as a thread produces them, up to ``depth`` ahead of the consumer, so that
+    Arrow's parsing (which releases the GIL) runs beside the consumer's own work. The
+    producer's exception is raised in the consumer; a consumer that stops early stops it."""
+    done = object()
+    handoff: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                handoff.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put((item, None)):
+                    return
+            put((done, None))
+        except BaseException as e:  # handed to the consumer, which raises it
+            put((done, e))
+
+    thread = threading.Thread(target=produce, name="rbench-read-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item, error = handoff.get()
+            if error is not None:
+                raise error
+            if item is done:
+                return
+            yield item
+    finally:
+        stop.set()
+        thread.join()
