@@ -21,7 +21,7 @@ from rbench.core.identity import code_digest
 from rbench.core.store import Artifact, Stage, write_atomic
 from rbench.tasks.datasets.base import RowByRow, get_adapter, object_batches, object_ids
 from rbench.tasks.datasets.columnar import ahead, is_blank, utf8_buffers
-from rbench.tasks.validate import check_missing_gold, validate
+from rbench.tasks.validate import check_missing_gold, record_keys, validate
 
 log = logging.getLogger("rbench")
 
@@ -98,11 +98,11 @@ def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -
     try:
         try:
             batches = ahead(adapter.object_batches(raw.path, params))
-            empty, corpus_digest, keys = write_corpus(corpus, batches, checked, config.name)
+            empty, corpus_digest, keys, records = write_corpus(corpus, batches, checked, config.name)
         except RowByRow as why:
             log.info("%s: read row by row (%s)", config.name, why)
             rows = object_batches(adapter.objects(raw.path, params))
-            empty, corpus_digest, keys = write_corpus(corpus, rows, checked, config.name)
+            empty, corpus_digest, keys, records = write_corpus(corpus, rows, checked, config.name)
         if checked:
             check_places(places, config.name)
     finally:
@@ -112,7 +112,7 @@ def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -
     write_batches(folder / "queries.parquet", query_schema, query_rows())
     digests = {"corpus": corpus_digest,
                "queries": table_digest(folder / "queries.parquet", query_schema.names)}
-    report = validate(corpus, folder / "queries.parquet", config.name, empty, keys)
+    report = validate(corpus, folder / "queries.parquet", config.name, empty, keys, records)
     report["blank_queries"], report["blank_query_examples"] = len(blank), blank[:5]
     write_atomic(folder / "validation.json", json.dumps(report, indent=2, ensure_ascii=False))
     if blank:
@@ -132,15 +132,16 @@ def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -
 
 
 def write_corpus(path: Path, batches: Iterable[pa.RecordBatch], places: Path | None,
-                 dataset: str) -> tuple[int, str, np.ndarray]:
+                 dataset: str) -> tuple[int, str, np.ndarray, np.ndarray]:
     """Write the corpus table from batches of :data:`OBJECT_SCHEMA`, each object with its id;
     objects whose text is blank are left out and counted. Returns that count, the table's
     digest (:class:`TableDigest` of :data:`CORPUS_KEY_COLUMNS`) and its ids as numbers
-    (see :func:`object_ids`; 8 bytes an object, for the duplicate check). An empty
+    (see :func:`object_ids`) and its records' hashes (:func:`record_keys`), 8 bytes an object
+    each, for the checks of :func:`validate`. An empty
     document id is a DataError naming the object's file and line. With ``places``, the side
     file for :func:`check_places` is written beside it. A thread writes and digests each batch
     while the next one gets its ids."""
-    empty, digest, keys = 0, TableDigest(CORPUS_KEY_COLUMNS), []
+    empty, digest, keys, records = 0, TableDigest(CORPUS_KEY_COLUMNS), [], []
 
     def write(batch: pa.RecordBatch) -> None:
         writer.write_batch(batch, row_group_size=BATCH)
@@ -171,9 +172,11 @@ def write_corpus(path: Path, batches: Iterable[pa.RecordBatch], places: Path | N
                 written.result()
             written = pool.submit(write, batch)
             keys.append(id_keys)
+            records.append(record_keys(batch))
         if written is not None:
             written.result()
-    return empty, digest.hexdigest(), np.concatenate(keys) if keys else np.zeros(0, dtype=np.uint64)
+    return (empty, digest.hexdigest(), *(np.concatenate(k) if k else np.zeros(0, dtype=np.uint64)
+                                         for k in (keys, records)))
 
 
 def check_places(places: Path, dataset: str) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from rbench.core.errors import DataError
 
@@ -28,9 +29,18 @@ def duplicate_ids(corpus: Path, keys: np.ndarray) -> pl.DataFrame:
             .collect(engine="streaming"))
 
 
-def validate(corpus: Path, queries: Path, dataset: str, empty_skipped: int, keys: np.ndarray) -> dict:
-    """Report duplicate object ids (``keys``: see :func:`duplicate_ids`), empty texts and
-    queries whose gold documents are absent.
+def record_keys(batch: pa.RecordBatch) -> np.ndarray:
+    """A 64-bit hash of each object's (document, text), for counting repeated records without
+    holding their texts (polars' hash: the same within one process, not across versions)."""
+    frame = pl.from_arrow(pa.table({"doc_id": batch.column("doc_id"), "text": batch.column("text")}))
+    return frame.select(pl.struct("doc_id", "text").hash()).to_series().to_numpy()
+
+
+def validate(corpus: Path, queries: Path, dataset: str, empty_skipped: int, keys: np.ndarray,
+             records: np.ndarray) -> dict:
+    """Report duplicate object ids (``keys``: see :func:`duplicate_ids`), repeated records
+    (``records``: :func:`record_keys` of every object), empty texts and queries whose gold
+    documents are absent.
 
     Raises DataError when the corpus or the query set is empty, object ids repeat, every
     query's gold list is empty, or no query has a gold document in the corpus (the share a
@@ -41,8 +51,8 @@ def validate(corpus: Path, queries: Path, dataset: str, empty_skipped: int, keys
         pl.len().alias("objects"), pl.col("doc_id").n_unique().alias("documents")
     ).collect(engine="streaming").row(0, named=True)
     duplicates = duplicate_ids(corpus, keys)
-    distinct = objects.select(pl.struct("doc_id", "text").hash().n_unique()).collect(engine="streaming").item()
-    repeated = counts["objects"] - distinct  # by 64-bit hash: the texts themselves are never held
+    records = np.sort(records)
+    repeated = int(np.count_nonzero(records[1:] == records[:-1]))
     empty_gold = (pl.scan_parquet(queries).filter(pl.col("gold_doc_ids").list.len() == 0)
                   .select("query_id").collect(engine="streaming")["query_id"].to_list())
     docs = objects.select("doc_id").unique()

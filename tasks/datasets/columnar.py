@@ -8,7 +8,6 @@ row, whose errors name the file and line."""
 
 from __future__ import annotations
 
-import mmap
 import queue
 import threading
 from pathlib import Path
@@ -61,16 +60,13 @@ def json_blocks(path: Path, fields: list[str]) -> Iterator[pa.RecordBatch]:
 
 
 def _lines(path: Path) -> int:
-    """The number of lines of a file (a last line without a newline counts)."""
-    size = path.stat().st_size
-    if not size:
-        return 0
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
-        data = np.frombuffer(view, dtype=np.uint8)
-        count = sum(int(np.count_nonzero(data[i:i + BLOCK] == ord("\n"))) for i in range(0, size, BLOCK))
-        last = data[-1]
-        del data
-    return count + int(last != ord("\n"))
+    """The number of lines of a file (a last line without a newline counts), read in blocks."""
+    count, last = 0, b"\n"
+    with open(path, "rb") as f:
+        while block := f.read(BLOCK):
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (last != b"\n")
 
 
 def is_blank(texts: pa.StringArray) -> np.ndarray:
