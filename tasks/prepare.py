@@ -21,7 +21,7 @@ from rbench.core.identity import code_digest
 from rbench.core.store import Artifact, Stage, write_atomic
 from rbench.tasks.datasets.base import RowByRow, get_adapter, object_batches, object_ids
 from rbench.tasks.datasets.columnar import ahead, is_blank, utf8_buffers
-from rbench.tasks.validate import check_missing_gold, record_keys, validate
+from rbench.tasks.validate import check_missing_gold, row_hashes, validate
 
 log = logging.getLogger("rbench")
 
@@ -136,7 +136,7 @@ def write_corpus(path: Path, batches: Iterable[pa.RecordBatch], places: Path | N
     """Write the corpus table from batches of :data:`OBJECT_SCHEMA`, each object with its id;
     objects whose text is blank are left out and counted. Returns that count, the table's
     digest (:class:`TableDigest` of :data:`CORPUS_KEY_COLUMNS`) and its ids as numbers
-    (see :func:`object_ids`) and its records' hashes (:func:`record_keys`), 8 bytes an object
+    (see :func:`object_ids`) and its records' hashes (:func:`row_hashes`), 8 bytes an object
     each, for the checks of :func:`validate`. An empty
     document id is a DataError naming the object's file and line. With ``places``, the side
     file for :func:`check_places` is written beside it. A thread writes and digests each batch
@@ -161,9 +161,8 @@ def write_corpus(path: Path, batches: Iterable[pa.RecordBatch], places: Path | N
                 empty += int(blank.sum())
                 batch = batch.filter(pa.array(~blank))
             if side is not None:
-                docs, positions = batch.column("doc_id").to_pylist(), batch.column("position").to_pylist()
                 side.write_batch(pa.RecordBatch.from_arrays(
-                    [pa.array([hash(p) for p in zip(docs, positions)], pa.int64()), batch.column("doc_id"),
+                    [pa.array(row_hashes(batch, ["doc_id", "position"]).view(np.int64)), batch.column("doc_id"),
                      batch.column("position"), batch.column("origin")], schema=PLACES_SCHEMA))
             ids, id_keys = object_ids(batch.column("doc_id"), batch.column("position"), batch.column("text"))
             batch = pa.RecordBatch.from_arrays([ids, *(batch.column(c) for c in CORPUS_SCHEMA.names[1:])],
@@ -172,7 +171,7 @@ def write_corpus(path: Path, batches: Iterable[pa.RecordBatch], places: Path | N
                 written.result()
             written = pool.submit(write, batch)
             keys.append(id_keys)
-            records.append(record_keys(batch))
+            records.append(row_hashes(batch, ["doc_id", "text"]))
         if written is not None:
             written.result()
     return (empty, digest.hexdigest(), *(np.concatenate(k) if k else np.zeros(0, dtype=np.uint64)

@@ -20,8 +20,8 @@ EXAMPLES = 5
 def duplicate_ids(corpus: Path, keys: np.ndarray) -> pl.DataFrame:
     """The object ids of ``corpus`` that repeat, with their counts (``len``, most repeated
     first). ``keys`` holds each object's id as a 64-bit number (its first 16 hex digits): they
-    are sorted in NumPy, and only the ids whose number repeats are read back and counted."""
-    keys = np.sort(keys)
+    are sorted in place, and only the ids whose number repeats are read back and counted."""
+    keys.sort()
     repeated = np.unique(keys[1:][keys[1:] == keys[:-1]])
     return (pl.scan_parquet(corpus).select("object_id")
             .filter(pl.col("object_id").str.slice(0, 16).is_in([f"{k:016x}" for k in repeated.tolist()]))
@@ -29,18 +29,18 @@ def duplicate_ids(corpus: Path, keys: np.ndarray) -> pl.DataFrame:
             .collect(engine="streaming"))
 
 
-def record_keys(batch: pa.RecordBatch) -> np.ndarray:
-    """A 64-bit hash of each object's (document, text), for counting repeated records without
-    holding their texts (polars' hash: the same within one process, not across versions)."""
-    frame = pl.from_arrow(pa.table({"doc_id": batch.column("doc_id"), "text": batch.column("text")}))
-    return frame.select(pl.struct("doc_id", "text").hash()).to_series().to_numpy()
+def row_hashes(batch: pa.RecordBatch, columns: list[str]) -> np.ndarray:
+    """A 64-bit hash of each row's values in ``columns``, to find repeats without holding the
+    values (polars' hash: the same within one process, not across versions)."""
+    frame = pl.from_arrow(pa.table({c: batch.column(c) for c in columns}))
+    return frame.select(pl.struct(*columns).hash()).to_series().to_numpy()
 
 
 def validate(corpus: Path, queries: Path, dataset: str, empty_skipped: int, keys: np.ndarray,
              records: np.ndarray) -> dict:
     """Report duplicate object ids (``keys``: see :func:`duplicate_ids`), repeated records
-    (``records``: :func:`record_keys` of every object), empty texts and queries whose gold
-    documents are absent.
+    (``records``: the :func:`row_hashes` of every object's document and text; both arrays are
+    sorted in place), empty texts and queries whose gold documents are absent.
 
     Raises DataError when the corpus or the query set is empty, object ids repeat, every
     query's gold list is empty, or no query has a gold document in the corpus (the share a
@@ -51,7 +51,7 @@ def validate(corpus: Path, queries: Path, dataset: str, empty_skipped: int, keys
         pl.len().alias("objects"), pl.col("doc_id").n_unique().alias("documents")
     ).collect(engine="streaming").row(0, named=True)
     duplicates = duplicate_ids(corpus, keys)
-    records = np.sort(records)
+    records.sort()
     repeated = int(np.count_nonzero(records[1:] == records[:-1]))
     empty_gold = (pl.scan_parquet(queries).filter(pl.col("gold_doc_ids").list.len() == 0)
                   .select("query_id").collect(engine="streaming")["query_id"].to_list())

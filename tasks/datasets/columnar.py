@@ -34,29 +34,59 @@ _STARTS = np.zeros(256, dtype=bool)
 _STARTS[[c.encode()[0] for c in PY_WHITESPACE]] = True
 
 
-def json_blocks(path: Path, fields: list[str]) -> Iterator[pa.RecordBatch]:
-    """Record batches of ``fields`` (strings) from the JSON-lines file ``path``, Arrow's
-    streaming reader parsing blocks of about 16 MB; RowByRow where the row reader could
-    differ (checked per batch, and at the end: one row a line, so no blank lines)."""
+def json_blocks(path: Path, fields: list[str], gzip: bool = False) -> Iterator[pa.RecordBatch]:
+    """Record batches of ``fields`` (strings) from the JSON-lines file ``path`` (``gzip``:
+    compressed), Arrow parsing blocks of about 16 MB; RowByRow where the row reader could
+    differ (a field missing, null or not a string, bytes that are not UTF-8, not one object a
+    line: checked per block of a compressed file, at the end of a plain one)."""
     schema = pa.schema([(f, pa.string()) for f in fields])
     options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
-    rows = 0
     try:
+        if gzip:
+            for data in _line_blocks(path):
+                if data.startswith(b"\xef\xbb\xbf"):
+                    raise RowByRow("a byte-order mark")
+                batch = pj.read_json(pa.BufferReader(data), parse_options=options).combine_chunks().to_batches()
+                rows = batch[0].num_rows if batch else 0
+                if rows != data.count(b"\n") + (not data.endswith(b"\n")):
+                    raise RowByRow("blank lines or lines with several objects")
+                if batch:
+                    yield _checked(batch[0])
+            return
+        rows = 0
         for batch in pj.open_json(path, read_options=pj.ReadOptions(block_size=BLOCK), parse_options=options):
-            for name in schema.names:
-                column = batch.column(name)
-                if column.null_count:
-                    raise RowByRow(f"field {name!r} missing or null")
-                try:
-                    column.validate(full=True)
-                except pa.ArrowInvalid:
-                    raise RowByRow(f"field {name!r} is not UTF-8") from None
             rows += batch.num_rows
-            yield batch
-    except pa.ArrowInvalid as e:
+            yield _checked(batch)
+    except (pa.ArrowInvalid, OSError) as e:
         raise RowByRow(str(e)) from None
     if rows != _lines(path):
         raise RowByRow("blank lines or lines with several objects")
+
+
+def _line_blocks(path: Path) -> Iterator[bytes]:
+    """The decompressed lines of a gzipped file, about 16 MB of whole lines at a time."""
+    with pa.input_stream(path, compression="gzip") as stream:
+        rest = b""
+        while chunk := stream.read(BLOCK):
+            data = rest + chunk
+            cut = data.rfind(b"\n") + 1
+            if cut:
+                yield data[:cut]
+            rest = data[cut:]
+        if rest:
+            yield rest
+
+
+def _checked(batch: pa.RecordBatch) -> pa.RecordBatch:
+    for name in batch.schema.names:
+        column = batch.column(name)
+        if column.null_count:
+            raise RowByRow(f"field {name!r} missing or null")
+        try:
+            column.validate(full=True)
+        except pa.ArrowInvalid:
+            raise RowByRow(f"field {name!r} is not UTF-8") from None
+    return batch
 
 
 def _lines(path: Path) -> int:

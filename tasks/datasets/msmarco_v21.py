@@ -16,12 +16,24 @@ import json
 from pathlib import Path
 from typing import Iterator
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from rbench.core.configfile import ConfigPath
 from rbench.core.errors import DataError
 from rbench.core.store import fast_fingerprint
-from rbench.tasks.datasets.base import ADAPTERS, Adapter, CorpusObject, FileSpec, Query, text_value
+from rbench.tasks.datasets.base import (
+    ADAPTERS,
+    OBJECT_SCHEMA,
+    Adapter,
+    CorpusObject,
+    FileSpec,
+    Query,
+    RowByRow,
+    text_value,
+)
+from rbench.tasks.datasets.columnar import is_blank, json_blocks
 from rbench.tasks.datasets.qrels import read_qrels
 from rbench.tasks.datasets.serialize import serialize_text
 
@@ -30,6 +42,9 @@ SHARDS = 59
 TOPICS = "trec_rag_2024/topics.rag24.test.txt"
 QRELS = "trec_rag_2024/qrels.rag24.test-umbrela-all.txt"
 FIELDS = ("docid", "url", "title", "segment")
+SEGMENT_ID = r'^[^#"\\\x00-\x1f]+#[0-9]{1,18}(_[^"\\\x00-\x1f]*)?$'
+"""A segment id whose document and number Arrow can split as :func:`document_of` does, and
+that JSON writes without escapes."""
 
 
 def shard_name(n: int) -> str:
@@ -107,6 +122,24 @@ class MsmarcoV21(Adapter):
                         yield self._segment(line, f"{shown}:{line_no}")
             except (OSError, EOFError, UnicodeDecodeError) as e:
                 raise DataError(f"{shown} is not a readable gzipped JSON-lines shard ({e}); fetch it again") from None
+
+    def object_batches(self, raw: Path, params: MsmarcoParams) -> Iterator[pa.RecordBatch]:
+        """:meth:`objects` read by column, a block of decompressed lines at a time."""
+        for n in params.shard_numbers():
+            for batch in json_blocks(raw / shard_name(n), list(FIELDS), gzip=True):
+                segment_ids = batch.column("docid")
+                if not pc.all(pc.match_substring_regex(segment_ids, SEGMENT_ID)).as_py():
+                    raise RowByRow("a docid that is not a plain segment id")
+                doc, rest = (pc.list_element(pc.split_pattern(segment_ids, "#", max_splits=1), i) for i in (0, 1))
+                if is_blank(doc).any():
+                    raise RowByRow("an empty document id")
+                number = pc.cast(pc.list_element(pc.split_pattern(rest, "_", max_splits=1), 0), pa.int64())
+                title, count = batch.column("title"), batch.num_rows
+                yield pa.RecordBatch.from_arrays(
+                    [pc.binary_join_element_wise(title, batch.column("segment"), " [SEP] "), doc, title,
+                     batch.column("url"), pa.repeat("text", count), number,
+                     pc.binary_join_element_wise('{"segment_id": "', segment_ids, '"}', ""),
+                     pa.nulls(count, pa.string())], schema=OBJECT_SCHEMA)
 
     @staticmethod
     def _segment(line: str, where: str) -> CorpusObject:

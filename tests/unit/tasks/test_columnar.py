@@ -27,6 +27,7 @@ from rbench.tasks.datasets.columnar import (
     single_window,
 )
 from rbench.tasks.datasets.jsonl import Jsonl
+from rbench.tasks.datasets.msmarco_v21 import MsmarcoParams
 from rbench.tasks.prepare import TableDigest, build_prepare, write_corpus
 from rbench.tasks.validate import duplicate_ids
 
@@ -39,8 +40,8 @@ def _tricky_corpus(path, lines: int = 1500, seed: int = 1) -> None:
     rows = []
     for _ in range(lines):
         text = "".join(rng.choice(SPACES) + rng.choice(WORDS) for _ in range(rng.choice([0, 1, 2, 5, 9])))
-        rows.append({"doc": f"d{rng.randint(0, 200)}", "src": rng.choice(["s1", "s2"]), "body": text + rng.choice(SPACES),
-                     "t": rng.choice(["T", "Title é"]), "n": 3})
+        rows.append({"doc": f"d{rng.randint(0, 200)}", "src": rng.choice(["s1", "s2"]),
+                     "body": text + rng.choice(SPACES), "t": rng.choice(["T", "Title é"]), "n": 3})
     path.write_text("".join(json.dumps(r, ensure_ascii=rng.random() < 0.5) + "\n" for r in rows), encoding="utf-8")
 
 
@@ -80,7 +81,8 @@ def _prepare(folder, lines: bytes, row_by_row: bool = False, monkeypatch=None):
     (folder / "corpus.jsonl").write_bytes(lines)
     (folder / "queries.jsonl").write_text(json.dumps({"query_id": "q", "text": "?", "gold_doc_ids": ["a"]}) + "\n")
     if row_by_row:
-        monkeypatch.setattr(Jsonl, "object_batches", lambda self, raw, params: object_batches(self.objects(raw, params)))
+        monkeypatch.setattr(Jsonl, "object_batches",
+                            lambda self, raw, params: object_batches(self.objects(raw, params)))
     cfg = DatasetConfig.model_validate({"name": "t", "adapter": "jsonl", "params": {
         "corpus": str(folder / "corpus.jsonl"), "queries": str(folder / "queries.jsonl")}})
     out = folder / ("rows" if row_by_row else "columns")
@@ -224,3 +226,50 @@ def test_the_columnar_path_is_the_jsonl_default(tmp_path):
     assert batches and all(b.column("origin").null_count == b.num_rows for b in batches)
     with_metadata = list(Jsonl().object_batches(tmp_path, _params(tmp_path, metadata_fields=["n"])))
     assert with_metadata[0].column("origin")[0].as_py().endswith("corpus.jsonl:1")
+
+
+def _shard(folder, lines: list[bytes]):
+    import gzip
+
+    shard = folder / "msmarco_v2.1_doc_segmented" / "msmarco_v2.1_doc_segmented_00.json.gz"
+    shard.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(shard, "wb") as f:
+        f.write(b"".join(lines))
+    return MsmarcoParams(shards=[0])
+
+
+def _segments(count: int, seed: int = 2) -> list[bytes]:
+    rng = random.Random(seed)
+    return [json.dumps({"docid": f"msmarco_v2.1_doc_{i // 3:02d}_{i}#{i % 3}_{rng.randint(0, 99999)}",
+                        "url": f"https://example.org/{i}", "title": rng.choice(["", "Tïtle", "T"]),
+                        "headings": "h", "segment": rng.choice(WORDS) * rng.randint(1, 4), "start_char": 0,
+                        "end_char": 1}, ensure_ascii=rng.random() < 0.5).encode() + b"\n" for i in range(count)]
+
+
+def test_msmarco_columns_give_the_row_readers_table(tmp_path, monkeypatch):
+    monkeypatch.setattr("rbench.tasks.datasets.columnar.BLOCK", 4096)  # several blocks, lines cut across them
+    params = _shard(tmp_path, _segments(300))
+    adapter = get_adapter("msmarco_v21")
+    columns = write_corpus(tmp_path / "a.parquet", adapter.object_batches(tmp_path, params), tmp_path / "pa", "x")
+    rows = write_corpus(tmp_path / "b.parquet", object_batches(adapter.objects(tmp_path, params)), tmp_path / "pb",
+                        "x")
+    assert len(list(adapter.object_batches(tmp_path, params))) > 1
+    assert pq.read_table(tmp_path / "a.parquet").equals(pq.read_table(tmp_path / "b.parquet"))
+    assert pq.read_table(tmp_path / "pa").drop(["origin"]).equals(pq.read_table(tmp_path / "pb").drop(["origin"]))
+    assert columns[:2] == rows[:2] and all(np.array_equal(a, b) for a, b in zip(columns[2:], rows[2:]))
+
+
+SEGMENT_LINES = {
+    "not a segment id": b'{"docid":"doc_without_hash","url":"u","title":"t","segment":"s"}\n',
+    "a quote in the id": b'{"docid":"a\\"b#1_2","url":"u","title":"t","segment":"s"}\n',
+    "a null title": b'{"docid":"a#1_2","url":"u","title":null,"segment":"s"}\n',
+    "a blank line": b'{"docid":"a#1_2","url":"u","title":"t","segment":"s"}\n\n',
+    "a blank document": b'{"docid":" #1_2","url":"u","title":"t","segment":"s"}\n',
+}
+
+
+@pytest.mark.parametrize("name", SEGMENT_LINES)
+def test_msmarco_lines_the_block_reader_cannot_match_go_row_by_row(tmp_path, name):
+    params = _shard(tmp_path, [SEGMENT_LINES[name]])
+    with pytest.raises(RowByRow):
+        list(get_adapter("msmarco_v21").object_batches(tmp_path, params))
