@@ -19,7 +19,7 @@ from rbench.config import DatasetConfig
 from rbench.core.errors import DataError
 from rbench.core.identity import code_digest
 from rbench.core.store import Artifact, Stage, write_atomic
-from rbench.tasks.datasets.base import RowByRow, get_adapter, object_batches, object_ids
+from rbench.tasks.datasets.base import RowByRow, batches_of, get_adapter, object_ids
 from rbench.tasks.datasets.columnar import ahead, is_blank, utf8_buffers
 from rbench.tasks.validate import check_missing_gold, row_hashes, validate
 
@@ -101,7 +101,7 @@ def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -
             empty, corpus_digest, keys, records = write_corpus(corpus, batches, checked, config.name)
         except RowByRow as why:
             log.info("%s: read row by row (%s)", config.name, why)
-            rows = object_batches(adapter.objects(raw.path, params))
+            rows = batches_of(adapter.objects(raw.path, params))
             empty, corpus_digest, keys, records = write_corpus(corpus, rows, checked, config.name)
         if checked:
             check_places(places, config.name)
@@ -135,12 +135,11 @@ def write_corpus(path: Path, batches: Iterable[pa.RecordBatch], places: Path | N
                  dataset: str) -> tuple[int, str, np.ndarray, np.ndarray]:
     """Write the corpus table from batches of :data:`OBJECT_SCHEMA`, each object with its id;
     objects whose text is blank are left out and counted. Returns that count, the table's
-    digest (:class:`TableDigest` of :data:`CORPUS_KEY_COLUMNS`) and its ids as numbers
-    (see :func:`object_ids`) and its records' hashes (:func:`row_hashes`), 8 bytes an object
-    each, for the checks of :func:`validate`. An empty
-    document id is a DataError naming the object's file and line. With ``places``, the side
-    file for :func:`check_places` is written beside it. A thread writes and digests each batch
-    while the next one gets its ids."""
+    digest (:class:`TableDigest` of :data:`CORPUS_KEY_COLUMNS`), and for the checks of
+    :func:`validate` its ids as numbers (see :func:`object_ids`) and its records' hashes
+    (:func:`row_hashes`), 8 bytes an object each. An empty document id is a DataError naming
+    the object's file and line. With ``places``, the side file for :func:`check_places` is
+    written beside it. A thread writes and digests each batch while the next one gets its ids."""
     empty, digest, keys, records = 0, TableDigest(CORPUS_KEY_COLUMNS), [], []
 
     def write(batch: pa.RecordBatch) -> None:

@@ -231,7 +231,7 @@ class RowByRow(Exception):
     name the file and line of what is wrong (a number where text is expected, a blank line)."""
 
 
-def object_batches(objects: Iterable[CorpusObject], size: int = 10_000) -> Iterator[pa.RecordBatch]:
+def batches_of(objects: Iterable[CorpusObject], size: int = 10_000) -> Iterator[pa.RecordBatch]:
     """Corpus objects as record batches of :data:`OBJECT_SCHEMA`."""
     rows: list[dict] = []
     for obj in objects:
@@ -289,7 +289,7 @@ class Adapter(ABC):
         """The corpus objects as record batches (:data:`OBJECT_SCHEMA`): :meth:`objects` in
         batches, unless the adapter reads its files by column; such a reader raises
         :class:`RowByRow` where it cannot match :meth:`objects` exactly."""
-        return object_batches(self.objects(raw, params))
+        return batches_of(self.objects(raw, params))
 
     @abstractmethod
     def queries(self, raw: Path, params: BaseModel) -> Iterator[Query]:

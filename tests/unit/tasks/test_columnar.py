@@ -17,7 +17,7 @@ import pytest
 from rbench.config import DatasetConfig
 from rbench.core.errors import DataError
 from rbench.core.store import Artifact
-from rbench.tasks.datasets.base import RowByRow, get_adapter, object_batches, object_id, object_ids
+from rbench.tasks.datasets.base import RowByRow, batches_of, get_adapter, object_id, object_ids
 from rbench.tasks.datasets.columnar import (
     PY_WHITESPACE,
     Positions,
@@ -60,7 +60,7 @@ def test_columns_give_the_row_readers_table(tmp_path, settings):
     _tricky_corpus(tmp_path / "corpus.jsonl")
     adapter, params = Jsonl(), _params(tmp_path, **settings)
     columns = write_corpus(tmp_path / "a.parquet", adapter.object_batches(tmp_path, params), None, "x")
-    rows = write_corpus(tmp_path / "b.parquet", object_batches(adapter.objects(tmp_path, params)), None, "x")
+    rows = write_corpus(tmp_path / "b.parquet", batches_of(adapter.objects(tmp_path, params)), None, "x")
     assert pq.read_table(tmp_path / "a.parquet").equals(pq.read_table(tmp_path / "b.parquet"))
     assert columns[:2] == rows[:2] and all(np.array_equal(a, b) for a, b in zip(columns[2:], rows[2:]))
 
@@ -82,7 +82,7 @@ def _prepare(folder, lines: bytes, row_by_row: bool = False, monkeypatch=None):
     (folder / "queries.jsonl").write_text(json.dumps({"query_id": "q", "text": "?", "gold_doc_ids": ["a"]}) + "\n")
     if row_by_row:
         monkeypatch.setattr(Jsonl, "object_batches",
-                            lambda self, raw, params: object_batches(self.objects(raw, params)))
+                            lambda self, raw, params: batches_of(self.objects(raw, params)))
     cfg = DatasetConfig.model_validate({"name": "t", "adapter": "jsonl", "params": {
         "corpus": str(folder / "corpus.jsonl"), "queries": str(folder / "queries.jsonl")}})
     out = folder / ("rows" if row_by_row else "columns")
@@ -251,7 +251,7 @@ def test_msmarco_columns_give_the_row_readers_table(tmp_path, monkeypatch):
     params = _shard(tmp_path, _segments(300))
     adapter = get_adapter("msmarco_v21")
     columns = write_corpus(tmp_path / "a.parquet", adapter.object_batches(tmp_path, params), tmp_path / "pa", "x")
-    rows = write_corpus(tmp_path / "b.parquet", object_batches(adapter.objects(tmp_path, params)), tmp_path / "pb",
+    rows = write_corpus(tmp_path / "b.parquet", batches_of(adapter.objects(tmp_path, params)), tmp_path / "pb",
                         "x")
     assert len(list(adapter.object_batches(tmp_path, params))) > 1
     assert pq.read_table(tmp_path / "a.parquet").equals(pq.read_table(tmp_path / "b.parquet"))
