@@ -95,16 +95,19 @@ def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -
 
     checked = None if adapter.unique_positions else places
     corpus = folder / "corpus.parquet"
+
+    def write(batches: Iterable[pa.RecordBatch], lines_known: bool) -> tuple[int, str, np.ndarray, np.ndarray]:
+        written = write_corpus(corpus, batches, checked, config.name)
+        if checked:
+            check_places(places, config.name, lines_known)
+        return written
+
     try:
         try:
-            batches = ahead(adapter.object_batches(raw.path, params))
-            empty, corpus_digest, keys, records = write_corpus(corpus, batches, checked, config.name)
+            empty, corpus_digest, keys, records = write(ahead(adapter.object_batches(raw.path, params)), False)
         except RowByRow as why:
             log.info("%s: read row by row (%s)", config.name, why)
-            rows = batches_of(adapter.objects(raw.path, params))
-            empty, corpus_digest, keys, records = write_corpus(corpus, rows, checked, config.name)
-        if checked:
-            check_places(places, config.name)
+            empty, corpus_digest, keys, records = write(batches_of(adapter.objects(raw.path, params)), True)
     finally:
         places.unlink(missing_ok=True)
     query_schema = pa.schema([*QUERY_SCHEMA, *([GRADES] if adapter.graded else []),
@@ -177,12 +180,13 @@ def write_corpus(path: Path, batches: Iterable[pa.RecordBatch], places: Path | N
                                          for k in (keys, records)))
 
 
-def check_places(places: Path, dataset: str) -> None:
+def check_places(places: Path, dataset: str, lines_known: bool = True) -> None:
     """Refuse two objects at the same position of one document: two records that share a
     document id (a BEIR corpus line repeated with another text). The side file holds a hash
     of each (document, position): the hashes are sorted in NumPy (8 bytes an object), and
     only the rows whose hash repeats are read again, ids and all, to confirm a clash and
-    name the records' files and lines."""
+    name the records' files and lines. Without ``lines_known`` (a columnar reader), a clash of
+    records without origins raises RowByRow, so that the row reader finds it with its lines."""
     keys = np.sort(pq.read_table(places, columns=["key"]).column("key").to_numpy())
     repeated = pa.array(np.unique(keys[1:][keys[1:] == keys[:-1]]))
     if not len(repeated):
@@ -192,6 +196,8 @@ def check_places(places: Path, dataset: str) -> None:
         batch = batch.filter(pc.is_in(batch.column("key"), repeated))
         for doc_id, position, origin in zip(*(batch.column(c).to_pylist() for c in ("doc_id", "position", "origin"))):
             if (doc_id, position) in seen:
+                if not lines_known and seen[doc_id, position] is None and origin is None:
+                    raise RowByRow(f"two records share the document id {doc_id!r}")
                 origins = " and ".join(o for o in (seen[doc_id, position], origin) if o) or f"dataset {dataset!r}"
                 raise DataError(f"{origins}: two records share the document id {doc_id!r}; give each document its "
                                 "own id (or merge the records into one)")

@@ -6,21 +6,26 @@ import re
 from pathlib import Path
 from typing import Iterator
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from rbench.core.configfile import ConfigPath
 from rbench.core.errors import DataError
 from rbench.tasks.datasets.base import (
     ADAPTERS,
+    OBJECT_SCHEMA,
     Adapter,
     CorpusObject,
     FileSpec,
     Query,
+    RowByRow,
     local_file,
     read_jsonl,
     text_value,
 )
 from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_text
+from rbench.tasks.datasets.columnar import chunk_numbers, is_blank, json_blocks, window_chunks
 from rbench.tasks.datasets.qrels import read_qrels
 from rbench.tasks.datasets.serialize import serialize_text
 
@@ -88,6 +93,29 @@ class Beir(Adapter):
                 yield CorpusObject(text=serialize_text(title, chunk) if title else chunk, doc_id=str(doc["_id"]),
                                    page_title=title, source=str(doc["_id"]), modality="text", position=position,
                                    origin=where)
+
+    def object_batches(self, raw: Path, params: BeirParams) -> Iterator[pa.RecordBatch]:
+        """:meth:`objects` read by column (Arrow parses blocks of lines; only passages longer than
+        a window go through the chunker), except with a chunker other than word windows."""
+        if params.chunker.kind == "chonky" or params.chunker.unit != "words":
+            return super().object_batches(raw, params)
+        return self._columns(raw, params)
+
+    def _columns(self, raw: Path, params: BeirParams) -> Iterator[pa.RecordBatch]:
+        for batch in json_blocks(raw / "corpus.jsonl", ["_id", "text", "title"], optional=("title",)):
+            ids = batch.column("_id")
+            if is_blank(ids).any():
+                raise RowByRow("an empty _id")
+            rows, chunks = window_chunks(batch.column("text"), params.chunker, keep_blank=False)
+            titles = pc.fill_null(batch.column("title"), "")
+            if rows is not None:
+                ids, titles = ids.take(rows), titles.take(rows)
+            n = len(chunks)
+            texts = pc.if_else(pc.greater(pc.binary_length(titles), 0),
+                               pc.binary_join_element_wise(titles, chunks, " [SEP] "), chunks)
+            yield pa.RecordBatch.from_arrays([texts, ids, titles, ids, pa.repeat("text", n),
+                                              pa.array(chunk_numbers(rows, n)), pa.repeat("{}", n),
+                                              pa.nulls(n, pa.string())], schema=OBJECT_SCHEMA)
 
     def queries(self, raw: Path, params: BeirParams) -> Iterator[Query]:
         judged = read_qrels(raw / "qrels.tsv", params.qrels or params.path / "qrels" / f"{params.split}.tsv")

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from rbench.tasks.datasets.base import RowByRow
+from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_text
 
 T = TypeVar("T")
 BLOCK = 1 << 24
@@ -34,11 +35,13 @@ _STARTS = np.zeros(256, dtype=bool)
 _STARTS[[c.encode()[0] for c in PY_WHITESPACE]] = True
 
 
-def json_blocks(path: Path, fields: list[str], gzip: bool = False) -> Iterator[pa.RecordBatch]:
+def json_blocks(path: Path, fields: list[str], gzip: bool = False,
+                optional: tuple[str, ...] = ()) -> Iterator[pa.RecordBatch]:
     """Record batches of ``fields`` (strings) from the JSON-lines file ``path`` (``gzip``:
     compressed), Arrow parsing blocks of about 16 MB; RowByRow where the row reader could
     differ (a field missing, null or not a string, bytes that are not UTF-8, not one object a
-    line: checked per block of a compressed file, at the end of a plain one)."""
+    line: checked per block of a compressed file, at the end of a plain one). The ``optional``
+    fields may be missing or null (null in the batch)."""
     schema = pa.schema([(f, pa.string()) for f in fields])
     options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
     try:
@@ -51,12 +54,12 @@ def json_blocks(path: Path, fields: list[str], gzip: bool = False) -> Iterator[p
                 if rows != data.count(b"\n") + (not data.endswith(b"\n")):
                     raise RowByRow("blank lines or lines with several objects")
                 if batch:
-                    yield _checked(batch[0])
+                    yield _checked(batch[0], optional)
             return
         rows = 0
         for batch in pj.open_json(path, read_options=pj.ReadOptions(block_size=BLOCK), parse_options=options):
             rows += batch.num_rows
-            yield _checked(batch)
+            yield _checked(batch, optional)
     except (pa.ArrowInvalid, OSError) as e:
         raise RowByRow(str(e)) from None
     if rows != _lines(path):
@@ -77,10 +80,10 @@ def _line_blocks(path: Path) -> Iterator[bytes]:
             yield rest
 
 
-def _checked(batch: pa.RecordBatch) -> pa.RecordBatch:
+def _checked(batch: pa.RecordBatch, optional: tuple[str, ...]) -> pa.RecordBatch:
     for name in batch.schema.names:
         column = batch.column(name)
-        if column.null_count:
+        if column.null_count and name not in optional:
             raise RowByRow(f"field {name!r} missing or null")
         try:
             column.validate(full=True)
@@ -149,6 +152,40 @@ def single_window(texts: pa.StringArray, size: int) -> np.ndarray:
         spaces = np.add.reduceat(space, starts, dtype=np.int32) if len(starts) else np.zeros(0, np.int32)
         fits[nonempty] &= spaces < size
     return fits
+
+
+def window_chunks(texts: pa.StringArray, chunker: ChunkerConfig,
+                  keep_blank: bool) -> tuple[np.ndarray | None, pa.StringArray]:
+    """Each text's chunks as :func:`chunk_text` makes them (word windows or ``none``), and the
+    row each comes from (None: one chunk a row, the text itself). A blank text gives itself as
+    its one chunk with ``keep_blank``, else none. Only texts that are not already single-spaced
+    words within one window go through :func:`chunk_text`."""
+    fits = np.ones(len(texts), dtype=bool) if chunker.kind == "none" else single_window(texts, chunker.size)
+    blank = is_blank(texts)
+    todo = np.flatnonzero(~fits & ~blank)
+    counts = np.ones(len(texts), dtype=np.int64)
+    if not keep_blank:
+        counts[blank] = 0
+    chunks = [chunk_text(t, chunker) for t in texts.take(todo).to_pylist()]
+    counts[todo] = [len(c) for c in chunks]
+    if not len(todo) and (counts == 1).all():
+        return None, texts
+    rows = np.repeat(np.arange(len(texts)), counts)
+    pieces = texts.take(rows)
+    if len(todo):
+        changed = np.zeros(len(texts), dtype=bool)
+        changed[todo] = True
+        pieces = pc.replace_with_mask(pieces, pa.array(np.repeat(changed, counts)),
+                                      pa.array([p for c in chunks for p in c], pa.string()))
+    return rows, pieces
+
+
+def chunk_numbers(rows: np.ndarray | None, count: int) -> np.ndarray:
+    """Each chunk's number within its row (0, 1, ...), for :func:`window_chunks`' ``rows``."""
+    if rows is None:
+        return np.zeros(count, dtype=np.int64)
+    starts = np.flatnonzero(np.concatenate([[True], rows[1:] != rows[:-1]])) if len(rows) else np.zeros(0, np.int64)
+    return np.arange(len(rows)) - np.repeat(starts, np.diff(np.append(starts, len(rows))))
 
 
 class Positions:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator, Literal
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -25,7 +24,7 @@ from rbench.tasks.datasets.base import (
     text_value,
 )
 from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_text
-from rbench.tasks.datasets.columnar import Positions, is_blank, json_blocks, single_window
+from rbench.tasks.datasets.columnar import Positions, is_blank, json_blocks, window_chunks
 from rbench.tasks.datasets.serialize import SEP, serialize_text
 
 CORPUS, QUERIES = "corpus.jsonl", "queries.jsonl"
@@ -132,7 +131,8 @@ class Jsonl(Adapter):
             docs = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, params.doc_id_separator)
             if is_blank(docs).any():
                 raise RowByRow("an empty document id")
-            rows, texts = _pieces(batch.column(params.text_field), params)
+            rows, texts = (None, batch.column(params.text_field)) if params.modality != "text" else \
+                window_chunks(batch.column(params.text_field), params.chunker, keep_blank=True)
             titles = batch.column(params.title_field or params.doc_id_fields[0])
             source = parts[-1] if len(parts) > 1 else pa.repeat("", len(titles))
             if rows is not None:
@@ -159,22 +159,3 @@ class Jsonl(Adapter):
             text = _text(record, params.query_text_field, path, line_no, "query_text_field")
             yield Query(query_id=qid, text=text, gold_doc_ids=gold, origin=f"{path}:{line_no}")
 
-
-def _pieces(texts: pa.StringArray, params: JsonlParams) -> tuple[np.ndarray | None, pa.StringArray]:
-    """The chunks of a batch's texts, as :meth:`Jsonl.objects` makes them, and the row each
-    comes from (None: one chunk per row, the text itself): only texts that are not already
-    single-spaced words within one window go through :func:`chunk_text`."""
-    if params.modality != "text" or params.chunker.kind == "none":
-        return None, texts
-    todo = np.flatnonzero(~single_window(texts, params.chunker.size))
-    if not len(todo):
-        return None, texts
-    chunks = [chunk_text(t, params.chunker) if t.strip() else [t] for t in texts.take(todo).to_pylist()]
-    counts = np.ones(len(texts), dtype=np.int64)
-    counts[todo] = [len(c) for c in chunks]
-    rows = np.repeat(np.arange(len(texts)), counts)
-    changed = np.zeros(len(texts), dtype=bool)
-    changed[todo] = True
-    pieces = pc.replace_with_mask(texts.take(rows), pa.array(np.repeat(changed, counts)),
-                                  pa.array([p for c in chunks for p in c], pa.string()))
-    return rows, pieces

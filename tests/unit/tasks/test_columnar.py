@@ -66,12 +66,12 @@ def test_columns_give_the_row_readers_table(tmp_path, settings):
 
 
 def test_texts_within_one_window_skip_python_chunking(tmp_path, monkeypatch):
-    from rbench.tasks.datasets import jsonl
+    from rbench.tasks.datasets import columnar
 
     (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"doc": f"d{i}", "body": t}) + "\n" for i, t in
                                                    enumerate(["one two", "a  b", "x y z w", " lead", ""])))
     chunked = []
-    monkeypatch.setattr(jsonl, "chunk_text", lambda text, config: chunked.append(text) or [text.strip()])
+    monkeypatch.setattr(columnar, "chunk_text", lambda text, config: chunked.append(text) or [text.strip()])
     (batch,) = Jsonl().object_batches(tmp_path, _params(tmp_path, chunker={"size": 3, "overlap": 1}))
     assert chunked == ["a  b", "x y z w", " lead"]
     assert batch.column("text").to_pylist() == ["one two", "a  b", "x y z w", "lead", ""]
@@ -273,3 +273,42 @@ def test_msmarco_lines_the_block_reader_cannot_match_go_row_by_row(tmp_path, nam
     params = _shard(tmp_path, [SEGMENT_LINES[name]])
     with pytest.raises(RowByRow):
         list(get_adapter("msmarco_v21").object_batches(tmp_path, params))
+
+
+def _beir(folder, seed: int = 3) -> None:
+    rng = random.Random(seed)
+    lines = []
+    for i in range(800):
+        row = {"_id": f"p{rng.randint(0, 500)}", "text": "".join(rng.choice(SPACES) + rng.choice(WORDS)
+                                                                 for _ in range(rng.choice([0, 1, 3, 7])))}
+        title = rng.choice([None, "", "T", "Tïtle", "missing"])
+        if title != "missing":
+            row["title"] = title
+        lines.append(json.dumps(row, ensure_ascii=rng.random() < 0.5))
+    (folder / "corpus.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize("chunker", [{"size": 3, "overlap": 1}, {"kind": "none"}, {}], ids=str)
+def test_beir_columns_give_the_row_readers_table(tmp_path, chunker):
+    _beir(tmp_path)
+    (tmp_path / "queries.jsonl").write_text("")
+    adapter = get_adapter("beir")
+    params = adapter.Params.model_construct(path=tmp_path, split="test", qrels=None,
+                                            chunker=adapter.Params.model_fields["chunker"].annotation(**chunker))
+    columns = write_corpus(tmp_path / "a.parquet", adapter.object_batches(tmp_path, params), tmp_path / "pa", "x")
+    rows = write_corpus(tmp_path / "b.parquet", batches_of(adapter.objects(tmp_path, params)), tmp_path / "pb", "x")
+    assert pq.read_table(tmp_path / "a.parquet").equals(pq.read_table(tmp_path / "b.parquet"))
+    assert columns[:2] == rows[:2] and all(np.array_equal(a, b) for a, b in zip(columns[2:], rows[2:]))
+
+
+@pytest.mark.parametrize("line", [b'{"_id": 5, "text": "t"}\n', b'{"_id": "a", "text": "t", "title": 7}\n',
+                                  b'{"_id": "a", "text": "t", "title": false}\n', b'{"text": "t"}\n',
+                                  b'{"_id": " ", "text": "t"}\n'], ids=["number id", "number title",
+                                                                       "false title", "no id", "blank id"])
+def test_beir_lines_the_block_reader_cannot_match_go_row_by_row(tmp_path, line):
+    (tmp_path / "corpus.jsonl").write_bytes(line)
+    adapter = get_adapter("beir")
+    params = adapter.Params.model_construct(path=tmp_path, split="test", qrels=None,
+                                            chunker=adapter.Params.model_fields["chunker"].default)
+    with pytest.raises(RowByRow):
+        list(adapter.object_batches(tmp_path, params))
