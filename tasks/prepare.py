@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -21,6 +22,7 @@ from rbench.core.identity import code_digest
 from rbench.core.store import Artifact, Stage, write_atomic
 from rbench.tasks.datasets.base import RowByRow, batches_of, get_adapter, object_ids
 from rbench.tasks.datasets.columnar import ahead, is_blank, utf8_buffers
+from rbench.tasks.download import PROGRESS_SECONDS
 from rbench.tasks.validate import check_missing_gold, row_hashes, validate
 
 log = logging.getLogger("rbench")
@@ -142,8 +144,11 @@ def write_corpus(path: Path, batches: Iterable[pa.RecordBatch], places: Path | N
     :func:`validate` its ids as numbers (see :func:`object_ids`) and its records' hashes
     (:func:`row_hashes`), 8 bytes an object each. An empty document id is a DataError naming
     the object's file and line. With ``places``, the side file for :func:`check_places` is
-    written beside it. A thread writes and digests each batch while the next one gets its ids."""
+    written beside it. A thread writes and digests each batch while the next one gets its ids.
+    Progress is logged every ``PROGRESS_SECONDS``."""
     empty, digest, keys, records = 0, TableDigest(CORPUS_KEY_COLUMNS), [], []
+    count, last = 0, time.monotonic()
+    started = last
 
     def write(batch: pa.RecordBatch) -> None:
         writer.write_batch(batch, row_group_size=BATCH)
@@ -174,6 +179,10 @@ def write_corpus(path: Path, batches: Iterable[pa.RecordBatch], places: Path | N
             written = pool.submit(write, batch)
             keys.append(id_keys)
             records.append(row_hashes(batch, ["doc_id", "text"]))
+            count += batch.num_rows
+            if time.monotonic() - last >= PROGRESS_SECONDS:
+                last = time.monotonic()
+                log.info("prepare %s: %d objects written (%.0f/s)", dataset, count, count / (last - started))
         if written is not None:
             written.result()
     return (empty, digest.hexdigest(), *(np.concatenate(k) if k else np.zeros(0, dtype=np.uint64)

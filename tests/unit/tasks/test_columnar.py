@@ -312,3 +312,14 @@ def test_beir_lines_the_block_reader_cannot_match_go_row_by_row(tmp_path, line):
                                             chunker=adapter.Params.model_fields["chunker"].default)
     with pytest.raises(RowByRow):
         list(adapter.object_batches(tmp_path, params))
+
+
+def test_corpus_writing_logs_its_progress(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr("rbench.tasks.prepare.PROGRESS_SECONDS", 0.0)
+    monkeypatch.setattr("rbench.tasks.datasets.columnar.BLOCK", 2048)
+    _tricky_corpus(tmp_path / "corpus.jsonl", lines=200)
+    with caplog.at_level("INFO", logger="rbench"):
+        write_corpus(tmp_path / "c.parquet", Jsonl().object_batches(tmp_path, _params(tmp_path)), None, "tiny")
+    counts = [int(m.split(": ")[1].split()[0]) for m in caplog.messages if m.startswith("prepare tiny: ")]
+    written = pq.read_metadata(tmp_path / "c.parquet").num_rows
+    assert len(counts) > 1 and counts == sorted(counts) and counts[-1] == written
