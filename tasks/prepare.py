@@ -23,7 +23,7 @@ from rbench.core.store import Artifact, Stage, write_atomic
 from rbench.tasks.datasets.base import RowByRow, batches_of, get_adapter, object_ids
 from rbench.tasks.datasets.columnar import ahead, is_blank, utf8_buffers
 from rbench.tasks.download import PROGRESS_SECONDS
-from rbench.tasks.validate import check_missing_gold, row_hashes, validate
+from rbench.tasks.validate import check_missing_gold, repeated_keys, row_hashes, validate
 
 log = logging.getLogger("rbench")
 
@@ -196,8 +196,7 @@ def check_places(places: Path, dataset: str, lines_known: bool = True) -> None:
     only the rows whose hash repeats are read again, ids and all, to confirm a clash and
     name the records' files and lines. Without ``lines_known`` (a columnar reader), a clash of
     records without origins raises RowByRow, so that the row reader finds it with its lines."""
-    keys = np.sort(pq.read_table(places, columns=["key"]).column("key").to_numpy())
-    repeated = pa.array(np.unique(keys[1:][keys[1:] == keys[:-1]]))
+    repeated = pa.array(repeated_keys(pq.read_table(places, columns=["key"]).column("key").to_numpy().copy()))
     if not len(repeated):
         return
     seen: dict[tuple[str, int], str | None] = {}

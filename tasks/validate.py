@@ -17,12 +17,17 @@ from rbench.core.errors import DataError
 EXAMPLES = 5
 
 
+def repeated_keys(keys: np.ndarray) -> np.ndarray:
+    """The values that occur more than once in ``keys``, once each (``keys`` is sorted in place)."""
+    keys.sort()
+    return np.unique(keys[1:][keys[1:] == keys[:-1]])
+
+
 def duplicate_ids(corpus: Path, keys: np.ndarray) -> pl.DataFrame:
     """The object ids of ``corpus`` that repeat, with their counts (``len``, most repeated
     first). ``keys`` holds each object's id as a 64-bit number (its first 16 hex digits): they
     are sorted in place, and only the ids whose number repeats are read back and counted."""
-    keys.sort()
-    repeated = np.unique(keys[1:][keys[1:] == keys[:-1]])
+    repeated = repeated_keys(keys)
     return (pl.scan_parquet(corpus).select("object_id")
             .filter(pl.col("object_id").str.slice(0, 16).is_in([f"{k:016x}" for k in repeated.tolist()]))
             .group_by("object_id").len().filter(pl.col("len") > 1).sort(["len", "object_id"], descending=[True, False])

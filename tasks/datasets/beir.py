@@ -27,7 +27,7 @@ from rbench.tasks.datasets.base import (
 from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_text
 from rbench.tasks.datasets.columnar import chunk_numbers, is_blank, json_blocks, window_chunks
 from rbench.tasks.datasets.qrels import read_qrels
-from rbench.tasks.datasets.serialize import serialize_text
+from rbench.tasks.datasets.serialize import SEP, serialize_text
 
 SPLIT = re.compile(r"^[A-Za-z0-9][\w.-]*$")
 
@@ -112,7 +112,7 @@ class Beir(Adapter):
                 ids, titles = ids.take(rows), titles.take(rows)
             n = len(chunks)
             texts = pc.if_else(pc.greater(pc.binary_length(titles), 0),
-                               pc.binary_join_element_wise(titles, chunks, " [SEP] "), chunks)
+                               pc.binary_join_element_wise(titles, chunks, f" {SEP} "), chunks)
             yield pa.RecordBatch.from_arrays([texts, ids, titles, ids, pa.repeat("text", n),
                                               pa.array(chunk_numbers(rows, n)), pa.repeat("{}", n),
                                               pa.nulls(n, pa.string())], schema=OBJECT_SCHEMA)

@@ -35,7 +35,7 @@ from rbench.tasks.datasets.base import (
 )
 from rbench.tasks.datasets.columnar import is_blank, json_blocks
 from rbench.tasks.datasets.qrels import read_qrels
-from rbench.tasks.datasets.serialize import serialize_text
+from rbench.tasks.datasets.serialize import SEP, serialize_text
 
 CORPUS = "msmarco_v2.1_doc_segmented"
 SHARDS = 59
@@ -136,7 +136,7 @@ class MsmarcoV21(Adapter):
                 number = pc.cast(pc.list_element(pc.split_pattern(rest, "_", max_splits=1), 0), pa.int64())
                 title, count = batch.column("title"), batch.num_rows
                 yield pa.RecordBatch.from_arrays(
-                    [pc.binary_join_element_wise(title, batch.column("segment"), " [SEP] "), doc, title,
+                    [pc.binary_join_element_wise(title, batch.column("segment"), f" {SEP} "), doc, title,
                      batch.column("url"), pa.repeat("text", count), number,
                      pc.binary_join_element_wise('{"segment_id": "', segment_ids, '"}', ""),
                      pa.nulls(count, pa.string())], schema=OBJECT_SCHEMA)
