@@ -12,7 +12,8 @@
 5. selection among ``mip_candidates`` taken rank by rank from each source in turn (the
    question's hits, each sub-n-gram's, the expansion's), so that aligned objects compete:
    ``mip`` picks ``mip_k_select`` by relevance plus pairwise compatibility
-   ``w_sem cos + w_lex lexical`` (OR-Tools), ``rerank`` keeps the cross-encoder's best;
+   ``w_sem cos + w_lex lexical`` (exactly, by ``rbench.arm.bnb``, or with OR-Tools),
+   ``rerank`` keeps the cross-encoder's best;
 6. final selection (``final_selection``): the picked objects grouped into documents, the LLM
    names the documents that hold the evidence (``final_samples`` samples, unioned).
 
@@ -83,9 +84,9 @@ class ARMParams(BaseModel):
     expansion_k_compatible: PositiveInt = 5
     selection: Literal["mip", "rerank"] = "mip"
     mip_k_select: PositiveInt = 10
-    mip_candidates: StrictInt = Field(30, ge=2, le=500)
+    mip_candidates: StrictInt = Field(100, ge=2, le=500)
     mip_formulation: Literal["degree", "quadratic", "reproduction"] = "degree"
-    mip_solver: Literal["cp_sat", "scip"] = "cp_sat"
+    mip_solver: Literal["bnb", "cp_sat", "scip"] = "bnb"
     mip_time_limit: float = Field(5.0, gt=0, le=600)
     w_sem: float = Field(0.5, ge=0)
     w_lex: float = Field(0.5, ge=0)
@@ -108,6 +109,9 @@ class ARMParams(BaseModel):
             raise ValueError("ngram_alignment constrains generation to corpus n-grams with the transformers "
                              f"backend; this llm uses {self.llm.backend!r}: set ngram_alignment: false or use "
                              "backend: transformers")
+        if self.mip_solver == "bnb" and self.mip_formulation == "reproduction":
+            raise ValueError("mip_solver: bnb solves the exact problem (mip_formulation degree or quadratic); "
+                             "use mip_solver: cp_sat or scip for mip_formulation: reproduction")
         if self.corpus_ngram_min_len > self.corpus_ngram_max_len:
             raise ValueError(f"corpus_ngram_min_len {self.corpus_ngram_min_len} is above corpus_ngram_max_len "
                              f"{self.corpus_ngram_max_len}")

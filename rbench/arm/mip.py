@@ -12,6 +12,10 @@ Formulations (``formulation``):
   in place of the lower linking (it tightens the relaxation).
 - ``reproduction``: the ARM reproduction's model, a different problem: at most
   ``2(k - 1)`` pairs count (``2 c_ij <= b_i + b_j``, ``sum c <= 2(k - 1)``).
+
+Solvers: ``bnb`` (default), rbench's exact branch-and-bound for the exact problem
+(``rbench/arm/bnb.py``, NumPy only; not for ``reproduction``), or OR-Tools' ``cp_sat`` and
+``scip`` on the formulation's model.
 """
 
 from __future__ import annotations
@@ -23,10 +27,11 @@ from typing import Literal, Sequence
 
 import numpy as np
 
+from rbench.arm.bnb import branch_and_bound
 from rbench.core.errors import MissingExtraError
 
 Formulation = Literal["quadratic", "degree", "reproduction"]
-Solver = Literal["scip", "cp_sat"]
+Solver = Literal["bnb", "scip", "cp_sat"]
 _SOLVER_IDS = {"scip": "SCIP", "cp_sat": "CP-SAT"}
 
 
@@ -74,18 +79,15 @@ def _hint(relevance: np.ndarray, is_table: Sequence[bool], k: int) -> list[int]:
 
 
 def select(relevance: Sequence[float], compat: np.ndarray, is_table: Sequence[bool], k: int,
-           formulation: Formulation = "degree", solver: Solver = "cp_sat", time_limit: float = 10.0,
+           formulation: Formulation = "degree", solver: Solver = "bnb", time_limit: float = 10.0,
            threads: int = 1) -> Selection:
     """Solve one instance; ``compat`` is a symmetric ``n x n`` matrix (its diagonal is ignored).
 
-    Raises ValueError for inconsistent shapes or ``k < 1``. With ``k >= n`` every object is
-    picked. The most relevant objects meeting the quota are given as a hint, so a solve cut
-    by ``time_limit`` still returns a feasible set (status ``feasible`` and its gap).
+    Raises ValueError for inconsistent shapes, ``k < 1`` or ``bnb`` with ``reproduction``. With
+    ``k >= n`` every object is picked. A solve cut by ``time_limit`` still returns a feasible set
+    (status ``feasible`` and its gap): the best found, at least the most relevant objects
+    meeting the quota (OR-Tools gets them as a hint).
     """
-    try:
-        from ortools.linear_solver import pywraplp
-    except ImportError:
-        raise MissingExtraError("ortools", "arm", "ARM's MIP selection") from None
     r = np.asarray(relevance, dtype=float)
     c = np.asarray(compat, dtype=float)
     n = len(r)
@@ -93,12 +95,39 @@ def select(relevance: Sequence[float], compat: np.ndarray, is_table: Sequence[bo
         raise ValueError(f"k must be at least 1, got {k}")
     if c.shape != (n, n) or len(is_table) != n:
         raise ValueError(f"shapes disagree: {n} relevances, compatibility {c.shape}, {len(is_table)} modality flags")
+    if solver == "bnb" and formulation == "reproduction":
+        raise ValueError("solver 'bnb' solves the exact problem (formulation 'degree' or 'quadratic'); "
+                         "use solver 'cp_sat' or 'scip' for formulation 'reproduction'")
     started = time.perf_counter()
     if k >= n:
         picked = tuple(sorted(range(n), key=lambda i: -r[i]))
         value = objective(picked, r, c, formulation, n)
         return Selection(picked, "optimal", value, value, 0.0, time.perf_counter() - started)
+    if solver == "bnb":
+        solved = branch_and_bound(r, c, np.asarray(is_table, bool), k, *quota(k, is_table), time_limit)
+        picked, status, bound = solved.picked, "optimal" if solved.optimal else "feasible", solved.bound
+    else:
+        picked, status, bound = _or_tools(r, c, is_table, k, formulation, solver, time_limit, threads)
+    seconds = time.perf_counter() - started
+    picked = tuple(sorted(picked, key=lambda i: -r[i]))
+    value = objective(picked, r, c, formulation, k)
+    if status == "optimal":
+        bound = value
+    if status == "optimal":
+        gap = 0.0
+    else:
+        gap = abs(bound - value) / max(abs(value), 1e-9) if math.isfinite(bound) else math.inf
+    return Selection(picked, status, value, bound, gap, seconds)
 
+
+def _or_tools(r: np.ndarray, c: np.ndarray, is_table: Sequence[bool], k: int, formulation: Formulation,
+              solver: Solver, time_limit: float, threads: int) -> tuple[list[int], str, float]:
+    """The formulation's model solved by OR-Tools: picked indices, status and best bound."""
+    try:
+        from ortools.linear_solver import pywraplp
+    except ImportError:
+        raise MissingExtraError("ortools", "arm", "ARM's MIP selection") from None
+    n = len(r)
     s = pywraplp.Solver.CreateSolver(_SOLVER_IDS[solver])
     b = [s.BoolVar(f"b{i}") for i in range(n)]
     pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
@@ -130,16 +159,7 @@ def select(relevance: Sequence[float], compat: np.ndarray, is_table: Sequence[bo
     s.SetTimeLimit(int(time_limit * 1000))
     s.SetNumThreads(threads)
     code = s.Solve()
-    seconds = time.perf_counter() - started
     if code in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
         picked = [i for i in range(n) if b[i].solution_value() > 0.5]
-        status = "optimal" if code == pywraplp.Solver.OPTIMAL else "feasible"
-        bound = s.Objective().BestBound()
-    else:
-        picked, status, bound = sorted(hint), "fallback", math.inf
-    picked = tuple(sorted(picked, key=lambda i: -r[i]))
-    value = objective(picked, r, c, formulation, k)
-    if status == "optimal":
-        bound = value
-    gap = 0.0 if status == "optimal" else (abs(bound - value) / max(abs(value), 1e-9) if math.isfinite(bound) else math.inf)
-    return Selection(picked, status, value, bound, gap, seconds)
+        return picked, "optimal" if code == pywraplp.Solver.OPTIMAL else "feasible", s.Objective().BestBound()
+    return sorted(hint), "fallback", math.inf

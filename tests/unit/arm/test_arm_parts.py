@@ -52,6 +52,7 @@ SMOL = {"backend": "transformers", "model": "smollm2-135m"}
     ({"llm": SMOL, "dense": {"name": "bm25s"}}, "dense must be a dense retriever"),
     ({"llm": SMOL, "corpus_ngram_min_len": 4, "corpus_ngram_max_len": 3}, "corpus_ngram_min_len 4 is above"),
     ({"llm": SMOL, "mip_formulation": "cubic"}, "mip_formulation"),
+    ({"llm": SMOL, "mip_formulation": "reproduction"}, "use mip_solver: cp_sat or scip for mip_formulation: repro"),
     ({"llm": SMOL, "base": {"name": "ngrams", "params": {"tokenizer": "smollm2-135m"}}}, "'ngrams' is not a retriever"),
 ])
 def test_bad_arm_settings_are_named(params, message):
