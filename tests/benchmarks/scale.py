@@ -27,6 +27,7 @@ import json
 import math
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -47,19 +48,52 @@ ANN = ("dense-ivfpq", "dense-ivfpq-disk")
 STAGES = ("download", "prepare", "subsample", "encode", "index", "retrieve", "evaluate")
 
 
-def generate(folder: Path, objects: int, seed: int = 0) -> tuple[Path, Path]:
-    """Write ``corpus.jsonl`` (``objects`` lines) and ``queries.jsonl`` into ``folder`` once."""
+def model_words() -> list[str]:
+    """The whole lower-case words (3 to 12 letters) of the packaged static model's vocabulary,
+    most frequent first."""
+    from rbench.retrievers.models import MODELS, canonical_id, packaged_path
+
+    spec = MODELS[canonical_id(STATIC["model"])]
+    folder = packaged_path(spec)
+    if folder is None:
+        raise SystemExit(f"--vocabulary words reads the packaged static model's vocabulary: pip install {spec.package}")
+    vocab = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
+    return [piece[1:] for piece, _ in vocab if re.fullmatch("\u2581[a-z]{3,12}", piece)]
+
+
+def vocabularies(kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """The Zipfian vocabulary (``VOCABULARY`` words) and the words planted three per query, each
+    in one query only: made-up tokens (``tokens``: ``w1f3``, ``key12a``) or words of the static
+    model's vocabulary (``words``)."""
+    if kind == "tokens":
+        return (np.array([f"w{i:x}" for i in range(VOCABULARY)]),
+                np.array([f"key{q}{c}" for q in range(QUERIES) for c in "abc"]))
+    words = model_words()
+    if len(words) < VOCABULARY + 3 * QUERIES:
+        raise SystemExit(f"the static model has {len(words):,} words; {VOCABULARY + 3 * QUERIES:,} are needed")
+    return np.array(words[:VOCABULARY]), np.array(words[-3 * QUERIES:])
+
+
+def generate(folder: Path, objects: int, seed: int = 0, vocabulary: str = "tokens") -> tuple[Path, Path]:
+    """Write ``corpus.jsonl`` (``objects`` lines) and ``queries.jsonl`` into ``folder`` once.
+
+    ``tokens``: the gold object (a table row) holds its query's three planted tokens once, and the
+    query adds three frequent words. ``words``: the gold object (a passage) holds each of the
+    three planted words four times (12 of its 24 words) and the query is the three words, so that
+    the static model places the gold object near its query (it does not, for three words among a
+    table row's 24 and its ``[H]`` markup)."""
     corpus, queries = folder / "corpus.jsonl", folder / "queries.jsonl"
     if corpus.exists() and queries.exists():
         return corpus, queries
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
-    words = np.array([f"w{i:x}" for i in range(VOCABULARY)])
+    words, keys = vocabularies(vocabulary)
+    repeat, part_planted = (1, 1) if vocabulary == "tokens" else (4, 2)
     weights = 1.0 / np.arange(1, VOCABULARY + 1) ** 1.07
     weights /= weights.sum()
     docs = objects // OBJECTS_PER_DOC
     gold = rng.choice(docs, QUERIES, replace=False)
-    planted = {int(d): [f"key{q}a", f"key{q}b", f"key{q}c"] for q, d in enumerate(gold)}
+    planted = {int(d): list(keys[3 * q: 3 * q + 3]) for q, d in enumerate(gold)}
     chunk = 100_000
     with open(corpus.with_suffix(".tmp"), "w", encoding="utf-8") as out:
         for start in range(0, objects, chunk):
@@ -70,8 +104,8 @@ def generate(folder: Path, objects: int, seed: int = 0) -> tuple[Path, Path]:
                 n = start + i
                 doc, part = divmod(n, OBJECTS_PER_DOC)
                 tokens = list(row)
-                if part == 1 and doc in planted:
-                    tokens[:3] = planted[doc]
+                if part == part_planted and doc in planted:
+                    tokens[:3 * repeat] = planted[doc] * repeat
                 if part % 2:
                     text = " , ".join(f"[H] {a} : {b}" for a, b in zip(tokens[::2], tokens[1::2]))
                 else:
@@ -82,14 +116,20 @@ def generate(folder: Path, objects: int, seed: int = 0) -> tuple[Path, Path]:
     with open(queries, "w", encoding="utf-8") as out:
         for q, d in enumerate(gold):
             common = " ".join(words[rng.choice(200, 3)])
-            out.write(json.dumps({"query_id": f"q{q}", "text": f"{' '.join(planted[int(d)])} {common}",
+            text = " ".join(planted[int(d)]) + (f" {common}" if vocabulary == "tokens" else "")
+            out.write(json.dumps({"query_id": f"q{q}", "text": text,
                                   "gold_doc_ids": [f"doc{d}"]}) + "\n")
     return corpus, queries
 
 
-def config(workdir: Path, objects: int, retriever: str) -> dict:
+def data_folder(workdir: Path, objects: int, vocabulary: str) -> Path:
+    """Where the corpus of one size and vocabulary is generated."""
+    return workdir / (f"data-{objects}" if vocabulary == "tokens" else f"data-{vocabulary}-{objects}")
+
+
+def config(workdir: Path, objects: int, retriever: str, vocabulary: str = "tokens") -> dict:
     """The experiment of one size and one retriever."""
-    corpus, queries = generate(workdir / f"data-{objects}", objects)
+    corpus, queries = generate(data_folder(workdir, objects, vocabulary), objects, vocabulary=vocabulary)
     return {"name": f"scale-{objects}", "store": str(workdir / "store"), "depth": 100,
             "subsample": {"size": QUERIES, "seed": 0}, "execution": {"shard_size": 1_000_000},
             "datasets": [{"name": f"synthetic-{objects}", "adapter": "jsonl",
@@ -204,18 +244,21 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/rbench-scale"))
     parser.add_argument("--stages", nargs="+", default=list(STAGES), choices=STAGES,
                         help="measure only these stages (earlier ones are built unmeasured when missing)")
+    parser.add_argument("--vocabulary", default="tokens", choices=["tokens", "words"],
+                        help="made-up tokens (dense finds nothing) or the static model's words (dense finds gold)")
     parser.add_argument("--references", nargs="*", default=["pyarrow", "bm25s"], choices=["pyarrow", "bm25s"])
     args = parser.parse_args()
     print(f"machine: {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"load {os.getloadavg()[0]:.2f}; synthetic corpus, {OBJECTS_PER_DOC} objects a document, {QUERIES} queries")
+          f"load {os.getloadavg()[0]:.2f}; synthetic corpus ({args.vocabulary}), {OBJECTS_PER_DOC} objects a document, "
+          f"{QUERIES} queries")
     rows = []
     for size in args.sizes:
         t0 = time.perf_counter()
-        corpus, _ = generate(args.workdir / f"data-{size}", size)
+        corpus, _ = generate(data_folder(args.workdir, size, args.vocabulary), size, vocabulary=args.vocabulary)
         print(f"generated {size:,} objects in {time.perf_counter() - t0:.0f} s ({corpus.stat().st_size / 1e6:.0f} MB)",
               flush=True)
         for retriever in args.retrievers:
-            raw = json.dumps(config(args.workdir, size, retriever))
+            raw = json.dumps(config(args.workdir, size, retriever, args.vocabulary))
             for stage in STAGES[: max(STAGES.index(s) for s in args.stages) + 1]:
                 if stage == "encode" and RETRIEVERS[retriever]["name"] != "dense":
                     continue
