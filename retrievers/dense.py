@@ -53,6 +53,30 @@ def import_faiss():
     return faiss
 
 
+def gpu_clustering_index(dim: int):
+    """An exact inner-product index over every GPU faiss-gpu sees, for k-means; None without GPUs."""
+    faiss = import_faiss()
+    if hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0:
+        return faiss.index_cpu_to_all_gpus(faiss.IndexFlatIP(dim))
+    return None
+
+
+def train_ivf(index, sample: np.ndarray) -> bool:
+    """Train an inverted-file index on ``sample``; its k-means assigns points on the GPUs when
+    there are any (``gpu_clustering_index``). Returns whether it did."""
+    faiss = import_faiss()
+    clustering = gpu_clustering_index(index.d)
+    ivf = faiss.extract_index_ivf(index)
+    if clustering is not None:
+        ivf.clustering_index = clustering
+    try:
+        index.train(sample)
+    finally:
+        if clustering is not None:
+            ivf.clustering_index = None
+    return clustering is not None
+
+
 class DenseParams(BaseModel):
     """``model``: registry id, alias, hub id or folder; ``encoding``: prompts and loading
     options (:class:`rbench.retrievers.models.Encoding`; a known model gets its authors' defaults);
@@ -244,14 +268,14 @@ class Dense(Retriever):
         faiss = import_faiss()
         started = time.perf_counter()
         total = pq.ParquetFile(corpus).metadata.num_rows
-        index, added, trained, parts = None, 0, 0.0, []
+        index, added, trained, parts, kmeans_on_gpus = None, 0, 0.0, [], False
         for shard in shards:
             vectors = np.load(Path(shard) / "embeddings.npy", mmap_mode="r")
             if index is None:
                 index = self._new_index(vectors.shape[1], total)
                 if not index.is_trained:
                     t0 = time.perf_counter()
-                    index.train(self._training_sample(shards, total))
+                    kmeans_on_gpus = train_ivf(index, self._training_sample(shards, total))
                     trained = time.perf_counter() - t0
             target = faiss.clone_index(index) if self.params.on_disk else index
             for offset in range(0, len(vectors), CHUNK):
@@ -273,7 +297,8 @@ class Dense(Retriever):
         with pq.ParquetWriter(folder / "ids.parquet", pa.schema([("object_id", pa.string())])) as ids:
             for batch in pq.ParquetFile(corpus).iter_batches(batch_size=1 << 16, columns=["object_id"]):
                 ids.write_batch(batch)
-        ivf = {"nlist": index.nlist, "train_seconds": round(trained, 2)} if hasattr(index, "nlist") else {}
+        ivf = {"nlist": index.nlist, "train_seconds": round(trained, 2),
+               "kmeans_on_gpus": kmeans_on_gpus} if hasattr(index, "nlist") else {}
         return {"indexed": total, "dim": index.d, "shards": len(shards), **ivf,
                 "index_bytes": sum(f.stat().st_size for f in (folder / "index.faiss", folder / IVFDATA) if f.exists()),
                 "index_seconds": round(time.perf_counter() - started, 2)}

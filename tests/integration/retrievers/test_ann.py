@@ -94,3 +94,28 @@ def test_on_disk_lists_merged_from_the_shards_search_as_the_index_in_memory(tmp_
     assert disk.index_params()["on_disk"] is True
     with pytest.raises(ValueError, match="on_disk .* needs index ivf_flat or ivf_pq, not 'hnsw'"):
         make_retriever("dense", {"model": "static-64d", "index": "hnsw", "on_disk": True})
+
+
+def test_the_ivf_k_means_runs_on_the_clustering_index_given_for_gpus(tmp_path, monkeypatch):
+    import faiss
+
+    from rbench.retrievers import dense
+
+    rng = np.random.default_rng(2)
+    vectors = _clustered(rng, 8_000, 64, 20)
+    (tmp_path / "cpu").mkdir()
+    _, cpu = _build(tmp_path / "cpu", "ivf_flat", vectors)
+    given = []
+
+    def clustering(dim):  # what faiss-gpu would give, here on the CPU: the same k-means
+        given.append(faiss.IndexFlatIP(dim))
+        return given[-1]
+
+    monkeypatch.setattr(dense, "gpu_clustering_index", clustering)
+    (tmp_path / "gpu").mkdir()
+    retriever, gpu = _build(tmp_path / "gpu", "ivf_flat", vectors)
+    assert not cpu["kmeans_on_gpus"] and gpu["kmeans_on_gpus"] and given and given[0].ntotal == gpu["nlist"]
+    assert faiss.extract_index_ivf(retriever._index).clustering_index is None  # not kept past training
+    trained = [faiss.read_index(str(tmp_path / side / "ivf_flat" / "index.faiss")) for side in ("cpu", "gpu")]
+    centroids = [faiss.extract_index_ivf(i).quantizer.reconstruct_n(0, i.nlist) for i in trained]
+    assert np.allclose(centroids[0], centroids[1], atol=1e-5)
