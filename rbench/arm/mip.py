@@ -112,9 +112,7 @@ def select(relevance: Sequence[float], compat: np.ndarray, is_table: Sequence[bo
     picked = tuple(sorted(picked, key=lambda i: -r[i]))
     value = objective(picked, r, c, formulation, k)
     if status == "optimal":
-        bound = value
-    if status == "optimal":
-        gap = 0.0
+        bound, gap = value, 0.0
     else:
         gap = abs(bound - value) / max(abs(value), 1e-9) if math.isfinite(bound) else math.inf
     return Selection(picked, status, value, bound, gap, seconds)
