@@ -227,7 +227,9 @@ class _Search:
         n = len(self.r)
         split = self.c / 2
         np.fill_diagonal(split, -np.inf)
-        stack = [(np.array([], int), np.arange(n), split, np.inf)]
+        root, _, _ = self.lagrange(self.r, split.copy(), self.n_tables, self.k, self.tables, self.passages,
+                                   -np.inf, 1)  # the bound before any step, if time runs out first
+        stack = [(np.array([], int), np.arange(n), split, root)]
         while stack:
             if time.perf_counter() > self.deadline:
                 bound = max(self.best, max(b for *_, b in stack))
