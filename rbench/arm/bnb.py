@@ -171,6 +171,7 @@ class _Search:
 
     def node(self, picked: np.ndarray, free: np.ndarray, split: np.ndarray, steps: int) -> list[tuple]:
         """Bound and fix one node; returns its children (the last is searched first)."""
+        split = split.copy()  # the parent's is shared with this node's sibling
         while True:
             m = self.k - len(picked)
             picked_tables = int((picked < self.n_tables).sum())
@@ -185,7 +186,6 @@ class _Search:
                 return []
             n_tables = int(np.searchsorted(free, self.n_tables))
             gain = self.r[free] + self.c[np.ix_(picked, free)].sum(0)
-            split = split.copy()
             bound, score, chosen = self.lagrange(gain, split, n_tables, m, tables, passages, self.best - base, steps)
             steps = REFIX_STEPS
             if base + bound <= self.best + EPS:

@@ -27,7 +27,7 @@ from typing import Literal, Sequence
 
 import numpy as np
 
-from rbench.arm.bnb import branch_and_bound
+from rbench.arm.bnb import best_under_quota, branch_and_bound
 from rbench.core.errors import MissingExtraError
 
 Formulation = Literal["quadratic", "degree", "reproduction"]
@@ -71,11 +71,9 @@ def objective(picked: Sequence[int], relevance: np.ndarray, compat: np.ndarray, 
 
 def _hint(relevance: np.ndarray, is_table: Sequence[bool], k: int) -> list[int]:
     """A feasible start: the most relevant objects that meet the table/passage quota."""
-    need_tables, need_passages = quota(k, is_table)
-    order = sorted(range(len(relevance)), key=lambda i: -relevance[i])
-    picked = [i for i in order if is_table[i]][:need_tables] + [i for i in order if not is_table[i]][:need_passages]
-    picked += [i for i in order if i not in set(picked)][: k - len(picked)]
-    return picked
+    order = np.argsort(~np.asarray(is_table, bool), kind="stable")  # tables first, as best_under_quota wants
+    chosen = best_under_quota(np.asarray(relevance, float)[order], int(sum(is_table)), k, *quota(k, is_table))
+    return [int(order[i]) for i in chosen]
 
 
 def select(relevance: Sequence[float], compat: np.ndarray, is_table: Sequence[bool], k: int,
