@@ -9,7 +9,7 @@ from typing import Literal, Sequence
 
 from rbench.evaluation.metrics import METRICS
 from rbench.evaluation.plots import recall_curves
-from rbench.evaluation.reproduction import HEADER, caption, summary
+from rbench.evaluation.reproduction import HEADER, caption, cell_notes, summary
 from rbench.evaluation.reproduction import rows as repro_rows
 from rbench.evaluation.significance import bootstrap_test, randomization_test
 
@@ -58,15 +58,27 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], fmt: Literal["m
 def _reproduction(doc: dict, fmt: Literal["md", "html"]) -> list[str]:
     """A comparison of ``rbench compare`` as report parts: heading, caption, table, summary."""
     heading = f"Against published {doc['against']}: {doc['title']}"
+    notes = [f"Note: {n}" for n in cell_notes(doc)]
     if fmt == "md":
-        return [f"## {heading}", caption(doc), _table(HEADER, repro_rows(doc), fmt), summary(doc) + "."]
+        return [f"## {heading}", caption(doc), _table(HEADER, repro_rows(doc), fmt), summary(doc) + ".", *notes]
     return [f"<h2>{html.escape(heading)}</h2>", f"<p>{html.escape(caption(doc))}</p>",
-            _table(HEADER, repro_rows(doc), fmt), f"<p>{html.escape(summary(doc))}.</p>"]
+            _table(HEADER, repro_rows(doc), fmt), f"<p>{html.escape(summary(doc))}.</p>",
+            *(f"<p>{html.escape(n)}</p>" for n in notes)]
 
 
 def reproduction_markdown(doc: dict) -> str:
     """One comparison as a Markdown section (what ``rbench compare`` prints and writes)."""
     return "\n\n".join(_reproduction(doc, "md")) + "\n"
+
+
+def reproduction_page(docs: Sequence[dict], title: str) -> tuple[str, str]:
+    """Several comparisons as one page: ``(markdown, html)`` of ``reproduction.md``/``.html``."""
+    md = "\n\n".join([f"# {title}", *("\n\n".join(_reproduction(d, "md")) for d in docs)]) + "\n"
+    body = "".join("".join(_reproduction(d, "html")) for d in docs)
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            "<style>body{font-family:sans-serif}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
+            f"padding:2px 6px}}</style></head><body><h1>{html.escape(title)}</h1>{body}</body></html>\n")
+    return md, page
 
 
 def _trace_lines(trace: dict) -> list[str]:

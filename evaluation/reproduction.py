@@ -2,9 +2,14 @@
 
 A published table (``evaluation/published/<name>.yaml``) holds the numbers a paper, a README
 or a regression page prints, with its source, the study config that reproduces it and, per
-system and dataset, ``metric@k: value``. :func:`compare` puts a run's per-query scores beside
-it: measured mean, published value, delta, a percentile bootstrap 95% interval of the mean
-over the run's queries, and whether the published value lies inside that interval.
+system and dataset, ``metric@k: value``; optionally how many queries each published mean is
+over (stated, or inferred and marked so), what each system and dataset must be in a run to be
+comparable, the decimals printed, throughput and printed averages. :func:`compare` puts a
+run's per-query scores beside it: measured mean, published value, delta, a percentile
+bootstrap 95% interval of the run's mean and, where the published sample size is known, a 95%
+interval of the difference that accounts for both samples and the published rounding. Each
+cell gets a verdict: ``inside``, ``outside``, ``not comparable`` (with the reason) or
+``missing``. Reviewed notes (``published/notes/<name>.yaml``) explain measured deviations.
 """
 
 from __future__ import annotations
@@ -35,6 +40,40 @@ class Source(BaseModel):
     url: str = Field(pattern=r"^https://")
     read: date
     per_dataset: dict[str, str] = Field(default_factory=dict)
+    table: str | None = None
+    columns: str | None = None
+
+
+class Sample(BaseModel):
+    """How many queries a published mean is over: ``n``, whether the source states it or it is
+    ``inferred`` from the printed values, and the ``basis`` of that number."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    n: int = Field(gt=0)
+    inferred: bool = False
+    basis: str = Field(min_length=1)
+
+
+class Erratum(BaseModel):
+    """A published cell, kept as printed, that breaks an identity every correct table holds
+    (``cell``: ``system/dataset@k``), and which identity."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cell: str = Field(pattern=r"^[^/]+/[^@]+@\d+$")
+    text: str = Field(min_length=1)
+
+
+class Requirement(BaseModel):
+    """What a published system or dataset was: a ``description``, and the run parameters (as
+    MLflow logs them on a child run, e.g. ``retriever.params.model``) that must hold for a run's
+    cell to be comparable; a ``stand_in`` note says what a laptop run uses instead."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    description: str = ""
+    requires: dict[str, str | int | float | bool] = Field(default_factory=dict)
 
 
 def parse_cell(name: str) -> tuple[str, int]:
@@ -56,7 +95,15 @@ class PublishedTable(BaseModel):
     source: Source
     study: str | None = None
     notes: str = ""
+    protocol: str | None = None
+    decimals: int | None = Field(None, ge=1, le=6)
+    queries: dict[str, Sample] = Field(default_factory=dict)
+    systems: dict[str, Requirement] = Field(default_factory=dict)
+    datasets: dict[str, Requirement] = Field(default_factory=dict)
     values: dict[str, dict[str, dict[str, float]]] = Field(min_length=1)
+    averages: dict[str, dict[str, float]] = Field(default_factory=dict)
+    qps: dict[str, dict[str, float | None]] = Field(default_factory=dict)
+    errata: list[Erratum] = Field(default_factory=list)
 
     @field_validator("values")
     @classmethod
@@ -73,16 +120,39 @@ class PublishedTable(BaseModel):
     @model_validator(mode="after")
     def _sources_name_datasets(self) -> "PublishedTable":
         datasets = {d for ds in self.values.values() for d in ds}
-        unknown = sorted(set(self.source.per_dataset) - datasets)
-        if unknown:
-            raise ValueError(f"source.per_dataset names {unknown}, which no value has; the datasets are "
-                             f"{sorted(datasets)}")
+        systems = set(self.values)
+        for field, names, known in (("source.per_dataset", self.source.per_dataset, datasets),
+                                    ("queries", set(self.queries) - {"*"}, datasets),
+                                    ("datasets", self.datasets, datasets), ("systems", self.systems, systems),
+                                    ("averages", self.averages, systems), ("qps", self.qps, systems)):
+            unknown = sorted(set(names) - known)
+            if unknown:
+                raise ValueError(f"{field} names {unknown}, which no value has; the table has {sorted(known)}")
+        for system, cells in self.averages.items():
+            for name in cells:
+                parse_cell(name)
         return self
+
+    def sample(self, dataset: str) -> Sample | None:
+        """The published sample of ``dataset``'s cells (its own entry, else ``*``), or None."""
+        return self.queries.get(dataset) or self.queries.get("*")
+
+    def rounding(self) -> float:
+        """Half a unit of the last printed decimal (0 when the table does not say)."""
+        return 0.5 * 10.0 ** -self.decimals if self.decimals else 0.0
 
     def cells(self) -> list[tuple[str, str, str, int, float]]:
         """``(system, dataset, metric, k, value)`` for every published number, in file order."""
         return [(s, d, *parse_cell(c), v) for s, ds in self.values.items() for d, cs in ds.items()
                 for c, v in cs.items()]
+
+
+def consistent_sample_sizes(shares: Sequence[float], decimals: int, limit: int) -> list[int]:
+    """Every query count ``n <= limit`` for which each printed share (a fraction of queries, such
+    as perfect recall, rounded to ``decimals``) is some ``j / n``: how a published table's sample
+    size is inferred when the source does not state it."""
+    half = 0.5 * 10.0 ** -decimals + 1e-9
+    return [n for n in range(1, limit + 1) if all(abs(round(v * n) / n - v) <= half for v in shares)]
 
 
 def published_names() -> list[str]:
@@ -143,6 +213,13 @@ class Cell:
     inside: bool | None = None
     queries: int = 0
     missing: str = ""
+    published_queries: int | None = None
+    published_queries_inferred: bool = False
+    diff_low: float | None = None
+    diff_high: float | None = None
+    verdict: str = "missing"
+    reason: str = ""
+    note: str = ""
 
 
 def _renames(pairs: Sequence[str], known: set[str]) -> dict[str, str]:
@@ -159,11 +236,47 @@ def _renames(pairs: Sequence[str], known: set[str]) -> dict[str, str]:
     return renames
 
 
+def difference_interval(per_query: Sequence[float], published: float, n_published: int,
+                        rounding: float = 0.0, z: float = 1.959964) -> tuple[float, float]:
+    """A 95% interval of (run mean - published mean) when both are means over independent query
+    samples: ``delta +- z * sqrt(s_run^2 / n_run + s_pub^2 / n_pub)``, widened by the published
+    value's rounding. A binary metric (every run score 0 or 1) takes the published sample's
+    variance as ``p (1 - p)`` of the published value; otherwise the published sample is assumed
+    to spread like the run's (its per-query scores are not published)."""
+    scores = np.asarray(per_query, dtype=float)
+    if not scores.size or n_published < 1:
+        raise ValueError("a difference interval needs the run's scores and a published sample size >= 1")
+    mean = float(scores.mean())
+    var_run = float(scores.var(ddof=1)) if scores.size > 1 else 0.0
+    binary = bool(np.all((scores == 0) | (scores == 1)))
+    var_pub = published * (1 - published) if binary else var_run
+    half = z * math.sqrt(var_run / scores.size + var_pub / n_published) + rounding
+    return mean - published - half, mean - published + half
+
+
+def _unmet(requirement: "Requirement | None", params: Mapping[str, str], what: str) -> str:
+    """Why a run's child-run ``params`` do not meet a published system's or dataset's requirements ("" if they do)."""
+    if requirement is None:
+        return ""
+    for key, wanted in requirement.requires.items():
+        got = params.get(key)
+        if got is None or str(got) != str(wanted):
+            return (f"{what}: the published cell has {key} = {wanted}, the run {got if got is not None else 'does not set it'}"
+                    f" ({requirement.description})" if requirement.description else
+                    f"{what}: the published cell has {key} = {wanted}, the run {got}")
+    return ""
+
+
 def compare(table: PublishedTable, scores: Mapping[tuple[str, str], Mapping[tuple[str, int, str], float]],
-            maps: Sequence[str] = (), trials: int = 10_000, seed: int = 0) -> list[Cell]:
+            maps: Sequence[str] = (), trials: int = 10_000, seed: int = 0,
+            params: Mapping[tuple[str, str], Mapping[str, str]] | None = None, protocol: str | None = None,
+            notes: Sequence["Note"] = ()) -> list[Cell]:
     """Each published cell beside the run's per-query ``scores[(dataset, retriever)][(metric,
     k, query_id)]``. A published system or dataset is looked up under its own name, or the name
-    ``maps`` (``PUBLISHED=RUN`` strings, systems and datasets alike) gives it."""
+    ``maps`` (``PUBLISHED=RUN`` strings, systems and datasets alike) gives it. ``params``: each
+    child run's logged parameters, checked against the table's system and dataset
+    requirements; ``protocol``: the run's evaluation protocol, checked against the table's.
+    ``notes``: reviewed notes on measured deviations, attached to the cells they name."""
     if trials < 1:
         raise RbenchError(f"--trials {trials}: the bootstrap needs at least one resample (default 10,000)")
     cells = table.cells()
@@ -172,22 +285,91 @@ def compare(table: PublishedTable, scores: Mapping[tuple[str, str], Mapping[tupl
     out = []
     for system, dataset, metric, k, published in cells:
         run_system, run_dataset = renames.get(system, system), renames.get(dataset, dataset)
+        sample = table.sample(dataset)
+        note = next((f"{system} on {dataset}: {n.text} Measured with: {n.command}" for n in notes
+                     if n.matches(system, dataset, metric, k)), "")
         base = dict(system=system, dataset=dataset, metric=metric, k=k, published=published,
-                    run_system=run_system, run_dataset=run_dataset)
+                    run_system=run_system, run_dataset=run_dataset, note=note,
+                    published_queries=sample.n if sample else None,
+                    published_queries_inferred=bool(sample and sample.inferred))
         if (run_dataset, run_system) not in run_pairs:
             missing = (f"the run has no dataset {run_dataset!r}" if all(d != run_dataset for d, _ in run_pairs)
                        else f"the run has no retriever {run_system!r} on {run_dataset!r}")
-            out.append(Cell(**base, missing=missing))
+            out.append(Cell(**base, missing=missing, reason=missing))
             continue
         per_query = [v for (m, kk, _), v in scores[(run_dataset, run_system)].items() if m == metric and kk == k]
         if not per_query:
-            out.append(Cell(**base, missing=f"the run has no {metric}@{k} (add {k} to metrics.k)"))
+            missing = f"the run has no {metric}@{k} (add {k} to metrics.k)"
+            out.append(Cell(**base, missing=missing, reason=missing))
             continue
         measured = float(np.mean(per_query))
         low, high = bootstrap_interval(per_query, trials, seed)
+        child = (params or {}).get((run_dataset, run_system), {})
+        reason = ""
+        if table.protocol and protocol is not None and protocol != table.protocol:
+            reason = (f"the published cells follow protocol {table.protocol!r}, the run {protocol!r} "
+                      f"(set protocol: {table.protocol} in the experiment file)")
+        reason = reason or _unmet(table.systems.get(system), child, system) or _unmet(
+            table.datasets.get(dataset), child, dataset)
+        diff_low = diff_high = None
+        if sample is not None:
+            diff_low, diff_high = difference_interval(per_query, published, sample.n, table.rounding())
+            held = diff_low <= 0 <= diff_high
+        else:
+            held = low - table.rounding() <= published <= high + table.rounding()
+        verdict = "not comparable" if reason else ("inside" if held else "outside")
         out.append(Cell(**base, measured=measured, delta=measured - published, ci_low=low, ci_high=high,
-                        inside=low <= published <= high, queries=len(per_query)))
+                        inside=held, queries=len(per_query), diff_low=diff_low, diff_high=diff_high,
+                        verdict=verdict, reason=reason))
     return out
+
+
+class Note(BaseModel):
+    """A reviewed note on a measured deviation: the cells it explains (``systems``,
+    ``datasets``, ``cells`` as ``metric@k``; empty means all), its text, the command that
+    measured it, and the variants it measured (free-form rows)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    systems: list[str] = Field(default_factory=list)
+    datasets: list[str] = Field(default_factory=list)
+    cells: list[str] = Field(default_factory=list)
+    text: str = Field(min_length=1)
+    command: str = Field(min_length=1)
+    measured: list[dict[str, str | int | float]] = Field(default_factory=list)
+    date: date
+
+    @field_validator("cells")
+    @classmethod
+    def _metric_at_k(cls, cells: list[str]) -> list[str]:
+        for cell in cells:
+            parse_cell(cell)
+        return cells
+
+    def matches(self, system: str, dataset: str, metric: str, k: int) -> bool:
+        """Whether this note speaks of the cell."""
+        return ((not self.systems or system in self.systems) and (not self.datasets or dataset in self.datasets)
+                and (not self.cells or f"{metric}@{k}" in self.cells))
+
+
+class Notes(BaseModel):
+    """The notes file of a published table: ``published/notes/<table>.yaml``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    table: str
+    notes: list[Note] = Field(default_factory=list)
+
+
+def load_notes(table: PublishedTable) -> list[Note]:
+    """The reviewed notes shipped for ``table`` (none when it has no notes file)."""
+    path = PUBLISHED / "notes" / f"{table.name}.yaml"
+    if not path.is_file():
+        return []
+    notes = validate_file(Notes, path, "notes on a published table")
+    if notes.table != table.name:
+        raise ConfigError(f"{path} says it is about table {notes.table!r}: name it {path.stem!r} like its file")
+    return list(notes.notes)
 
 
 def document(table: PublishedTable, cells: Sequence[Cell], run: str, trials: int, seed: int) -> dict:
@@ -196,37 +378,59 @@ def document(table: PublishedTable, cells: Sequence[Cell], run: str, trials: int
             "bootstrap": {"trials": trials, "seed": seed, "level": 0.95}, "cells": [asdict(c) for c in cells]}
 
 
-HEADER = ("system", "dataset", "metric", "published", "measured", "delta", "95% interval", "inside", "queries")
+HEADER = ("system", "dataset", "metric", "published (n)", "measured (n)", "delta", "95% interval of the delta",
+          "verdict")
 
 
 def rows(doc: Mapping) -> list[list[str]]:
     """A comparison document's cells as table rows under :data:`HEADER`; a run's own name for
-    a published system or dataset follows it in brackets."""
+    a published system or dataset follows it in brackets, an inferred published sample size is
+    marked ``~``, and the interval is of the difference when the published sample size is known
+    (else the run's bootstrap interval, shifted by the published value)."""
     out = []
     for c in doc["cells"]:
+        n = c.get("published_queries")
+        published_n = "" if n is None else f" ({'~' if c.get('published_queries_inferred') else ''}{n})"
         names = [c["system"] if c["run_system"] == c["system"] else f"{c['system']} ({c['run_system']})",
                  c["dataset"] if c["run_dataset"] == c["dataset"] else f"{c['dataset']} ({c['run_dataset']})",
-                 f"{c['metric']}@{c['k']}", f"{c['published']:.4f}"]
+                 f"{c['metric']}@{c['k']}", f"{c['published']:.4f}{published_n}"]
         if c["measured"] is None:
-            out.append(names + [c["missing"], "", "", "", ""])
-        else:
-            interval = f"[{c['ci_low']:.4f}, {c['ci_high']:.4f}]"
-            out.append(names + [f"{c['measured']:.4f}", f"{c['delta']:+.4f}", interval,
-                                "yes" if c["inside"] else "no", str(c["queries"])])
+            out.append(names + ["", "", "", f"missing: {c['missing']}"])
+            continue
+        low, high = ((c["diff_low"], c["diff_high"]) if c.get("diff_low") is not None
+                     else (c["ci_low"] - c["published"], c["ci_high"] - c["published"]))
+        verdict = c.get("verdict") or ("inside" if c["inside"] else "outside")
+        if c.get("reason"):
+            verdict += f": {c['reason']}"
+        out.append(names + [f"{c['measured']:.4f} ({c['queries']})", f"{c['delta']:+.4f}",
+                            f"[{low:+.4f}, {high:+.4f}]", verdict])
     return out
 
 
+def cell_notes(doc: Mapping) -> list[str]:
+    """The distinct reviewed notes of the cells outside their interval, in cell order."""
+    seen: list[str] = []
+    for c in doc["cells"]:
+        if c.get("note") and c.get("verdict") == "outside" and c["note"] not in seen:
+            seen.append(c["note"])
+    return seen
+
+
 def summary(doc: Mapping) -> str:
-    """One line: how many measured cells hold the published value, how many are not in the run."""
-    measured = [c for c in doc["cells"] if c["measured"] is not None]
-    return (f"{sum(bool(c['inside']) for c in measured)} of {len(measured)} measured cells hold the published value "
-            f"inside their 95% interval; {len(doc['cells']) - len(measured)} of {len(doc['cells'])} published cells "
-            "are not in the run")
+    """One line: how many measured cells hold the published value, how many are outside, not
+    comparable, or not in the run."""
+    verdicts = [c.get("verdict") or ("inside" if c["inside"] else "outside") if c["measured"] is not None
+                else "missing" for c in doc["cells"]]
+    count = {v: verdicts.count(v) for v in ("inside", "outside", "not comparable", "missing")}
+    return (f"{count['inside']} inside, {count['outside']} outside, {count['not comparable']} not comparable, "
+            f"{count['missing']} not in the run, of {len(verdicts)} published cells")
 
 
 def caption(doc: Mapping) -> str:
     """The run, where the published numbers come from, and how the interval was drawn."""
     source, boot = doc["source"], doc["bootstrap"]
     return (f"Run {doc['run']}. Published: {source['reference']} ({source['url']}, read {source['read']}). "
-            f"Interval: percentile bootstrap of the mean over the run's queries ({boot['trials']} resamples, seed "
-            f"{boot['seed']}).")
+            "Interval: of the difference, run mean minus published mean, over both query samples (normal "
+            "approximation, widened by the published rounding) where the published sample size is known (~: "
+            "inferred); else the run's percentile bootstrap interval of the mean "
+            f"({boot['trials']} resamples, seed {boot['seed']}) minus the published value.")

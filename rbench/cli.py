@@ -290,25 +290,43 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from rbench.evaluation.report import reproduction_markdown
-    from rbench.evaluation.reproduction import compare, document, load_published, summary
-    from rbench.tasks.results import load_results, log_reproduction
+    from rbench.evaluation.report import reproduction_page
+    from rbench.evaluation.reproduction import compare, document, load_notes, load_published, summary
+    from rbench.tasks.results import load_results, load_run_params, log_reproduction
 
-    table = load_published(args.against)
+    tables = [load_published(name) for name in args.against]
     uri = _tracking_uri(args)
     (parent,), _, scores = load_results(uri, [args.run], args.experiment, per_query=True)
-    cells = compare(table, scores, args.map, args.trials, args.seed)
-    doc = document(table, cells, f"{parent.info.run_name} ({parent.info.run_id[:8]})", args.trials, args.seed)
-    text, data = reproduction_markdown(doc), json.dumps(doc, indent=1)
+    protocol, params = load_run_params(uri, parent.info.run_id, args.experiment)
+    run = f"{parent.info.run_name} ({parent.info.run_id[:8]})"
+    docs = []
+    for table in tables:
+        cells = compare(table, scores, args.map, args.trials, args.seed, params=params, protocol=protocol,
+                        notes=load_notes(table))
+        docs.append(document(table, cells, run, args.trials, args.seed))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{table.name}.md").write_text(text, encoding="utf-8")
-    (out / f"{table.name}.json").write_text(data, encoding="utf-8")
-    log_reproduction(uri, parent.info.run_id, table.name, data, summary(doc))
+    for table, doc in zip(tables, docs):
+        data = json.dumps(doc, indent=1)
+        (out / f"{table.name}.json").write_text(data, encoding="utf-8")
+        log_reproduction(uri, parent.info.run_id, table.name, data, summary(doc))
+    text, page = reproduction_page(docs, f"Reproduction of {', '.join(t.name for t in tables)}: run {run}")
+    (out / "reproduction.md").write_text(text, encoding="utf-8")
+    (out / "reproduction.html").write_text(page, encoding="utf-8")
+    log_reproduction_page(uri, parent.info.run_id, out)
     print(text)
-    print(f"wrote {out / (table.name + '.md')} and .json; logged to MLflow run {parent.info.run_id} as "
-          f"reproduction/{table.name}.json (rbench report shows it)")
+    print(f"wrote {out / 'reproduction.md'}, .html and one JSON per table; logged to MLflow run {parent.info.run_id} "
+          "as reproduction/ (rbench report shows it)")
     return 0
+
+
+def log_reproduction_page(uri: str, run_id: str, out: Path) -> None:
+    """The reproduction page's Markdown and HTML on the parent run, beside the JSON documents."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    for name in ("reproduction.md", "reproduction.html"):
+        client.log_artifact(run_id, str(out / name), "reproduction")
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -398,9 +416,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--k", type=int, default=5, help="cut-off of the tested metric (default 5)")
     report.add_argument("--test", default="randomization", choices=["randomization", "bootstrap"])
     report.add_argument("--trials", type=int, default=10_000)
-    compare = sub.add_parser("compare", help="line a run up against a published table, with bootstrap 95% intervals")
+    compare = sub.add_parser("compare", help="line a run up against published tables: 95%% intervals, a verdict per cell")
     compare.add_argument("run", help="MLflow parent run id, or 'latest'")
-    compare.add_argument("--against", required=True, metavar="NAME",
+    compare.add_argument("--against", required=True, action="append", metavar="NAME",
                          help="a published table rbench ships (anserini-bright-bm25, xrr2-bright) or a YAML file "
                          "of its shape")
     compare.add_argument("--map", action="append", default=[], metavar="PUBLISHED=RUN",

@@ -135,10 +135,51 @@ def _shown(value: Any) -> Any:
     return value.get("name", value) if isinstance(value, dict) else value
 
 
+PROTOCOLS: dict[str, dict[str, Any]] = {
+    "standard": {},
+    "arm": {"depth": 30, "metrics": {"k": [1, 3, 5, 10], "precision_denominator": "retrieved",
+                                     "recall_denominator": "gold"}},
+}
+"""Named evaluation protocols: the settings each one fixes. ``arm`` is the ARM reproduction's
+evaluator (``scripts/run_all_evaluation.py`` and ``src/utils/evaluator.py`` of
+apostolhskouk/ARM at 5a6cb92): 30 objects per query, mapped to document ids, de-duplicated in
+rank order, the first k unique documents scored, precision over the documents kept."""
+
+
+def _apply_protocol(raw: dict) -> dict:
+    """Fill in the settings a named protocol fixes; an explicit value that contradicts it is an
+    error naming both, so that ``protocol: arm`` always means the same evaluation."""
+    name = raw.get("protocol", "standard")
+    if name not in PROTOCOLS:
+        raise ValueError(f"protocol {name!r} is unknown; use one of {', '.join(PROTOCOLS)}")
+    fixed = PROTOCOLS[name]
+    out = dict(raw)
+    for key, value in fixed.items():
+        if isinstance(value, dict):
+            given = out.get(key) or {}
+            if not isinstance(given, dict):
+                return out  # the field's own validation names the bad value
+            for sub, v in value.items():
+                if sub in given and given[sub] != v:
+                    raise ValueError(f"protocol {name!r} fixes {key}.{sub} to {v!r}, but the file sets {given[sub]!r}; "
+                                     f"remove {key}.{sub} or use protocol: standard")
+            out[key] = {**given, **value}
+        else:
+            if key in out and out[key] != value:
+                raise ValueError(f"protocol {name!r} fixes {key} to {value!r}, but the file sets {out[key]!r}; remove "
+                                 f"{key} or use protocol: standard")
+            out[key] = value
+    return out
+
+
 class ExperimentConfig(Strict):
-    """A whole experiment: datasets x retrievers, evaluated at the configured cut-offs."""
+    """A whole experiment: datasets x retrievers, evaluated at the configured cut-offs.
+
+    ``protocol``: ``standard`` (IR's usual definitions, the settings as given) or a named
+    protocol of :data:`PROTOCOLS` that fixes depth and the metric definitions at once."""
 
     name: str = "experiment"
+    protocol: Literal["standard", "arm"] = "standard"
     store: ConfigPath = DEFAULT_STORE
     mirror: ConfigPath | None = None
     depth: PositiveInt = 100
@@ -150,6 +191,11 @@ class ExperimentConfig(Strict):
     sweep: dict[str, list[Any]] = Field(default_factory=dict)
     datasets: list[DatasetConfig] = Field(min_length=1)
     retrievers: list[RetrieverConfig] = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _protocol(cls, raw: Any) -> Any:
+        return _apply_protocol(raw) if isinstance(raw, dict) else raw
 
     @model_validator(mode="before")
     @classmethod

@@ -106,6 +106,17 @@ def load_results(tracking_uri: str, runs: Sequence[str], experiment: str = "rben
     return parents, metrics, scores
 
 
+def load_run_params(tracking_uri: str, run: str, experiment: str = "rbench") -> tuple[str, dict]:
+    """A parent run's evaluation protocol (``standard`` for runs logged before protocols were
+    logged) and its child runs' logged parameters per ``(dataset, retriever label)``."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    ((parent, children),) = _parents_and_children(client, tracking_uri, [run], experiment)
+    return (parent.data.params.get("protocol", "standard"),
+            {(dataset, label): dict(child.data.params) for child, dataset, label in children})
+
+
 COST_KEYS = ("queries_per_second", "search_seconds", "llm_calls", "llm_calls_cached", "llm_prompt_tokens",
              "llm_completion_tokens", "llm_latency_mean_s", "llm_latency_p95_s", "llm_batches", "llm_batch_size_mean",
              "llm_batch_seconds_mean", "llm_batch_seconds_p95", "llm_parse_unconstrained", "pairs_scored")

@@ -195,7 +195,7 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
         mlflow.log_params(
             {"experiment": cfg.name, "datasets": ",".join(d.name for d in cfg.datasets),
              "retrievers": ",".join(r.label for r in cfg.retrievers), "depth": cfg.depth,
-             **_flatten("subsample", cfg.subsample.model_dump(mode="json")),
+             "protocol": cfg.protocol, **_flatten("subsample", cfg.subsample.model_dump(mode="json")),
              **_flatten("metrics", cfg.metrics.model_dump(mode="json")),
              **_flatten("execution", cfg.execution.model_dump(mode="json"))}
         )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Literal
 from urllib.parse import unquote
 
 from pydantic import BaseModel, ConfigDict
@@ -43,12 +43,18 @@ def _url(name: str) -> str:
 
 
 class OttqaParams(BaseModel):
-    """``granularity`` for tables; ``chunker`` for the linked passages."""
+    """``granularity`` for tables; ``chunker`` for the linked passages; ``passages``: false
+    keeps the tables alone, with each question's table as its only gold document (TARGET's
+    form, which the ARM report used); ``title``: what heads each row: ``page_section``
+    ("page - section", default), ``page``, ``section``, ``table_id`` (the table's uid, e.g.
+    ``Prime_Suspect_0``, one token to Lucene's analyzer) or ``none``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     granularity: Granularity = "row"
     chunker: ChunkerConfig = ChunkerConfig()
+    passages: bool = True
+    title: Literal["page_section", "page", "section", "table_id", "none"] = "page_section"
 
 
 def passage_doc(link: str) -> str:
@@ -72,6 +78,13 @@ def _table_doc(table: dict) -> str:
     return doc_id(table["title"], table["uid"])
 
 
+def table_title(table: dict, choice: str) -> str:
+    """The text that heads each row of ``table`` under a ``title`` choice of :class:`OttqaParams`."""
+    page, section = table["title"], table.get("section_title", "") or ""
+    return {"page_section": f"{page} - {section}".rstrip(" -"), "page": page, "section": section,
+            "table_id": table["uid"], "none": ""}[choice]
+
+
 @ADAPTERS.register
 class Ottqa(Adapter):
     """OTT-QA dev: 2,214 questions over 789 tables and their linked passages."""
@@ -92,10 +105,12 @@ class Ottqa(Adapter):
                 raise DataError(f"{path} lacks OTT-QA table field(s) {missing}")
             header = [h[0] for h in table["header"]]
             rows = [[cell[0] for cell in row] for row in table["data"]]
-            title = f"{table['title']} - {table.get('section_title', '')}".rstrip(" -")
+            title = table_title(table, params.title)
             for modality, position, text, meta in table_objects(title, header, rows, params.granularity):
                 yield CorpusObject(text=text, doc_id=_table_doc(table), page_title=table["title"],
                                    source=table["uid"], modality=modality, position=position, metadata=meta)
+            if not params.passages:
+                continue
             passages = _load(raw / "ottqa" / "passages" / path.name)
             for link, passage in sorted(passages.items()):
                 if link in seen_links:
@@ -116,5 +131,6 @@ class Ottqa(Adapter):
             if q["table_id"] not in titles:
                 raise DataError(f"question {q['question_id']} names table {q['table_id']!r}, which is not in the corpus")
             gold = [doc_id(titles[q["table_id"]], q["table_id"])]
-            gold += sorted({passage_doc(n[2]) for n in q["answer-node"] if n[3] == "passage"})
+            if params.passages:
+                gold += sorted({passage_doc(n[2]) for n in q["answer-node"] if n[3] == "passage"})
             yield Query(query_id=q["question_id"], text=q["question"], gold_doc_ids=gold)

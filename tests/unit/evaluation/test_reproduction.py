@@ -86,8 +86,8 @@ def test_a_published_value_outside_the_interval_is_flagged(tmp_path):
     assert cell.inside is False and cell.ci_low > 0.5
     doc = document(table, compare(table, scores, trials=1000), "toy-run (abcd1234)", 1000, 0)
     text = reproduction_markdown(doc)
-    assert "| bm25 | biology | ndcg@10 | 0.5000 | 0.9100 | +0.4100 | [" in text and "| no | 30 |" in text
-    assert summary(doc).startswith("0 of 1 measured cells hold the published value") and "2 of 3" in summary(doc)
+    assert "| bm25 | biology | ndcg@10 | 0.5000 | 0.9100 (30) | +0.4100 | [" in text and "| outside |" in text
+    assert summary(doc) == "0 inside, 1 outside, 0 not comparable, 2 not in the run, of 3 published cells"
 
 
 @pytest.mark.parametrize("change, message", [
@@ -105,7 +105,7 @@ def test_bad_tables_name_the_file_and_the_cell(tmp_path, change, message):
 
 
 def test_unknown_names_and_bad_maps_are_named():
-    with pytest.raises(ConfigError, match="no published table named 'brigth'.*anserini-bright-bm25, xrr2-bright"):
+    with pytest.raises(ConfigError, match="no published table named 'brigth'.*anserini-bright-bm25, arm-report-table3"):
         load_published("brigth")
     table = load_published("anserini-bright-bm25")
     with pytest.raises(RbenchError, match="'bio' is not PUBLISHED=RUN"):
@@ -115,7 +115,8 @@ def test_unknown_names_and_bad_maps_are_named():
 
 
 def test_the_shipped_tables_match_their_sources_totals():
-    assert published_names() == ["anserini-bright-bm25", "xrr2-bright"]
+    assert published_names() == ["anserini-bright-bm25", "arm-report-table3", "arm-report-table4", "arm-report-table6",
+                                 "arm-report-table7", "arm-report-table8", "arm-report-table9", "xrr2-bright"]
     xrr2 = load_published("xrr2-bright")
     for system, average in (("xrr2-rr", 0.39673), ("xrr2-rr2", 0.40258)):  # the README's __AVG__ row
         values = [cells["ndcg@10"] for cells in xrr2.values[system].values()]
@@ -158,5 +159,120 @@ def test_the_report_shows_a_logged_comparison(tmp_path):
     md, page = write_report("toy", metrics, [], tmp_path / "report", reproductions=[doc])
     text = md.read_text()
     assert "## Against published toy: A toy table" in text and "a paper, Table 2" in text
-    assert "| bm25 | biology | ndcg@10 | 0.5000 | 0.5000 | +0.0000 | [0.4000, 0.6000] | yes | 2 |" in text
+    assert "| bm25 | biology | ndcg@10 | 0.5000 | 0.5000 (2) | +0.0000 | [-0.1000, +0.1000] | inside |" in text
     assert "<td>ndcg@10</td><td>0.5000</td>" in page.read_text()
+
+
+def _arm_evaluator(objects: list[tuple[str, str]], gold: set[str], n: int) -> dict[str, float]:
+    """The ARM report's evaluator, line by line: the 30 retrieved objects' page_title + "_" +
+    source ids, de-duplicated in rank order, the first n kept; precision over the kept."""
+    ids = []
+    for page_title, source in objects[:30]:
+        doc = page_title + "_" + source
+        if doc not in ids:
+            ids.append(doc)
+    kept = ids[:n]
+    hits = len([d for d in kept if d in gold])
+    p = hits / len(kept) if kept else 0.0
+    r = hits / len(gold)
+    return {"precision": p, "recall": r, "f1": 2 * p * r / (p + r) if p + r else 0.0,
+            "perfect_recall": float(all(g in kept for g in gold))}
+
+
+def test_the_arm_protocol_scores_as_the_reports_evaluator_does():
+    from rbench.config import parse_config
+    from rbench.evaluation.evaluate import evaluate_queries
+
+    cfg = parse_config({"protocol": "arm", "datasets": [{"name": "fetaqa"}], "retrievers": [{"name": "bm25"}]})
+    assert (cfg.depth, cfg.metrics.k, cfg.metrics.precision_denominator, cfg.metrics.recall_denominator) == (
+        30, [1, 3, 5, 10], "retrieved", "gold")
+    # 31 objects of 2 documents (rows of table A, then B, then a 31st object of C past the depth): k=5 keeps 2 documents
+    objects = [("A", "t1")] * 20 + [("B", "t2")] * 10 + [("C", "t3")]
+    gold = {"B_t2", "C_t3"}
+    ranking = {"q": [(d, 1.0) for d in dict.fromkeys(f"{p}_{s}" for p, s in objects[:cfg.depth])]}
+    rows = evaluate_queries(ranking, {"q": sorted(gold)}, cfg.metrics.k, cfg.metrics.precision_denominator,
+                            cfg.metrics.recall_denominator)
+    ours = {(r["metric"], r["k"]): r["value"] for r in rows}
+    for n in (1, 3, 5, 10):
+        for metric, value in _arm_evaluator(objects, gold, n).items():
+            assert ours[(metric, n)] == pytest.approx(value), (metric, n)
+    # hand-computed: @1 keeps A (miss); @5 keeps A, B: P 1/2 (not 1/5), R 1/2, F1 1/2, PR 0 (C lies past 30 objects)
+    assert (ours[("precision", 1)], ours[("precision", 5)], ours[("recall", 5)], ours[("f1", 5)],
+            ours[("perfect_recall", 5)]) == (0.0, 0.5, 0.5, 0.5, 0.0)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"depth": 100}, "protocol 'arm' fixes depth to 30, but the file sets 100"),
+    ({"metrics": {"precision_denominator": "k"}}, "fixes metrics.precision_denominator to 'retrieved'"),
+    ({"protocol": "trec"}, "protocol"),
+])
+def test_a_setting_that_contradicts_the_protocol_is_refused(change, message):
+    from rbench.config import parse_config
+
+    raw = {"protocol": "arm", "datasets": [{"name": "fetaqa"}], "retrievers": [{"name": "bm25"}], **change}
+    with pytest.raises(ConfigError, match=message):
+        parse_config(raw)
+
+
+def test_the_difference_interval_counts_both_samples_hand_computed():
+    from rbench.evaluation.reproduction import difference_interval
+
+    # binary scores: run 0.4 over 500 queries (variance 0.24 * 500/499), published 0.45 over 100 (0.2475)
+    run = [1.0] * 200 + [0.0] * 300
+    low, high = difference_interval(run, 0.45, 100, rounding=0.0005)
+    half = 1.959964 * ((0.24 * 500 / 499) / 500 + 0.2475 / 100) ** 0.5 + 0.0005
+    assert (low, high) == pytest.approx((-0.05 - half, -0.05 + half))
+    assert half == pytest.approx(0.1071, abs=1e-4)
+    # graded scores: the published sample is assumed to spread like the run's
+    graded = [0.2, 0.4] * 50
+    low, high = difference_interval(graded, 0.3, 25)
+    var = np.var(graded, ddof=1)
+    assert high - low == pytest.approx(2 * 1.959964 * (var / 100 + var / 25) ** 0.5)
+
+
+def test_verdicts_inside_outside_and_not_comparable(tmp_path):
+    path = _table(tmp_path, protocol="arm", decimals=3,
+                  queries={"*": {"n": 100, "inferred": True, "basis": "shares fit 100"}},
+                  systems={"bm25": {"description": "Lucene BM25", "requires": {"retriever.name": "bm25"}}},
+                  values={"bm25": {"biology": {"recall@5": 0.45, "recall@10": 0.9}}})
+    table = load_published(str(path))
+    scores = {("biology", "bm25"): {**{("recall", 5, f"q{i}"): float(i < 200) for i in range(500)},
+                                    **{("recall", 10, f"q{i}"): float(i < 200) for i in range(500)}}}
+    by = {c.k: c for c in compare(table, scores, trials=200, params={("biology", "bm25"): {"retriever.name": "bm25"}},
+                                  protocol="arm")}
+    assert by[5].verdict == "inside" and by[5].diff_low < 0 < by[5].diff_high and by[5].published_queries == 100
+    assert by[10].verdict == "outside" and by[10].diff_high < 0
+    stand_in = compare(table, scores, trials=200, params={("biology", "bm25"): {"retriever.name": "bm25s"}},
+                       protocol="arm")
+    assert stand_in[0].verdict == "not comparable" and "retriever.name = bm25, the run bm25s" in stand_in[0].reason
+    other_protocol = compare(table, scores, trials=200, protocol="standard")
+    assert other_protocol[0].verdict == "not comparable" and "protocol 'arm'" in other_protocol[0].reason
+    doc = document(table, compare(table, scores, trials=200, protocol="arm"), "r", 200, 0)
+    assert "| 0.4500 (~100) | 0.4000 (500) | -0.0500 |" in reproduction_markdown(doc)
+
+
+def test_a_reviewed_note_is_printed_beside_the_cell_it_explains(tmp_path):
+    from rbench.evaluation.reproduction import Note
+
+    table = load_published(str(_table(tmp_path)))
+    note = Note(systems=["bm25"], datasets=["biology"], cells=["ndcg@10"], text="titles explain it.",
+                command="rbench run x.yaml", date="2026-11-25")
+    scores = {("biology", "bm25"): {("ndcg", 10, f"q{i}"): 0.9 for i in range(30)}}
+    doc = document(table, compare(table, scores, trials=100, notes=[note]), "r", 100, 0)
+    assert reproduction_markdown(doc).rstrip().endswith(
+        "Note: bm25 on biology: titles explain it. Measured with: rbench run x.yaml")
+
+
+def test_shipped_notes_name_cells_of_their_table():
+    from rbench.evaluation.reproduction import load_notes
+
+    for name in published_names():
+        table = load_published(name)
+        cells = {(s, d, f"{m}@{k}") for s, d, m, k, _ in table.cells()}
+        for note in load_notes(table):
+            assert any(note.matches(s, d, *parse(c)) for s, d, c in cells), note.text
+
+
+def parse(cell: str) -> tuple[str, int]:
+    metric, k = cell.split("@")
+    return metric, int(k)
