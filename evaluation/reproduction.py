@@ -147,6 +147,55 @@ class PublishedTable(BaseModel):
                 for c, v in cs.items()]
 
 
+GRID_COLUMNS = ("chunk_size", "overlap", "n", "precision_mean", "precision_std", "recall_mean", "recall_std",
+                "f1_mean", "f1_std")
+
+
+class PublishedGrid(BaseModel):
+    """A published span-level chunking grid (``published/grids/<name>.yaml``): per chunk size,
+    overlap (tokens) and N retrieved, precision, recall and F1 in percent, mean and standard
+    deviation over ``queries`` questions."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")
+    title: str = Field(min_length=1)
+    source: Source
+    notes: str = ""
+    queries: int = Field(gt=0)
+    decimals: int = Field(ge=0, le=6)
+    columns: tuple[str, ...]
+    cells: list[tuple[int, int, int, float, float, float, float, float, float]] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _shape(self) -> "PublishedGrid":
+        if self.columns != GRID_COLUMNS:
+            raise ValueError(f"columns must be {list(GRID_COLUMNS)}, not {list(self.columns)}")
+        keys = [c[:3] for c in self.cells]
+        dupes = sorted({k for k in keys if keys.count(k) > 1})
+        if dupes:
+            raise ValueError(f"cells repeat (chunk_size, overlap, n) {dupes}")
+        for cell in self.cells:
+            if any(not 0 <= v <= 100 for v in cell[3:]):
+                raise ValueError(f"cell {list(cell)}: means and deviations are percentages in [0, 100]")
+        return self
+
+    def rows(self) -> list[dict]:
+        """The cells as dicts under :data:`GRID_COLUMNS`."""
+        return [dict(zip(GRID_COLUMNS, cell)) for cell in self.cells]
+
+
+def load_grid(name_or_path: str) -> PublishedGrid:
+    """A shipped chunking grid by name, or a YAML file of the same shape."""
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml"):
+        path = PUBLISHED / "grids" / f"{name_or_path}.yaml"
+        if not path.is_file():
+            shipped = ", ".join(sorted(p.stem for p in (PUBLISHED / "grids").glob("*.yaml")))
+            raise ConfigError(f"no published grid named {name_or_path!r}; rbench ships {shipped}")
+    return validate_file(PublishedGrid, path, "published chunking grid")
+
+
 def consistent_sample_sizes(shares: Sequence[float], decimals: int, limit: int) -> list[int]:
     """Every query count ``n <= limit`` for which each printed share (a fraction of queries, such
     as perfect recall, rounded to ``decimals``) is some ``j / n``: how a published table's sample

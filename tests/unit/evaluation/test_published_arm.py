@@ -120,3 +120,23 @@ def test_consistent_sample_sizes_hand_computed():
     assert consistent_sample_sizes([0.5, 0.25], 2, 10) == [4, 8]
     assert consistent_sample_sizes([0.333], 3, 6) == [3, 6]
     assert consistent_sample_sizes([], 3, 3) == [1, 2, 3]
+
+
+def test_the_seed_chunking_grid_is_whole_and_consistent():
+    from rbench.evaluation.reproduction import load_grid
+
+    grid = load_grid("seed002-sotu-fixedtoken-minilm")
+    rows = grid.rows()
+    assert len(rows) == 125 and grid.queries == 76
+    assert {(r["chunk_size"], r["overlap"]) for r in rows} == {
+        (s, round(s * f)) for s in (100, 200, 300, 400, 500) for f in (0.1, 0.2, 0.3, 0.4, 0.5)}
+    assert {r["n"] for r in rows} == {1, 3, 5, 7, 9}
+    half = 0.5 * 10.0 ** -grid.decimals + EPS
+    for r in rows:
+        where = (r["chunk_size"], r["overlap"], r["n"])
+        assert r["f1_mean"] <= harmonic(r["precision_mean"] + half, r["recall_mean"] + half) + half, where
+    for size in (100, 200, 300, 400, 500):  # more chunks retrieved: recall up on average, precision down
+        for overlap in {r["overlap"] for r in rows if r["chunk_size"] == size}:
+            series = sorted((r["n"], r["recall_mean"], r["precision_mean"]) for r in rows
+                            if (r["chunk_size"], r["overlap"]) == (size, overlap))
+            assert series[-1][1] >= series[0][1] and series[-1][2] <= series[0][2], (size, overlap)

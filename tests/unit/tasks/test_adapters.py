@@ -58,6 +58,18 @@ def test_ottqa_fixture_mixes_rows_and_passages(tmp_path):
                        "q2": ["Nonso Anozie :: Nonso_Anozie_1"]}
 
 
+@pytest.mark.parametrize("title, head", [("page_section", "Nonso Anozie - Television"), ("page", "Nonso Anozie"),
+                                         ("section", "Television"), ("table_id", "Nonso_Anozie_1"), ("none", "")])
+def test_ottqa_tables_only_is_targets_form_under_each_title(tmp_path, title, head):
+    raw = tmp_path / "raw"
+    _ottqa_fixture(raw)
+    prepared = _prepare(tmp_path, raw, {"name": "ottqa", "params": {"passages": False, "title": title}})
+    corpus = _table(prepared.file("corpus.parquet"))
+    assert [c["text"] for c in corpus] == [f"{head} [SEP] [H] Year : 2007 , [H] Title : Prime Suspect 7"]
+    queries = {q["query_id"]: q["gold_doc_ids"] for q in _table(prepared.file("queries.parquet"))}
+    assert queries == {"q1": ["Nonso Anozie :: Nonso_Anozie_1"], "q2": ["Nonso Anozie :: Nonso_Anozie_1"]}
+
+
 def test_tabfact_fixture(tmp_path):
     raw = tmp_path / "raw"
     (raw / "tabfact_sample" / "all_csv").mkdir(parents=True)
