@@ -108,7 +108,7 @@ class ChunkingGridConfig(BaseModel):
     def files(self) -> list[FileSpec]:
         """The evaluation set's files: Chroma's pinned set, or a local folder's files by digest."""
         if self.data == "chroma":
-            return chroma_files()
+            return chroma_files(self.corpora)
         folder = Path(self.data)
         paths = sorted((folder / "corpora").glob("*.md")) + [folder / "questions_df.csv"]
         if not (folder / "questions_df.csv").is_file():

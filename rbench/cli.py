@@ -320,6 +320,34 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare_grid(args: argparse.Namespace) -> int:
+    import csv
+    import io
+
+    from rbench.evaluation.reproduction import compare_grid, grid_markdown, load_grid
+    from rbench.tasks.results import load_chunking_table, log_reproduction
+
+    grid = load_grid(args.against)
+    uri = _tracking_uri(args)
+    found = load_chunking_table(uri, args.run, args.experiment, "grid.csv")
+    if found is None:
+        raise RbenchError(f"run {args.run!r} of experiment {args.experiment!r} is not a chunking grid run: pass the "
+                          "run id of `rbench chunking` (its experiment is rbench-chunking)")
+    parent, text = found
+    cells = compare_grid(grid, list(csv.DictReader(io.StringIO(text))))
+    run = f"{parent.info.run_name} ({parent.info.run_id[:8]})"
+    markdown, line = grid_markdown(grid, cells, run)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{grid.name}.md").write_text(markdown, encoding="utf-8")
+    data = json.dumps({"run": run, "against": grid.name, "cells": cells}, indent=1)
+    (out / f"{grid.name}.json").write_text(data, encoding="utf-8")
+    log_reproduction(uri, parent.info.run_id, grid.name, data, line)
+    print(markdown)
+    print(f"wrote {out / (grid.name + '.md')} and .json; logged to MLflow run {parent.info.run_id}")
+    return 0
+
+
 def log_reproduction_page(uri: str, run_id: str, out: Path) -> None:
     """The reproduction page's Markdown and HTML on the parent run, beside the JSON documents."""
     from mlflow.tracking import MlflowClient
@@ -427,12 +455,19 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     compare.add_argument("--out", default="reproduction", help="output folder (default: ./reproduction)")
     compare.set_defaults(func=cmd_compare)
-    for p in (show, report, compare):
+    compare_grid = sub.add_parser("compare-grid", help="line a chunking grid run up against a published grid, "
+                                  "cell by cell")
+    compare_grid.add_argument("run", help="MLflow run id of `rbench chunking`, or 'latest'")
+    compare_grid.add_argument("--against", required=True, metavar="NAME",
+                              help="a published grid rbench ships (seed002-sotu-fixedtoken-minilm) or a YAML file")
+    compare_grid.add_argument("--out", default="reproduction", help="output folder (default: ./reproduction)")
+    compare_grid.set_defaults(func=cmd_compare_grid)
+    for p in (show, report, compare, compare_grid):
         p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite in "
                        "the store)")
         p.add_argument("--store", help="store folder whose MLflow database to read (default: $RBENCH_STORE, "
                        "else ./.rbench)")
-        p.add_argument("--experiment", default="rbench",
+        p.add_argument("--experiment", default="rbench-chunking" if p is compare_grid else "rbench",
                        help="experiment name for 'latest' (chunking grids log to rbench-chunking)")
     show.set_defaults(func=cmd_show)
     verify = sub.add_parser("verify", help="check every stored artifact against its manifest")

@@ -40,11 +40,15 @@ CHROMA_DIGESTS = {
 }
 
 
-def chroma_files() -> list[FileSpec]:
-    """Chroma's general evaluation set, pinned; mirror layout ``chroma/corpora/*.md``, ``chroma/questions_df.csv``."""
+def chroma_files(corpora: Sequence[str] | None = None) -> list[FileSpec]:
+    """Chroma's general evaluation set, pinned (only ``corpora`` and the questions when given);
+    mirror layout ``chroma/corpora/*.md``, ``chroma/questions_df.csv``, or the development
+    mirror's flat ``chunking_evaluation/*.md``, ``chunking_evaluation/questions_df.csv``."""
     base = (f"https://raw.githubusercontent.com/brandonstarxel/chunking_evaluation/{CHROMA_COMMIT}/"
             "chunking_evaluation/evaluation_framework/general_evaluation_data/")
-    return [FileSpec(name=f"chroma/{n}", sha256=d, url=base + n) for n, d in CHROMA_DIGESTS.items()]
+    wanted = None if corpora is None else {f"corpora/{c}.md" for c in corpora} | {"questions_df.csv"}
+    return [FileSpec(name=f"chroma/{n}", sha256=d, url=base + n, mirror_names=(f"chunking_evaluation/{Path(n).name}",))
+            for n, d in CHROMA_DIGESTS.items() if wanted is None or n in wanted]
 
 
 class Question(BaseModel):
@@ -74,6 +78,8 @@ def load_eval_set(folder: Path, only: Sequence[str] | None = None) -> tuple[dict
         if missing:
             raise DataError(f"{path} lacks column(s) {sorted(missing)}; has {reader.fieldnames}")
         for row_no, row in enumerate(reader, 2):
+            if only and row["corpus_id"] not in only:
+                continue  # a corpus the run leaves out need not be in the folder
             corpus = corpora.get(row["corpus_id"])
             if corpus is None:
                 raise DataError(f"{path}:{row_no} names corpus {row['corpus_id']!r}, not in {sorted(corpora)}")

@@ -55,8 +55,8 @@ class DownloadConfig(BaseModel):
 def _resolve(spec: FileSpec, mirror: Path | None) -> FileSpec:
     if spec.sha256 is not None or spec.local is not None:
         return spec
-    if mirror is not None and (mirror / spec.name).exists():
-        return spec.model_copy(update={"observed": tree_fingerprint(mirror / spec.name)})
+    if spec.in_mirror(mirror) is not None:
+        return spec.model_copy(update={"observed": tree_fingerprint(spec.in_mirror(mirror))})
     if spec.hf_repo and not COMMIT.fullmatch(spec.revision):
         commit = _hub_commit(spec.hf_repo, spec.revision)
         if commit is not None:
@@ -128,8 +128,8 @@ def _fetch(spec: FileSpec, target: Path, mirror: Path | None) -> str:
     if spec.local is not None:
         _copy(spec.local, target, link)
         return str(spec.local)
-    if mirror is not None and (mirror / spec.name).exists():
-        source = mirror / spec.name
+    source = spec.in_mirror(mirror)
+    if source is not None:
         if source.is_dir() != bool(spec.patterns):
             want, got = ("a folder", "a file") if spec.patterns else ("a file", "a folder")
             raise DataError(f"mirror entry {source} is {got}, but {spec.name} is {want}: "

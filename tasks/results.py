@@ -28,8 +28,9 @@ def find_parent_run(client, experiment: str, run: str):
     return parents[0]
 
 
-def load_chunking_table(tracking_uri: str, run: str, experiment: str):
-    """``(run, grid table text)`` of a chunking-grid run, or None when ``run`` is another kind."""
+def load_chunking_table(tracking_uri: str, run: str, experiment: str, name: str = "grid.md"):
+    """``(run, text)`` of a chunking-grid run's ``grid.md`` (or the ``name`` beside it, such as
+    ``grid.csv``), or None when ``run`` is another kind."""
     import tempfile
 
     from mlflow.exceptions import MlflowException
@@ -45,7 +46,8 @@ def load_chunking_table(tracking_uri: str, run: str, experiment: str):
     if parent.data.tags.get("rbench.kind") != "chunking-grid":
         return None
     with tempfile.TemporaryDirectory() as tmp:
-        path = client.download_artifacts(parent.info.run_id, parent.data.tags["rbench.grid_table"], tmp)
+        table = parent.data.tags["rbench.grid_table"]
+        path = client.download_artifacts(parent.info.run_id, str(Path(table).with_name(name)), tmp)
         return parent, Path(path).read_text(encoding="utf-8")
 
 

@@ -38,6 +38,8 @@ class FileSpec(BaseModel):
     else the file ``hf_path``, default ``name``), then ``url``. ``local`` is excluded
     from the cache key, so moving an unchanged file reruns nothing. Without ``sha256``
     the content is not verified; pin ``revision`` to a commit for reproducible keys.
+    ``mirror_names``: other paths the same file may have inside a mirror (a mirror laid out
+    flat, such as the development mirror's ``chunking_evaluation/``), tried after ``name``.
     ``observed`` is set when a download is planned (:meth:`DownloadConfig.resolved`): the
     fingerprint of an unpinned file's mirror copy, so that the key follows what is read.
     A pinned file, or one marked ``link`` (a published release nobody edits in place, such as
@@ -55,6 +57,13 @@ class FileSpec(BaseModel):
     patterns: list[str] | None = None
     observed: str | None = None
     local: Path | None = Field(default=None, exclude=True)
+    mirror_names: tuple[str, ...] = Field(default=(), exclude=True)
+
+    def in_mirror(self, mirror: Path | None) -> Path | None:
+        """This file's copy in ``mirror`` under its name or one of its ``mirror_names``, or None."""
+        if mirror is None:
+            return None
+        return next((mirror / n for n in (self.name, *self.mirror_names) if (mirror / n).exists()), None)
     link: bool = Field(default=False, exclude=True)
 
 
