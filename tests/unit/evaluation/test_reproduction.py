@@ -276,3 +276,46 @@ def test_shipped_notes_name_cells_of_their_table():
 def parse(cell: str) -> tuple[str, int]:
     metric, k = cell.split("@")
     return metric, int(k)
+
+
+def _grid(tmp_path: Path, cells: list, **changes) -> Path:
+    raw = {"name": "toy-grid", "title": "A toy grid", "queries": 4, "decimals": 2,
+           "source": {"reference": "a report", "url": "https://example.org/r", "read": "2026-11-25"},
+           "columns": ["chunk_size", "overlap", "n", "precision_mean", "precision_std", "recall_mean", "recall_std",
+                       "f1_mean", "f1_std"], "cells": cells, **changes}
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_a_grid_cell_against_a_run_hand_computed(tmp_path):
+    from rbench.evaluation.reproduction import compare_grid, grid_markdown, load_grid
+
+    grid = load_grid(str(_grid(tmp_path, [[100, 10, 1, 20.0, 10.0, 50.0, 40.0, 28.57, 12.0],
+                                          [100, 10, 3, 10.0, 5.0, 80.0, 30.0, 17.0, 8.0]])))
+    run = [{"chunk_size": "100", "overlap": "10", "n": "1", "precision_mean": "0.2", "precision_std_sample": "0.1",
+            "recall_mean": "0.6", "recall_std_sample": "0.4", "f1_mean": "0.28571", "f1_std_sample": "0.12"}]
+    cells = {(c["n"], c["metric"]): c for c in compare_grid(grid, run)}
+    precision, recall = cells[(1, "precision")], cells[(1, "recall")]
+    assert precision["equal"] and precision["std_equal"] and precision["inside"]
+    # recall: +10 points; half-width 1.96 * sqrt(40^2/4 + 40^2/4) + 0.005 = 1.96 * 28.284 + 0.005
+    assert recall["delta"] == pytest.approx(10.0) and not recall["equal"]
+    assert recall["high"] - recall["delta"] == pytest.approx(1.959964 * (800 ** 0.5) + 0.005)
+    assert cells[(3, "f1")]["measured"] is None
+    text, line = grid_markdown(grid, list(cells.values()), "r")
+    assert line.startswith("3 of 3 measured means inside their 95% interval, 2 equal to the published mean")
+    assert "| 100 | 10 | 3 | f1 | 17.00 (8.00) | not in the run |" in text
+
+
+@pytest.mark.parametrize("cells, message", [
+    ([[100, 10, 1, 120.0, 1, 1, 1, 1, 1]], "percentages in \\[0, 100\\]"),
+    ([[100, 10, 1, 1, 1, 1, 1, 1, 1], [100, 10, 1, 1, 1, 1, 1, 1, 1]], "repeat"),
+])
+def test_a_bad_grid_names_the_file(tmp_path, cells, message):
+    from rbench.evaluation.reproduction import load_grid
+
+    with pytest.raises(ConfigError, match=message) as err:
+        load_grid(str(_grid(tmp_path, cells)))
+    assert "grid.yaml" in str(err.value)
+    with pytest.raises(ConfigError, match="no published grid named 'seed'.*seed002-sotu-fixedtoken-minilm"):
+        load_grid("seed")

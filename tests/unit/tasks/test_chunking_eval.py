@@ -163,3 +163,24 @@ def test_prepares_text_chunker_counts_words_or_cl100k_tokens():
     pieces = chunk_text(text, ChunkerConfig(size=3, overlap=0, unit="cl100k_tokens"))
     assert len(pieces) > 2 and all(len(cl100k().encode(p)) <= 4 for p in pieces)  # 3 in context; re-encoded alone, +1 at most
     assert " ".join(pieces).replace(" ", "") == text.replace(" ", "")
+
+
+def test_a_grid_of_some_corpora_needs_only_their_files(tmp_path):
+    from rbench.tasks.chunking_eval import chroma_files
+    from rbench.tasks.download import DownloadConfig
+
+    files = chroma_files(["state_of_the_union"])
+    assert [f.name for f in files] == ["chroma/corpora/state_of_the_union.md", "chroma/questions_df.csv"]
+    mirror = tmp_path / "mirror" / "chunking_evaluation"  # the development mirror's flat layout
+    mirror.mkdir(parents=True)
+    (mirror / "state_of_the_union.md").write_text("x")
+    assert files[0].in_mirror(tmp_path / "mirror") == mirror / "state_of_the_union.md"
+    assert files[1].in_mirror(tmp_path / "mirror") is None
+    assert DownloadConfig.resolved(files, tmp_path / "mirror") == DownloadConfig.resolved(files)  # keys as before
+
+
+def test_questions_of_corpora_left_out_are_skipped(tmp_path):
+    folder = make_eval_set(tmp_path / "set")
+    (folder / "corpora" / "finance.md").unlink()
+    corpora, questions = load_eval_set(folder, ["sotu"])
+    assert list(corpora) == ["sotu"] and {q.corpus_id for q in questions} == {"sotu"} and len(questions) == 2
