@@ -67,13 +67,15 @@ class Erratum(BaseModel):
 
 class Requirement(BaseModel):
     """What a published system or dataset was: a ``description``, and the run parameters (as
-    MLflow logs them on a child run, e.g. ``retriever.params.model``) that must hold for a run's
-    cell to be comparable; a ``stand_in`` note says what a laptop run uses instead."""
+    MLflow logs them on a child run, e.g. ``retriever.params.model``) that must all hold for a
+    run's cell to be comparable; ``any_of``: alternative sets of such parameters, one of which
+    must hold (the same corpus built by two adapters)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     description: str = ""
     requires: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    any_of: list[dict[str, str | int | float | bool]] = Field(default_factory=list)
 
 
 def parse_cell(name: str) -> tuple[str, int]:
@@ -387,6 +389,10 @@ def _unmet(requirement: "Requirement | None", params: Mapping[str, str], what: s
     """Why a run's child-run ``params`` do not meet a published system's or dataset's requirements ("" if they do)."""
     if requirement is None:
         return ""
+    if requirement.any_of and not any(all(str(params.get(k)) == str(v) for k, v in option.items())
+                                      for option in requirement.any_of):
+        options = " or ".join(", ".join(f"{k} = {v}" for k, v in o.items()) for o in requirement.any_of)
+        return f"{what}: the published cell has {options}; the run has none of these ({requirement.description})"
     for key, wanted in requirement.requires.items():
         got = params.get(key)
         if got is None or str(got) != str(wanted):

@@ -140,3 +140,27 @@ def test_the_seed_chunking_grid_is_whole_and_consistent():
             series = sorted((r["n"], r["recall_mean"], r["precision_mean"]) for r in rows
                             if (r["chunk_size"], r["overlap"]) == (size, overlap))
             assert series[-1][1] >= series[0][1] and series[-1][2] <= series[0][2], (size, overlap)
+
+
+@pytest.mark.parametrize("study, name", [("arm-table6-gpu", "arm-report-table6"), ("arm-table6-gpu", "arm-report-table7"),
+                                         ("arm-table4-gpu", "arm-report-table4"), ("arm-table9-gpu", "arm-report-table9")])
+def test_each_gpu_study_runs_what_its_published_table_requires(study, name):
+    """The report's own settings: every retriever of the study meets its published system's
+    requirements (model, reranker, LLM), so a cluster run's cells are comparable."""
+    from pathlib import Path
+
+    from rbench.config import load_config
+    from rbench.evaluation.reproduction import _unmet
+    from rbench.tasks.track import _flatten
+
+    cfg = load_config(Path(__file__).resolve().parents[3] / "configs" / "studies" / f"{study}.yaml")
+    table = load_published(name)
+    assert cfg.protocol == table.protocol == "arm"
+    labels = {r.label for r in cfg.retrievers}
+    assert set(table.values) <= labels, set(table.values) - labels
+    for r in cfg.retrievers:
+        if r.label in table.systems:
+            params = {k: str(v) for k, v in _flatten("retriever", r.model_dump(mode="json")).items()}
+            assert _unmet(table.systems[r.label], params, r.label) == ""
+    datasets = {d.name for d in cfg.datasets}
+    assert {d for ds in table.values.values() for d in ds} <= datasets
