@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from rbench.config import DatasetConfig
 from rbench.core.errors import ChecksumError, DataError, MissingExtraError
 from rbench.core.store import Artifact, Stage, fast_fingerprint, file_digest
-from rbench.tasks.datasets.base import FileSpec, ManifestFiles, get_adapter, known_file
+from rbench.tasks.datasets.base import FileSpec, ManifestFiles, expand, get_adapter, known_file
 
 log = logging.getLogger("rbench")
 COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -33,9 +33,10 @@ class DownloadConfig(BaseModel):
     files: list[FileSpec]
     manifests: list[ManifestFiles] = []
 
-    def all_files(self) -> list[FileSpec]:
-        """Every file, the manifests' expanded."""
-        return [f for m in self.manifests for f in m.files()] + list(self.files)
+    def all_files(self, listings: Path | None = None) -> list[FileSpec]:
+        """Every file, the manifests' expanded (filtered by a ``listed_in`` file found under
+        ``listings``: the download folder, or a mirror)."""
+        return expand(list(self.manifests), listings) + list(self.files)
 
     @classmethod
     def of(cls, dataset: DatasetConfig, mirror: Path | None = None) -> "DownloadConfig":
@@ -177,25 +178,30 @@ def build_download(folder: Path, inputs: list[Artifact], config: DownloadConfig,
     """Copy or fetch every file into ``folder`` and check pinned digests, several at once (the
     work is reading, hashing and waiting on the network); progress is logged every
     ``PROGRESS_SECONDS``."""
-    files = config.all_files()
     mirror = Path(mirror) if mirror else None
+    listings = [s for s in config.files if any(m.listed_in == s.name for m in config.manifests)]
     total, unpinned, done = 0, 0, 0
+    for spec in listings:  # first: a manifest's listed_in file filters its list
+        size, pinned = _fetch_verified(spec, folder, mirror)
+        total, unpinned, done = total + size, unpinned + (not pinned), done + 1
+    files = [f for f in config.all_files(folder) if f not in listings]
     last = started = time.monotonic()
     workers = min(8, 2 * (os.cpu_count() or 1), max(1, len(files)))
     with ThreadPoolExecutor(workers, thread_name_prefix="rbench-download") as pool:
         try:
             for size, pinned in pool.map(lambda spec: _fetch_verified(spec, folder, mirror), files):
                 total, unpinned, done = total + size, unpinned + (not pinned), done + 1
-                if time.monotonic() - last >= PROGRESS_SECONDS and done < len(files):
+                if time.monotonic() - last >= PROGRESS_SECONDS and done < len(files) + len(listings):
                     last = time.monotonic()
+                    count = len(files) + len(listings)
                     log.info("download: %d of %d files fetched and verified (%.0f%%, %.1f MB, %.0f s)", done,
-                             len(files), 100 * done / len(files), total / 1e6, last - started)
+                             count, 100 * done / count, total / 1e6, last - started)
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)
             raise
     if unpinned:
         log.warning("%d file(s) have no pinned sha256 and were not verified", unpinned)
-    return {"files": len(files), "bytes": total, "unverified": unpinned}
+    return {"files": len(files) + len(listings), "bytes": total, "unverified": unpinned}
 
 
 DOWNLOAD = Stage("download", 2, build_download)

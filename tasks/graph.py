@@ -183,8 +183,7 @@ def check_data(cfg: ExperimentConfig) -> set[tuple[str, str]]:
     built = set()
     for ds in cfg.datasets:
         files = DownloadConfig.of(ds, cfg.mirror)
-        if all(f.local is not None or (cfg.mirror is not None and (cfg.mirror / f.name).exists())
-               for f in files.all_files()):
+        if all(f.local is not None or f.in_mirror(cfg.mirror) is not None for f in files.all_files(cfg.mirror)):
             raw = DOWNLOAD.run(store, [], files, mirror=cfg.mirror)
             prepared = PREPARE.run(store, [raw], ds)
             built |= {(a.stage, a.key) for a in (raw, prepared) if a.built}

@@ -165,7 +165,10 @@ class ManifestFiles(BaseModel):
     """The pinned files of manifest ``manifest`` (except names containing ``exclude``), by
     reference: the manifest's own sha256 stands for the whole list, so a download of 16,576
     files carries a few hundred bytes of parameters. ``url`` is a template whose ``{path}`` is a
-    file's name without its first folder."""
+    file's name without its first folder. ``listed_in`` (with ``listed_under``, a folder): of
+    the files in that folder, only those whose base name is a key of the JSON object in the file
+    ``listed_in`` (a plain file of the same download, fetched first), such as the tables one
+    split's examples name."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -173,26 +176,45 @@ class ManifestFiles(BaseModel):
     sha256: str
     url: str | None = None
     exclude: str | None = None
+    listed_in: str | None = None
+    listed_under: str | None = None
 
     @classmethod
-    def of(cls, name: str, url: str | None = None, exclude: str | None = None) -> "ManifestFiles":
+    def of(cls, name: str, url: str | None = None, exclude: str | None = None, listed_in: str | None = None,
+           listed_under: str | None = None) -> "ManifestFiles":
         """A reference to the manifest ``name`` as it is now."""
-        return cls(manifest=name, sha256=file_digest(MANIFESTS / f"{name}.json"), url=url, exclude=exclude)
+        return cls(manifest=name, sha256=file_digest(MANIFESTS / f"{name}.json"), url=url, exclude=exclude,
+                   listed_in=listed_in, listed_under=listed_under)
 
-    def files(self) -> list[FileSpec]:
-        """The files it stands for; a DataError when the manifest is not the one referenced."""
+    def files(self, listing: Path | None = None) -> list[FileSpec]:
+        """The files it stands for; a DataError when the manifest is not the one referenced.
+        ``listing``: the ``listed_in`` file to filter by (every file when None)."""
         actual = file_digest(MANIFESTS / f"{self.manifest}.json")
         if actual != self.sha256:
             raise DataError(f"manifest {self.manifest}.json has sha256 {actual}, not the {self.sha256} this download "
                             "was planned with: plan the run again with this version of rbench")
+        keep = None
+        if self.listed_in and listing is not None:
+            try:
+                keep = set(json.loads(listing.read_text(encoding="utf-8")))
+            except (OSError, ValueError, TypeError) as e:
+                raise DataError(f"{listing} is not a readable JSON object naming the files to keep ({e})") from None
         return [FileSpec(name=f, sha256=sha, url=self.url.format(path=f.partition("/")[2]) if self.url else None)
                 for f, sha in sorted(manifest(self.manifest).items())
-                if self.exclude is None or self.exclude not in f]
+                if (self.exclude is None or self.exclude not in f)
+                and (keep is None or not f.startswith(self.listed_under or "") or Path(f).name in keep)]
 
 
-def expand(specs: list["FileSpec | ManifestFiles"]) -> list[FileSpec]:
-    """Every file of an adapter's file list, references to manifests expanded."""
-    return [f for s in specs for f in (s.files() if isinstance(s, ManifestFiles) else [s])]
+def expand(specs: list["FileSpec | ManifestFiles"], listings: Path | None = None) -> list[FileSpec]:
+    """Every file of an adapter's file list, references to manifests expanded (filtered by
+    their ``listed_in`` file under ``listings`` where it is there)."""
+    return [f for s in specs for f in (s.files(_listing(s, listings)) if isinstance(s, ManifestFiles) else [s])]
+
+
+def _listing(spec: "ManifestFiles", root: Path | None) -> Path | None:
+    if spec.listed_in is None or root is None or not (root / spec.listed_in).is_file():
+        return None
+    return root / spec.listed_in
 
 
 def known_file(sha256: str) -> str | None:

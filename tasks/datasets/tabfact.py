@@ -64,11 +64,14 @@ class _Layout:
     def table(self, table_id: str) -> str:
         return f"{self.folder}/all_csv/{table_id}"
 
-    def files(self) -> list[FileSpec | ManifestFiles]:
+    def files(self, tables: str = "all") -> list[FileSpec | ManifestFiles]:
+        """The split's files; with ``tables: split`` only the tables its examples file names
+        (the download reads that file first), not the other splits' thousands."""
         if self.split == "sample":
             return pinned_files("tabfact_sample", _url)
         examples = f"{self.folder}/{self.examples}"
-        return [ManifestFiles.of("tabfact", url=f"{RAW}/data/{{path}}", exclude="_examples.json"),
+        listed = {"listed_in": examples, "listed_under": f"{self.folder}/all_csv/"} if tables == "split" else {}
+        return [ManifestFiles.of("tabfact", url=f"{RAW}/data/{{path}}", exclude="_examples.json", **listed),
                 FileSpec(name=examples, sha256=manifest("tabfact").get(examples), url=_url(examples))]
 
 
@@ -115,7 +118,7 @@ class Tabfact(Adapter):
     Params = TabfactParams
 
     def files(self, params: TabfactParams) -> list[FileSpec | ManifestFiles]:
-        return _Layout(params.split).files()
+        return _Layout(params.split).files(params.tables)
 
     def _tables(self, raw: Path, params: TabfactParams, examples: dict[str, list]) -> list[tuple[str, str, str]]:
         """``(table_id, page title or caption, caption)`` of each corpus table."""

@@ -187,3 +187,26 @@ def test_target_rows_are_titled_from_context(tmp_path, title, head, caplog):
     assert rows[0]["page_title"] == "Lions - Seasons" and rows[0]["doc_id"] == "0 :: t1"
     assert rows[1]["text"].startswith({"context": "t2 ", "table_id": "t2 ", "none": " "}[title])
     assert ("1 table(s) have no page or section title" in caplog.text) == (title == "context")
+
+
+def test_a_split_of_its_own_tables_downloads_only_the_tables_its_examples_name(tmp_path, shared_data):
+    from rbench.tasks.datasets.base import FileSpec, ManifestFiles
+
+    listed = {"listed_in": "tabfact/test_examples.json", "listed_under": "tabfact/all_csv/"}
+    plan = get_adapter("tabfact").files(get_adapter("tabfact").Params(split="test", tables="split"))
+    assert [m.model_dump(include={"listed_in", "listed_under"}) for m in plan if isinstance(m, ManifestFiles)] == [
+        listed]
+    # The real download path on the 40 real validation tables: a mirror with an examples file
+    # naming them, and no other table file; the manifest's other 16,533 tables are never asked for.
+    mirror = tmp_path / "mirror"
+    (mirror / "tabfact" / "all_csv").mkdir(parents=True)
+    sample = sorted((shared_data / "tabfact_sample" / "all_csv").glob("*.csv"))
+    for path in sample:
+        shutil.copy(path, mirror / "tabfact" / "all_csv" / path.name)
+    (mirror / "tabfact" / "test_examples.json").write_text(json.dumps({p.name: [[], [], "none"] for p in sample}))
+    config = DownloadConfig.resolved([ManifestFiles.of("tabfact", exclude=".json", **listed),
+                                      FileSpec(name="tabfact/test_examples.json")], mirror)
+    assert len(config.all_files()) == 16_573 + 1 and len(config.all_files(mirror)) == 40 + 1
+    raw = DOWNLOAD.run(Store(tmp_path / "store"), [], config, mirror=mirror)
+    got = sorted(p.name for p in (raw.path / "tabfact" / "all_csv").iterdir())
+    assert got == [p.name for p in sample] and raw.info["files"] == 41
