@@ -447,7 +447,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare = sub.add_parser("compare", help="line a run up against published tables: 95%% intervals, a verdict per cell")
     compare.add_argument("run", help="MLflow parent run id, or 'latest'")
     compare.add_argument("--against", required=True, action="append", metavar="NAME",
-                         help="a published table rbench ships (anserini-bright-bm25, xrr2-bright) or a YAML file "
+                         help="a published table rbench ships (arm-report-table6, anserini-bright-bm25, ...; repeat for one page "
+                         "of several) or a YAML file "
                          "of its shape")
     compare.add_argument("--map", action="append", default=[], metavar="PUBLISHED=RUN",
                          help="the run's name for a published system or dataset (repeat), e.g. bm25=bm25-lucene")
