@@ -237,7 +237,8 @@ def compare_grid(grid: PublishedGrid, measured: Sequence[Mapping], z: float = 1.
                 continue
             std = row.get(f"{metric}_std_population", row.get(f"{metric}_std_sample"))
             if std is None:
-                raise RbenchError(f"the run's grid has no {metric}_std_population or {metric}_std_sample column; it has "
+                raise RbenchError(f"the run's grid has no {metric}_std_population or {metric}_std_sample column; "
+                                  "it has "
                                   f"{sorted(row)}")
             mean, std = 100 * float(row[f"{metric}_mean"]), 100 * float(std)
             queries = int(row.get("questions") or grid.queries)
@@ -269,7 +270,8 @@ def grid_markdown(grid: PublishedGrid, cells: Sequence[Mapping], run: str) -> tu
              "| size | overlap | N | metric | published (std) | measured (std) | delta | 95% interval | inside |",
              "|---|---|---|---|---|---|---|---|---|"]
     for c in cells:
-        head = f"| {c['chunk_size']} | {c['overlap']} | {c['n']} | {c['metric']} | {c['published']:.2f} ({c['published_std']:.2f}) |"
+        head = (f"| {c['chunk_size']} | {c['overlap']} | {c['n']} | {c['metric']} | "
+                f"{c['published']:.2f} ({c['published_std']:.2f}) |")
         if c["measured"] is None:
             lines.append(head + " not in the run | | | |")
         else:
@@ -385,7 +387,7 @@ def difference_interval(per_query: Sequence[float], published: float, n_publishe
     return mean - published - half, mean - published + half
 
 
-def _unmet(requirement: "Requirement | None", params: Mapping[str, str], what: str) -> str:
+def unmet(requirement: "Requirement | None", params: Mapping[str, str], what: str) -> str:
     """Why a run's child-run ``params`` do not meet a published system's or dataset's requirements ("" if they do)."""
     if requirement is None:
         return ""
@@ -396,9 +398,8 @@ def _unmet(requirement: "Requirement | None", params: Mapping[str, str], what: s
     for key, wanted in requirement.requires.items():
         got = params.get(key)
         if got is None or str(got) != str(wanted):
-            return (f"{what}: the published cell has {key} = {wanted}, the run {got if got is not None else 'does not set it'}"
-                    f" ({requirement.description})" if requirement.description else
-                    f"{what}: the published cell has {key} = {wanted}, the run {got}")
+            why = f"{what}: the published cell has {key} = {wanted}, the run {'does not set it' if got is None else got}"
+            return f"{why} ({requirement.description})" if requirement.description else why
     return ""
 
 
@@ -444,7 +445,7 @@ def compare(table: PublishedTable, scores: Mapping[tuple[str, str], Mapping[tupl
         if table.protocol and protocol is not None and protocol != table.protocol:
             reason = (f"the published cells follow protocol {table.protocol!r}, the run {protocol!r} "
                       f"(set protocol: {table.protocol} in the experiment file)")
-        reason = reason or _unmet(table.systems.get(system), child, system) or _unmet(
+        reason = reason or unmet(table.systems.get(system), child, system) or unmet(
             table.datasets.get(dataset), child, dataset)
         diff_low = diff_high = None
         if sample is not None:

@@ -150,7 +150,7 @@ def test_each_gpu_study_runs_what_its_published_table_requires(study, name):
     from pathlib import Path
 
     from rbench.config import load_config
-    from rbench.evaluation.reproduction import _unmet
+    from rbench.evaluation.reproduction import unmet
     from rbench.tasks.track import _flatten
 
     cfg = load_config(Path(__file__).resolve().parents[3] / "configs" / "studies" / f"{study}.yaml")
@@ -161,6 +161,6 @@ def test_each_gpu_study_runs_what_its_published_table_requires(study, name):
     for r in cfg.retrievers:
         if r.label in table.systems:
             params = {k: str(v) for k, v in _flatten("retriever", r.model_dump(mode="json")).items()}
-            assert _unmet(table.systems[r.label], params, r.label) == ""
+            assert unmet(table.systems[r.label], params, r.label) == ""
     datasets = {d.name for d in cfg.datasets}
     assert {d for ds in table.values.values() for d in ds} <= datasets
