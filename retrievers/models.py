@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
 
 from rbench.core.errors import ConfigError, MissingExtraError
+from rbench.core.imports import one_load_at_a_time
 from rbench.core.hub import hub_revision
 from rbench.core.store import folder_fingerprint
 
@@ -247,6 +248,7 @@ def _encode_lock(encoder) -> threading.Lock:
 
 
 @lru_cache(maxsize=4)
+@one_load_at_a_time
 def _load_encoder(model: ResolvedModel, device: str | None, loading: tuple):
     try:
         from sentence_transformers import SentenceTransformer

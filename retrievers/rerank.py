@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator
 
 from rbench.core.configfile import PathOrName
 from rbench.core.errors import MissingExtraError
+from rbench.core.imports import one_load_at_a_time
 from rbench.retrievers.base import RETRIEVERS, Composite, CorpusRows, Retriever, RetrieverSpec, Run
 
 
@@ -49,6 +50,7 @@ class CrossEncoderScorer:
         self.pairs, self.seconds = 0, 0.0
         self._encoder = None
 
+    @one_load_at_a_time
     def load(self) -> None:
         """Load the model (once)."""
         if self._encoder is not None:

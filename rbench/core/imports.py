@@ -2,8 +2,31 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
+import threading
+from typing import Callable, TypeVar
+
+F = TypeVar("F", bound=Callable)
+
+MODEL_LOADS = threading.RLock()
+"""Held while a model is built (a transformers LLM, a cross-encoder, a sentence-transformers
+encoder). Building one patches process-wide torch state (accelerate's ``init_empty_weights``
+swaps ``nn.Module.register_parameter`` and puts it back): two builds at once on the thread
+runner can put back the patched one, and every later model of the process is then built on
+the meta device ("Cannot copy out of meta tensor")."""
+
+
+def one_load_at_a_time(fn: F) -> F:
+    """Run ``fn`` (a function that builds a model) under :data:`MODEL_LOADS`."""
+
+    @functools.wraps(fn)
+    def locked(*args, **kwargs):
+        with MODEL_LOADS:
+            return fn(*args, **kwargs)
+
+    return locked  # type: ignore[return-value]
 
 
 def torch_before_scipy() -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from rbench.core.errors import ConfigError, MissingExtraError, RbenchError
+from rbench.core.imports import one_load_at_a_time
 from rbench.llm.config import LLMConfig, Sampling
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
@@ -222,6 +223,7 @@ class TransformersBackend(Backend):
     ``batch_size``, sampled ones one by one with their own seed. One generation at a time
     per loaded model."""
 
+    @one_load_at_a_time
     def __init__(self, config: LLMConfig):
         try:
             import torch

