@@ -218,8 +218,9 @@ def compare_grid(grid: PublishedGrid, measured: Sequence[Mapping], z: float = 1.
     """Each published grid mean (chunk size x overlap x N x precision/recall/F1, in percent)
     beside a run's ``measured`` rows (``chunk_size``, ``overlap``, ``n``, ``<metric>_mean`` and
     ``<metric>_std_population`` or ``<metric>_std_sample``, as fractions, as ``grid.csv`` holds them):
-    the delta and a 95% interval of it from both standard deviations over both question sets
-    (Welch, ``delta +- z sqrt(s_run^2/n + s_pub^2/n_pub)``, widened by the published rounding).
+    the delta and a 95% interval of it from both standard deviations over the grid's ``queries``
+    questions each (Welch, ``delta +- z sqrt((s_run^2 + s_pub^2) / n)``, widened by the published
+    rounding; ``grid.csv`` does not carry the run's question count).
     Both sides score the same questions, so this interval is conservative. A cell the run lacks
     has ``measured`` None. ``equal`` and ``std_equal``: the run's mean and standard deviation
     round to the published ones."""
@@ -241,9 +242,8 @@ def compare_grid(grid: PublishedGrid, measured: Sequence[Mapping], z: float = 1.
                                   "it has "
                                   f"{sorted(row)}")
             mean, std = 100 * float(row[f"{metric}_mean"]), 100 * float(std)
-            queries = int(row.get("questions") or grid.queries)
             delta = mean - cell[f"{metric}_mean"]
-            half = z * math.sqrt(std ** 2 / queries + cell[f"{metric}_std"] ** 2 / grid.queries) + half_unit
+            half = z * math.sqrt((std ** 2 + cell[f"{metric}_std"] ** 2) / grid.queries) + half_unit
             out.append({**base, "measured": mean, "measured_std": std, "delta": delta, "low": delta - half,
                         "high": delta + half, "inside": delta - half <= 0 <= delta + half,
                         "equal": abs(delta) <= half_unit + 1e-9,

@@ -292,7 +292,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from rbench.evaluation.report import reproduction_page
     from rbench.evaluation.reproduction import compare, document, load_notes, load_published, summary
-    from rbench.tasks.results import load_results, load_run_params, log_reproduction
+    from rbench.tasks.results import load_results, load_run_params, log_reproduction, log_reproduction_page
 
     tables = [load_published(name) for name in args.against]
     uri = _tracking_uri(args)
@@ -346,15 +346,6 @@ def cmd_compare_grid(args: argparse.Namespace) -> int:
     print(markdown)
     print(f"wrote {out / (grid.name + '.md')} and .json; logged to MLflow run {parent.info.run_id}")
     return 0
-
-
-def log_reproduction_page(uri: str, run_id: str, out: Path) -> None:
-    """The reproduction page's Markdown and HTML on the parent run, beside the JSON documents."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=uri)
-    for name in ("reproduction.md", "reproduction.html"):
-        client.log_artifact(run_id, str(out / name), "reproduction")
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

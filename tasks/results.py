@@ -165,6 +165,16 @@ def log_reproduction(tracking_uri: str, run_id: str, name: str, document: str, s
     client.set_tag(run_id, f"rbench.{REPRODUCTION}.{name}", summary)
 
 
+def log_reproduction_page(tracking_uri: str, run_id: str, out: Path) -> None:
+    """The reproduction page (``reproduction.md`` and ``.html`` in ``out``) on the parent run,
+    beside the JSON documents of :func:`log_reproduction`."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    for name in ("reproduction.md", "reproduction.html"):
+        client.log_artifact(run_id, str(out / name), REPRODUCTION)
+
+
 def load_reproductions(tracking_uri: str, runs: Sequence[str], experiment: str = "rbench") -> list[dict]:
     """The comparison documents ``rbench compare`` logged on these parent runs."""
     import json

@@ -3,6 +3,7 @@ allows: a typo in a transcription breaks one of these identities or bounds."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from statistics import fmean
 
 import pytest
@@ -147,8 +148,6 @@ def test_the_seed_chunking_grid_is_whole_and_consistent():
 def test_each_gpu_study_runs_what_its_published_table_requires(study, name):
     """The report's own settings: every retriever of the study meets its published system's
     requirements (model, reranker, LLM), so a cluster run's cells are comparable."""
-    from pathlib import Path
-
     from rbench.config import load_config
     from rbench.evaluation.reproduction import unmet
     from rbench.tasks.track import _flatten
