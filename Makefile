@@ -10,8 +10,9 @@ CONFIG ?= configs/default.yaml
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 export TOKENIZERS_PARALLELISM ?= false
+export NO_MKDOCS_2_WARNING ?= 1
 
-.PHONY: setup run test test-fast clean vllm-env vllm-serve
+.PHONY: setup run test test-fast docs clean vllm-env vllm-serve
 
 setup: $(VENV)/.installed
 
@@ -43,8 +44,12 @@ run: setup
 test-fast: setup
 	$(BIN)/pytest -ra tests/unit
 
+# The documentation site, into site/: strict, so a broken link, a missing page or any warning fails it.
+docs: setup
+	$(BIN)/mkdocs build --strict --clean
+
 test: setup vllm-env
 	$(BIN)/pytest -ra tests/unit tests/integration tests/system
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) .rbench
+	rm -rf $(VENV) $(VLLM_VENV) .rbench site

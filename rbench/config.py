@@ -30,22 +30,28 @@ TRACKING_SCHEMES = ("http", "https", "sqlite", "file", "databricks", "postgresql
 class Strict(BaseModel):
     """Base for config objects: unknown keys are errors, objects are immutable."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class SubsampleConfig(Strict):
     """TF-IDF k-means query subsampling: keep the query nearest each of ``size`` centroids."""
 
     size: PositiveInt = 500
-    seed: StrictInt = Field(0, ge=0, lt=2**32)  # k-means takes a 32-bit seed
+    """Queries kept (all of them when the dataset has fewer)."""
+    seed: StrictInt = Field(0, ge=0, lt=2**32)
+    """The k-means seed (32 bits)."""
 
 
 class MetricsConfig(Strict):
-    """Cut-offs and the definitional choices that differ between papers (see README)."""
+    """Cut-offs and the definitional choices that differ between papers (the docs' evaluation page)."""
 
     k: list[PositiveInt] = Field(default_factory=lambda: [1, 3, 5, 10], min_length=1)
+    """Cut-offs: every metric is reported at each k (over the first k unique documents)."""
     precision_denominator: Literal["k", "retrieved"] = "k"
+    """``k``: precision@k divides by k; ``retrieved``: by the documents kept (fewer when a ranking is short;
+    the ARM reproduction's)."""
     recall_denominator: Literal["gold", "capped"] = "gold"
+    """``gold``: recall@k divides by the gold documents; ``capped``: by min(k, gold) (TARGET's)."""
 
     @field_validator("k")
     @classmethod
@@ -61,9 +67,13 @@ class DatasetConfig(Strict):
     """
 
     name: str = Field(min_length=1)
+    """The dataset's name in results (unique in the experiment); also the adapter when ``adapter`` is unset."""
     adapter: str | None = None
+    """A registered dataset adapter (see Dataset adapters below); default: ``name``."""
     params: dict[str, Any] = Field(default_factory=dict)
+    """The adapter's parameters, validated by its ``Params``."""
     max_missing_gold: float = Field(0.5, ge=0, le=1)
+    """The largest share of queries allowed to have no gold document in the corpus."""
 
     @model_validator(mode="after")
     def _check_adapter(self, info: ValidationInfo) -> "DatasetConfig":
@@ -81,6 +91,7 @@ class RetrieverConfig(RetrieverSpec):
     reference, also used inside composites' params) with a unique ``label`` (default: its name)."""
 
     label: str | None = None
+    """The retriever's name in results (unique in the experiment); default: ``name``."""
 
     @model_validator(mode="after")
     def _default_label(self) -> "RetrieverConfig":
@@ -116,7 +127,10 @@ class MlflowConfig(Strict):
     """Where results are tracked; the default is a sqlite file inside the store."""
 
     tracking_uri: str | None = None
+    """An MLflow tracking URI (``http(s)://``, ``sqlite:///``, ``file://``, ...); default ``sqlite:///<store>/mlflow.db``;
+    ``MLFLOW_TRACKING_URI`` wins."""
     experiment: str = Field("rbench", min_length=1, pattern=r"\S")
+    """The MLflow experiment runs are logged to."""
 
     @field_validator("tracking_uri")
     @classmethod
@@ -179,18 +193,31 @@ class ExperimentConfig(Strict):
     protocol of :data:`PROTOCOLS` that fixes depth and the metric definitions at once."""
 
     name: str = "experiment"
+    """The experiment's name: the MLflow parent run and the Prefect flow run are named after it."""
     protocol: Literal["standard", "arm"] = "standard"
+    """``standard``, or a named protocol that fixes depth and the metric definitions at once."""
     store: ConfigPath = DEFAULT_STORE
+    """The artifact store (``--store`` and ``RBENCH_STORE`` win)."""
     mirror: ConfigPath | None = None
+    """A local folder holding the datasets' files under their source paths (``--mirror`` and ``RBENCH_MIRROR`` win)."""
     depth: PositiveInt = 100
+    """Objects retrieved per query (at least the largest k)."""
     subsample: SubsampleConfig = SubsampleConfig()
+    """Which queries are evaluated."""
     metrics: MetricsConfig = MetricsConfig()
+    """Cut-offs and metric definitions."""
     mlflow: MlflowConfig = MlflowConfig()
+    """Where results are logged."""
     execution: ExecutionConfig = ExecutionConfig()
+    """How tasks run (never part of a cache key)."""
     llms: dict[str, LLMConfig] = Field(default_factory=dict)
+    """LLMs by name, referred to by retrievers as ``llm: NAME``."""
     sweep: dict[str, list[Any]] = Field(default_factory=dict)
+    """A dataset or retriever parameter and its values: each dataset or retriever that has it runs once per value."""
     datasets: list[DatasetConfig] = Field(min_length=1)
+    """The datasets."""
     retrievers: list[RetrieverConfig] = Field(min_length=1)
+    """The retrievers, each run on every dataset."""
 
     @model_validator(mode="before")
     @classmethod

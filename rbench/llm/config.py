@@ -50,28 +50,48 @@ class LLMConfig(BaseModel):
     out of cache keys.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     backend: Literal["openai", "vllm", "transformers"]
+    """Which engine runs the model: an OpenAI-compatible server, vLLM in process, or transformers in process."""
     model: PathOrName = Field(min_length=1)
+    """A hub id, a local folder, a ``.gguf`` file, a packaged model (``smollm2-135m``) or the name a server serves."""
     revision: str | None = None
+    """Pins what the model is (a hub commit, a served model's version) for the call cache."""
     context_tokens: PositiveInt | None = None
+    """The context length prompts are fitted to; default: the model's own, or what a vLLM server reports."""
     base_url: str = "https://api.openai.com/v1"
+    """The server's OpenAI-compatible API root (no credentials in it)."""
     api_key_env: str | None = None
+    """The *name* of the environment variable holding the API key."""
     basic_auth_env: str | None = None
+    """The *name* of the environment variable holding ``user:password`` for HTTP basic auth."""
     max_concurrency: PositiveInt = 8
+    """Requests in flight at once to the server."""
     timeout: float = Field(120.0, gt=0)
+    """Seconds before a request is abandoned (and retried)."""
     max_retries: StrictInt = Field(4, ge=0, le=20)
+    """Retries of a request after a timeout, a connection error, 429 or 5xx, with backoff."""
     structured_outputs: StrictBool = False
+    """The server (vLLM) enforces output constraints itself."""
     device: str | None = None
+    """torch device; default: CUDA when available."""
     batch_size: PositiveInt = 8
+    """Prompts generated together."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    """Weights' precision."""
     threads: PositiveInt | None = None
+    """torch threads for generation on CPU."""
     tensor_parallel_size: PositiveInt = 1
+    """GPUs a vLLM engine spreads the model over."""
     quantization: str | None = None
+    """vLLM's quantization method (``awq``, ``gptq``, ...)."""
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    """Share of GPU memory vLLM may take."""
     max_model_len: PositiveInt | None = None
+    """vLLM's context length."""
     enforce_eager: StrictBool = False
+    """Run vLLM without CUDA graphs."""
 
     @field_validator("api_key_env", "basic_auth_env")
     @classmethod

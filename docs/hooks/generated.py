@@ -1,0 +1,20 @@
+"""MkDocs hook: the reference pages are generated from the code at build time
+(:mod:`rbench.reference`), so no hand-written copy can drift from the settings classes."""
+
+from __future__ import annotations
+
+from mkdocs.structure.files import File
+
+GENERATED = {
+    "reference/configuration.md": "configuration_reference",
+    "reference/cli.md": "cli_reference",
+}
+
+
+def on_files(files, config):
+    """Add the generated reference pages to the site's files."""
+    from rbench import reference
+
+    for path, function in GENERATED.items():
+        files.append(File.generated(config, path, content=getattr(reference, function)()))
+    return files

@@ -1,0 +1,283 @@
+"""The configuration reference, generated from the code: every experiment key, dataset adapter,
+retriever (plugins included) and LLM backend setting, with its type, default, allowed values and
+description, read from the pydantic models and the registries. The docs site builds its
+reference page from :func:`configuration_reference`, so the page cannot drift from the code."""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import json
+import re
+import types
+import typing
+from pathlib import Path
+from typing import Any, Iterable
+
+import annotated_types
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+CONSTRAINTS = ((annotated_types.Gt, "gt", ">"), (annotated_types.Ge, "ge", ">="), (annotated_types.Lt, "lt", "<"),
+               (annotated_types.Le, "le", "<="), (annotated_types.MinLen, "min_length", "length >="),
+               (annotated_types.MaxLen, "max_length", "length <="))
+
+
+def anchor(title: str) -> str:
+    """The anchor MkDocs gives a heading (its ``toc`` slugify: lower case, words joined by ``-``)."""
+    text = re.sub(r"[^\w\s-]", "", title.strip().lower())
+    return re.sub(r"[-\s]+", "-", text)
+
+
+class Sections:
+    """Models that get a section of their own (linked from the fields that hold them)."""
+
+    def __init__(self, titles: dict[type, str]):
+        self.titles = dict(titles)
+
+    def link(self, model: type) -> str | None:
+        title = self.titles.get(model)
+        return f"[{title}](#{anchor(title)})" if title else None
+
+
+def _strip_annotated(tp: Any) -> tuple[Any, list]:
+    metadata: list = []
+    while typing.get_origin(tp) is typing.Annotated:
+        metadata += list(tp.__metadata__)
+        tp = typing.get_args(tp)[0]
+    return tp, metadata
+
+
+def _constraints(metadata: Iterable) -> list[str]:
+    out = []
+    for item in metadata:
+        if isinstance(item, FieldInfo):
+            out += _constraints(item.metadata)
+        for cls, attr, sign in CONSTRAINTS:
+            if isinstance(item, cls):
+                out.append(f"{sign} {getattr(item, attr)}")
+        if isinstance(item, annotated_types.Interval):
+            out += [f"{sign} {getattr(item, attr)}" for _, attr, sign in CONSTRAINTS[:4]
+                    if getattr(item, attr, None) is not None]
+        for attr in ("gt", "ge", "lt", "le", "min_length", "max_length"):  # pydantic's own metadata objects
+            if type(item).__name__ == "_PydanticGeneralMetadata" and getattr(item, attr, None) is not None:
+                out.append(f"{dict((a, s) for _, a, s in CONSTRAINTS)[attr]} {getattr(item, attr)}")
+    return out
+
+
+def type_text(tp: Any, sections: Sections) -> tuple[str, list[str], list[str]]:
+    """``(type, allowed values, constraints)`` of an annotation, in words a config author reads."""
+    tp, metadata = _strip_annotated(tp)
+    constraints = _constraints(metadata)
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        parts, allowed = [], []
+        for arg in typing.get_args(tp):
+            if arg is type(None):
+                continue
+            text, values, more = type_text(arg, sections)
+            parts.append(text)
+            allowed += values
+            constraints += more
+        nullable = type(None) in typing.get_args(tp)
+        return " or ".join(dict.fromkeys(parts)) + (" or null" if nullable else ""), allowed, constraints
+    if origin is typing.Literal:
+        values = list(typing.get_args(tp))
+        kinds = sorted({type(v).__name__ for v in values})
+        return " or ".join(kinds), [json.dumps(v) for v in values], constraints
+    if origin in (list, tuple, set, frozenset):
+        args = [a for a in typing.get_args(tp) if a is not Ellipsis]
+        inner, allowed, more = type_text(args[0], sections) if args else ("any", [], [])
+        return f"list of {inner}", allowed, constraints + more
+    if origin is dict:
+        key, value = typing.get_args(tp) or (str, Any)
+        key_text, allowed, _ = type_text(key, sections)
+        value_text, _, _ = type_text(value, sections)
+        keys = f" (keys: {', '.join(allowed)})" if allowed else ""
+        return f"mapping of {key_text} to {value_text}{keys}", [], constraints
+    if inspect.isclass(tp) and issubclass(tp, BaseModel):
+        return sections.link(tp) or tp.__name__, [], constraints
+    if inspect.isclass(tp) and issubclass(tp, enum.Enum):
+        return "str", [json.dumps(m.value) for m in tp], constraints
+    if tp is Path:
+        return "path (relative to the config file)", [], constraints
+    if tp is Any:
+        return "any", [], constraints
+    names = {str: "str", int: "int", float: "float", bool: "bool", dict: "mapping", list: "list"}
+    if tp in names:
+        if tp is str and any(getattr(m, "func", None) is not None and "resolved_str" in repr(m) for m in metadata):
+            return "str (a name, or a path relative to the config file)", [], constraints
+        return names[tp], [], constraints
+    return getattr(tp, "__name__", str(tp)), [], constraints
+
+
+def default_text(field: FieldInfo) -> str:
+    """A field's default as YAML would spell it, or *required*."""
+    if field.default_factory is not None:
+        value = field.default_factory()
+    elif field.default is PydanticUndefined:
+        return "*required*"
+    else:
+        value = field.default
+    if isinstance(value, BaseModel):
+        return "(its defaults)"
+    if isinstance(value, Path):
+        value = str(value)
+    if isinstance(value, enum.Enum):
+        value = value.value
+    try:
+        return f"`{json.dumps(value)}`"
+    except TypeError:
+        return f"`{value!r}`"
+
+
+def docstring_clause(doc: str, name: str) -> str:
+    """What a class docstring says of field ``name``: from where it is named in double backquotes
+    and followed by ``:`` or `` (``, to the end of that clause (``;`` or ``.`` outside brackets); the
+    empty string when the docstring defines it nowhere."""
+    text = " ".join(doc.split())
+    match = re.search(rf"``{re.escape(name)}``(:| \()", text)
+    if match is None:
+        return ""
+    depth, start = 0, match.start()
+    for i in range(start, len(text)):
+        char = text[i]
+        depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(char, 0)
+        if depth <= 0 and (char == ";" or (char == "." and text[i + 1:i + 2] in (" ", ""))):
+            return text[start:i + (char == ".")]
+    return text[start:]
+
+
+def field_rows(model: type[BaseModel], sections: Sections, only: Iterable[str] | None = None,
+               extra: dict[str, str] | None = None) -> list[str]:
+    """A Markdown table of the model's fields: key, type, default, allowed values, description."""
+    doc = inspect.getdoc(model) or ""
+    rows = ["| key | type | default | allowed | description |", "| --- | --- | --- | --- | --- |"]
+    for name, field in model.model_fields.items():
+        if only is not None and name not in only:
+            continue
+        annotation = field.annotation
+        text, allowed, constraints = type_text(annotation, sections)
+        constraints += _constraints(field.metadata)
+        allowed_text = ", ".join(f"`{v}`" for v in allowed) or "; ".join(dict.fromkeys(constraints)) or ""
+        if allowed and constraints:
+            allowed_text += "; " + "; ".join(dict.fromkeys(constraints))
+        described = markdown(field.description or docstring_clause(doc, name))
+        if extra and name in extra:
+            described = f"{described} *({extra[name]})*" if described else f"*{extra[name]}*"
+        rows.append(f"| `{name}` | {_cell(text)} | {_cell(default_text(field))} | {_cell(allowed_text)} | "
+                    f"{_cell(described)} |")
+    return rows
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(text: str) -> str:
+    """A docstring's reST made Markdown: double backquotes and roles such as :class: become code spans."""
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"`\1`", text)
+    return text.replace("``", "`")
+
+
+def _doc(obj: Any) -> str:
+    return markdown(" ".join((inspect.getdoc(obj) or "").split()))
+
+
+def _section(title: str, level: int, intro: list[str], model: type[BaseModel], sections: Sections,
+             **kwargs: Any) -> list[str]:
+    return [f"{'#' * level} {title}", "", *[line for line in intro if line], "", *field_rows(model, sections, **kwargs),
+            ""]
+
+
+def configuration_reference() -> str:
+    """The whole reference page, as Markdown."""
+    from rbench.config import (
+        PROTOCOLS,
+        DatasetConfig,
+        ExecutionConfig,
+        ExperimentConfig,
+        MetricsConfig,
+        MlflowConfig,
+        RetrieverConfig,
+        SubsampleConfig,
+    )
+    from rbench.flows.chunking_grid import ChunkingGridConfig, ChunkingSearch
+    from rbench.llm.config import BACKEND_FIELDS, LLMConfig
+    from rbench.retrievers.base import RETRIEVERS, RetrieverSpec
+    from rbench.retrievers.models import Encoding
+    from rbench.tasks.datasets.base import ADAPTERS
+    from rbench.tasks.datasets.chunking import ChunkerConfig
+    from rbench.tasks.search_space import Dimension, SearchConfig
+
+    shared = {
+        ExperimentConfig: "Experiment file", SubsampleConfig: "subsample", MetricsConfig: "metrics",
+        MlflowConfig: "mlflow", ExecutionConfig: "execution", DatasetConfig: "dataset entry",
+        RetrieverConfig: "retriever entry", LLMConfig: "LLM settings", SearchConfig: "search",
+        Dimension: "search space dimension", ChunkingGridConfig: "Chunking grid file",
+        ChunkingSearch: "chunking search", Encoding: "encoding", ChunkerConfig: "chunker",
+        RetrieverSpec: "retriever entry",
+    }
+    sections = Sections(shared)
+    out = ["# Configuration reference", "",
+           "Generated from the code when the site is built (`rbench.reference`): the typed settings classes, "
+           "the dataset adapter registry and the retriever registry, including retrievers and adapters that "
+           "installed plugins register. A key not listed here is an error in a config file.", ""]
+    out += _section("Experiment file", 2, [_doc(ExperimentConfig),
+                                           "Protocols: " + "; ".join(
+                                               f"`{name}` fixes {json.dumps(fixed) if fixed else 'nothing'}"
+                                               for name, fixed in PROTOCOLS.items()) + "."],
+                    ExperimentConfig, sections)
+    for model in (SubsampleConfig, MetricsConfig, MlflowConfig, ExecutionConfig, DatasetConfig, RetrieverConfig):
+        out += _section(shared[model], 3, [_doc(model)], model, sections)
+    out += _section("search", 3, [_doc(SearchConfig), "An optional section of an experiment file, read by "
+                                  "`rbench search`."], SearchConfig, sections)
+    out += _section("search space dimension", 3, [_doc(Dimension)], Dimension, sections)
+
+    out += ["## Dataset adapters", "", "`datasets[].adapter` (default: the dataset's `name`) names one of these; "
+            "its `params` are the adapter's.", ""]
+    for name, adapter in ADAPTERS.items():
+        out += _section(f"dataset: {name}", 3, [f"**{adapter.description}**",
+                                                 f"Defined in `{adapter.__module__}`.", _doc(adapter.Params)],
+                        adapter.Params, sections)
+    out += _section("chunker", 3, [_doc(ChunkerConfig)], ChunkerConfig, sections)
+
+    out += ["## Retrievers", "", "`retrievers[].name` names one of these; its `params` are the retriever's. "
+            "A field typed [retriever entry](#retriever-entry) takes another retriever as `{name, params}`.", ""]
+    for name, cls in RETRIEVERS.items():
+        kind = "" if cls.searchable else " (a component, not a retriever of its own)"
+        out += _section(f"retriever: {name}", 3, [f"**{cls.description}**{kind}", f"Defined in `{cls.__module__}`.",
+                                                   _doc(cls.Params)], cls.Params, sections)
+    out += _section("encoding", 3, [_doc(Encoding)], Encoding, sections)
+
+    backends = {field: sorted(b for b, fields in BACKEND_FIELDS.items() if field in fields)
+                for field in LLMConfig.model_fields}
+    notes = {f: f"backend{'s' if len(b) > 1 else ''}: {', '.join(b)}" for f, b in backends.items() if b}
+    out += ["## LLMs", "", "An LLM is configured once under `llms:` and named by retrievers (`llm: NAME`), or given "
+            "inline. Settings that only one backend reads say which; giving them to another backend is an error.", ""]
+    out += _section("LLM settings", 3, [_doc(LLMConfig)], LLMConfig, sections, extra=notes)
+    for backend, fields in BACKEND_FIELDS.items():
+        out += [f"- `{backend}`: " + ", ".join(f"`{f}`" for f in sorted(fields))]
+    out += [""]
+
+    out += _section("Chunking grid file", 2, [_doc(ChunkingGridConfig), "Read by `rbench chunking`."],
+                    ChunkingGridConfig, sections)
+    out += _section("chunking search", 3, [_doc(ChunkingSearch)], ChunkingSearch, sections)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def cli_reference() -> str:
+    """Every subcommand's ``--help``, as Markdown."""
+    import argparse
+
+    from rbench.cli import build_parser
+
+    parser = build_parser()
+    out = ["# Command line", "", "Generated from the command line's own parser (`rbench <command> --help`).", "",
+           "```text", parser.format_help().rstrip(), "```", ""]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                out += [f"## rbench {name}", "", "```text", sub.format_help().rstrip(), "```", ""]
+    return "\n".join(out)

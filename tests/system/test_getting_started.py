@@ -1,0 +1,123 @@
+"""Every command the getting-started page shows runs as shown, from the repository root.
+
+The commands are read from the page's ``bash`` blocks, so a command added to the page is run
+here too. Three adjustments, each needed to run a command inside a test: the store is a fresh
+folder (``RBENCH_STORE``, which the page names; ``.rbench/`` in a command becomes that folder),
+``make test`` is checked with ``make -n`` (it is the command running this test), and ``mlflow ui``
+gets a free port, is asked for its page, and is stopped. The documentation site itself is built
+strictly, as ``make docs`` builds it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, SHARED_DATA, missing
+
+PAGE = REPO / "docs" / "getting-started.md"
+pytestmark = pytest.mark.slow
+
+
+def page_commands() -> list[str]:
+    """The commands of the page's ``bash`` blocks, in order, without comments."""
+    blocks = re.findall(r"^```bash\n(.*?)^```", PAGE.read_text(), flags=re.S | re.M)
+    commands = []
+    for block in blocks:
+        for line in block.splitlines():
+            command = line.split("  #", 1)[0].strip()
+            if command and not command.startswith("#"):
+                commands.append(command)
+    return commands
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve_mlflow_ui(command: str, env: dict) -> str:
+    """Start the page's ``mlflow ui`` command on a free port, fetch its page, stop it; return the page."""
+    port = free_port()
+    process = subprocess.Popen(f"{command} --port {port}", shell=True, cwd=REPO, env=env, start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as response:
+                    return response.read().decode("utf-8", "replace")
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"{command!r} served nothing on port {port} (exit {process.poll()})")
+                time.sleep(1)
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+
+
+def test_the_page_shows_the_two_commands_and_the_help():
+    commands = page_commands()
+    assert commands[:2] == ["make run", "make test"]
+    assert ".venv/bin/rbench --help" in commands
+    assert any(c.startswith(".venv/bin/mlflow ui") for c in commands)
+
+
+def test_every_getting_started_command_runs(tmp_path):
+    if not SHARED_DATA.is_dir():
+        missing(f"the shared data folder {SHARED_DATA} (make run reads FeTaQA from it)")
+    store = tmp_path / "store"
+    env = {**os.environ, "RBENCH_STORE": str(store)}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    report = REPO / "report"
+    report_existed = report.exists()
+    outputs: dict[str, str] = {}
+    try:
+        for command in page_commands():
+            shown = command.replace(".rbench/", f"{store}/")
+            if command == "make test":
+                dry = subprocess.run(["make", "-n", "test"], cwd=REPO, env=env, capture_output=True, text=True)
+                assert dry.returncode == 0 and "pytest" in dry.stdout and "tests/unit" in dry.stdout, dry.stdout
+                continue
+            if " mlflow ui " in f" {shown} " or shown.startswith(".venv/bin/mlflow ui"):
+                assert "MLflow" in serve_mlflow_ui(shown, env)
+                continue
+            done = subprocess.run(shown, shell=True, cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
+            text = done.stdout + done.stderr
+            assert done.returncode == 0, f"{command!r} exited {done.returncode}:\n{text[-4000:]}"
+            assert "Traceback" not in text, f"{command!r} printed a traceback:\n{text[-4000:]}"
+            outputs[command] = text
+    finally:
+        if not report_existed:
+            subprocess.run(["rm", "-rf", str(report)], check=False)
+    assert "fetaqa" in outputs["make run"] and "recall" in outputs["make run"]
+    assert "usage: rbench" in outputs[".venv/bin/rbench --help"]
+    assert "bm25" in outputs[".venv/bin/rbench list retrievers"]
+    show = next(text for command, text in outputs.items() if command.startswith(".venv/bin/rbench show"))
+    assert "fetaqa" in show and "dense" in show
+    again = subprocess.run(["make", "run"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert "already in MLflow" in again.stdout + again.stderr or "cached" in again.stdout + again.stderr
+
+
+def test_the_docs_site_builds_strictly(tmp_path):
+    mkdocs = Path(sys.executable).with_name("mkdocs")
+    if not mkdocs.exists():
+        missing("mkdocs (pip install 'rbench[docs]')")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    done = subprocess.run([str(mkdocs), "build", "--strict", "--site-dir", str(tmp_path / "site")], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "WARNING" not in done.stderr
+    reference = (tmp_path / "site" / "reference" / "configuration" / "index.html").read_text()
+    assert "retriever: bm25" in reference and "k1" in reference
