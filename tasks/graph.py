@@ -10,12 +10,13 @@ gpu=False, **options)`` returning a handle, ``as_completed(handles)``, ``artifac
 
 from __future__ import annotations
 
+import errno
 from typing import Any, Iterable, Sequence
 
 import pyarrow.parquet as pq
 
 from rbench.config import ExperimentConfig
-from rbench.core.errors import RbenchError
+from rbench.core.errors import DataError, RbenchError
 from rbench.core.secrets import redact
 from rbench.core.store import Artifact, Stage, Store, canonical_json
 from rbench.tasks.download import DOWNLOAD, DownloadConfig
@@ -184,7 +185,25 @@ def check_data(cfg: ExperimentConfig) -> set[tuple[str, str]]:
     for ds in cfg.datasets:
         files = DownloadConfig.of(ds, cfg.mirror)
         if all(f.local is not None or f.in_mirror(cfg.mirror) is not None for f in files.all_files(cfg.mirror)):
-            raw = DOWNLOAD.run(store, [], files, mirror=cfg.mirror)
-            prepared = PREPARE.run(store, [raw], ds)
+            try:
+                raw = DOWNLOAD.run(store, [], files, mirror=cfg.mirror)
+                prepared = PREPARE.run(store, [raw], ds)
+            except OSError as e:
+                raise DataError(f"dataset {ds.name!r}: {os_problem(e, store)}") from None
             built |= {(a.stage, a.key) for a in (raw, prepared) if a.built}
     return built
+
+
+def os_problem(error: OSError, store: Store) -> str:
+    """What an operating-system error while reading a user's files or writing the store means,
+    and how to fix it."""
+    where = f" ({error.filename})" if error.filename else ""
+    if error.errno == errno.ELOOP:
+        return (f"a symbolic link loop{where}: the path leads back to itself; point the config at the real file "
+                "(ls -l shows where each link points)")
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (f"the disk holding the store {store.root} is full{where}; nothing half-written is kept: free some "
+                "space, or pass --store DIR on another disk, and run again")
+    if error.errno in (errno.EACCES, errno.EPERM):
+        return f"permission denied{where}: make the file readable and the store writable for this user"
+    return f"{error.strerror or error}{where}"

@@ -108,7 +108,11 @@ def _resolve(value: Path, info: ValidationInfo) -> Path:
     if value.is_absolute():
         return value
     base = (info.context or {}).get("base")
-    return (Path(base) / value).resolve() if base is not None else value.resolve()
+    try:
+        return (Path(base) / value).resolve() if base is not None else value.resolve()
+    except (RuntimeError, OSError) as e:  # pathlib reports a symbolic link loop as a RuntimeError
+        raise ValueError(f"the path {str(value)!r} cannot be resolved ({e}): point it at a real file or folder") \
+            from None
 
 
 ConfigPath = Annotated[Path, AfterValidator(_resolve)]

@@ -28,6 +28,10 @@ class MissingExtraError(RbenchError):
             f"{purpose} needs the package '{package}', which is not installed. "
             f"Install it with: pip install 'rbench[{extra}]'"
         )
+        self.parts = (package, extra, purpose)
+
+    def __reduce__(self):
+        return type(self), self.parts
 
 
 class _UserErrorFilter(logging.Filter):

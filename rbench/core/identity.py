@@ -12,12 +12,17 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.util
+import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable
 
 PACKAGE = "rbench"
 Locate = Callable[[str], "Path | None"]
+_DIGESTS = threading.Lock()
+"""Held while a digest is computed: once per process and set of modules, whatever the threads. Two
+threads parsing sources at once can fail in CPython 3.11's parser ("AST constructor recursion
+depth mismatch"), and would both compute what one can."""
 
 
 @lru_cache(maxsize=None)
@@ -78,9 +83,10 @@ def closure(modules: Iterable[str], locate: Locate = installed_file) -> dict[str
 
 def code_digest(*modules: str, locate: Locate = installed_file) -> str:
     """A digest of the sources of the import closure of ``modules`` (16 hex digits)."""
-    if locate is installed_file:
-        return _installed_digest(tuple(sorted(set(modules))))
-    return _digest(closure(modules, locate))
+    with _DIGESTS:
+        if locate is installed_file:
+            return _installed_digest(tuple(sorted(set(modules))))
+        return _digest(closure(modules, locate))
 
 
 @lru_cache(maxsize=None)

@@ -458,3 +458,38 @@ def test_preflight_asks_the_tracking_api_and_names_the_fix(status, body, expecte
         server.shutdown()
     assert seen == [("/api/2.0/mlflow/experiments/get-by-name?experiment_name=exp", f"Bearer {SECRET}")]
     assert SECRET not in str(error.value)
+
+
+def test_a_symlink_loop_in_a_corpus_path_is_one_message(tmp_path, tiny_files, capsys):
+    from rbench.cli import main
+
+    (tmp_path / "loop-a").symlink_to(tmp_path / "loop-b")
+    (tmp_path / "loop-b").symlink_to(tmp_path / "loop-a")
+    cfg = _config(tmp_path, tiny_files)
+    cfg["datasets"][0]["params"]["corpus"] = "loop-a"
+    path = tmp_path / "loop.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "'loop-a' cannot be resolved" in err and "Symlink loop" in err and "Traceback" not in err
+
+
+def test_a_disk_that_fills_during_the_preflight_prepare_is_one_message(tmp_path, tiny_files, monkeypatch, capsys):
+    import errno
+
+    from rbench.cli import main
+    from rbench.tasks import graph
+
+    class FullDisk:
+        name = "prepare"
+
+        def run(self, store, inputs, config):
+            raise OSError(errno.ENOSPC, "No space left on device", str(store.root / "prepare" / ".tmp-x"))
+
+    monkeypatch.setattr(graph, "PREPARE", FullDisk())
+    path = tmp_path / "full.yaml"
+    path.write_text(yaml.safe_dump(_config(tmp_path, tiny_files)))
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "dataset 'tiny': the disk holding the store" in err and "is full" in err and "--store DIR" in err
+    assert "Traceback" not in err

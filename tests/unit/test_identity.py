@@ -107,3 +107,35 @@ def test_retriever_keys_hold_the_digest_and_composites_hold_their_components():
     versions = fusion.code_versions()
     assert set(versions) == {"fusion", "bm25s", "dense"}
     assert versions["dense"].endswith(code_digest("rbench.retrievers.dense"))
+
+
+def test_a_digest_is_computed_once_whatever_the_threads(monkeypatch):
+    """Stage threads asking for one digest at once parse the sources once: concurrent parsing failed
+    in CPython 3.11 ("AST constructor recursion depth mismatch") and did the same work twice."""
+    import threading
+    import time
+
+    from rbench.core import identity
+
+    real, calls = identity.closure, []
+
+    def slow_closure(modules, locate=identity.installed_file):
+        calls.append(threading.get_ident())
+        time.sleep(0.2)  # long enough for every thread to arrive while the first computes
+        return real(modules, locate)
+
+    monkeypatch.setattr(identity, "closure", slow_closure)
+    identity._installed_digest.cache_clear()
+    results, barrier = [], threading.Barrier(8)
+
+    def ask():
+        barrier.wait()
+        results.append(code_digest("rbench.core.store"))
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    identity._installed_digest.cache_clear()
+    assert len(calls) == 1 and len(set(results)) == 1 and len(results) == 8

@@ -1,0 +1,167 @@
+"""Lucene (Pyserini's JVM) in a process of its own.
+
+The JVM never shares a process with torch, with the Prefect engine or with rbench's signal
+handler: in one process, torch failed at random beside it on busy machines, and the JVM's
+own SIGINT/SIGTERM handlers ended runs without releasing their leases. A
+:class:`LuceneProcess` is a spawned child that starts the JVM (with ``-Xrs``: it leaves signals
+to Python) and serves index and search requests over a pipe. The child ignores SIGINT (the
+parent decides when to stop, and terminates it), and ends itself within a second when the
+parent is gone, however the parent ended.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import signal
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import Any
+
+from rbench.core.errors import RbenchError
+
+WATCH_SECONDS = 0.5
+
+
+class LuceneError(RbenchError):
+    """A Lucene request failed in the worker process (the message names the Java or Python error)."""
+
+
+class LuceneProcess:
+    """A child process running Pyserini's JVM; :meth:`call` sends one request and waits for it.
+
+    Requests are serialized (one at a time per process); start one process per retriever
+    instance that needs the JVM. :meth:`close` (also called when the object is collected and at
+    interpreter exit) stops the child."""
+
+    def __init__(self):
+        context = multiprocessing.get_context("spawn")
+        self._conn, child_conn = context.Pipe()
+        self._process = context.Process(target=serve, args=(child_conn, os.getpid()), name="rbench-lucene",
+                                        daemon=True)
+        self._process.start()
+        child_conn.close()
+        self._lock = threading.Lock()
+        self._finalizer = weakref.finalize(self, _stop, self._process, self._conn)
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id."""
+        return self._process.pid
+
+    def call(self, op: str, *args: Any) -> Any:
+        """Run request ``op`` with ``args`` in the child; return its result or raise its error."""
+        with self._lock:
+            try:
+                self._conn.send((op, args))
+                status, value = self._conn.recv()
+            except (EOFError, OSError, BrokenPipeError):
+                code = self._process.exitcode
+                raise LuceneError(f"the Lucene worker process (pid {self._process.pid}) ended during {op!r}"
+                                  f"{f' with exit code {code}' if code is not None else ''}") from None
+        if status == "ok":
+            return value
+        raise value
+
+    def close(self) -> None:
+        """Stop the child (idempotent)."""
+        self._finalizer()
+
+
+def _stop(process, conn) -> None:
+    try:
+        conn.close()
+    except OSError:
+        pass
+    if process.is_alive():
+        process.terminate()
+        process.join(timeout=5)
+        if process.is_alive():
+            process.kill()
+            process.join(timeout=5)
+
+
+def _watch_parent(parent: int) -> None:
+    while True:
+        if os.getppid() != parent:
+            os._exit(0)
+        time.sleep(WATCH_SECONDS)
+
+
+def _portable(error: BaseException) -> BaseException:
+    """``error`` if it survives pickling as it is (rbench's own errors do), else a LuceneError
+    naming it (a Java exception does not)."""
+    if isinstance(error, RbenchError):
+        try:
+            pickle.loads(pickle.dumps(error))
+            return error
+        except Exception:
+            pass
+    return LuceneError(f"{type(error).__name__}: {error}")
+
+
+class _Lucene:
+    """The child's side: open searchers by handle."""
+
+    def __init__(self):
+        self.searchers: dict[int, Any] = {}
+
+    def index(self, corpus: str, folder: str, threads: int) -> int:
+        from pyserini.index.lucene import LuceneIndexer
+
+        from rbench.retrievers.base import corpus_batches
+
+        indexer = LuceneIndexer(folder, threads=threads)
+        count = 0
+        for ids, texts in corpus_batches(Path(corpus)):
+            indexer.add_batch_dict([{"id": i, "contents": t} for i, t in zip(ids, texts)])
+            count += len(ids)
+        indexer.close()
+        return count
+
+    def open(self, location: str, prebuilt: bool) -> tuple[int, int]:
+        from pyserini.search.lucene import LuceneSearcher
+
+        searcher = LuceneSearcher.from_prebuilt_index(location, verbose=True) if prebuilt else LuceneSearcher(location)
+        if searcher is None:
+            raise LuceneError(f"Pyserini has no prebuilt index {location!r}")
+        handle = len(self.searchers) + 1
+        self.searchers[handle] = searcher
+        return handle, int(searcher.num_docs)
+
+    def set_bm25(self, handle: int, k1: float, b: float) -> None:
+        self.searchers[handle].set_bm25(k1, b)
+
+    def search(self, handle: int, texts: list[str], qids: list[str], k: int, threads: int) -> dict:
+        hits = self.searchers[handle].batch_search(texts, qids, k=k, threads=threads)
+        return {q: [(h.docid, float(h.score)) for h in hits.get(q, [])] for q in qids}
+
+
+def serve(conn, parent: int) -> None:
+    """The child's main loop: start the JVM, answer requests until the pipe closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    from rbench.retrievers.java import start_pyserini
+
+    lucene = _Lucene()
+    try:
+        start_pyserini()
+    except BaseException as e:  # answered to the first request, which fails with it
+        failure: BaseException | None = _portable(e)
+    else:
+        failure = None
+    while True:
+        try:
+            op, args = conn.recv()
+        except (EOFError, OSError):
+            os._exit(0)
+        try:
+            if failure is not None:
+                raise failure
+            result = ("ok", getattr(lucene, op)(*args))
+        except BaseException as e:  # every failure goes back to the caller, which raises it
+            result = ("error", _portable(e))
+        conn.send(result)
