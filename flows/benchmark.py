@@ -29,8 +29,12 @@ def run_stages(cfg: ExperimentConfig) -> tuple[list[dict], list[dict], list[dict
 
 @flow(name="rbench-stages")
 def run_experiment(cfg: ExperimentConfig) -> dict:
-    """The stages of one experiment under the task runner its ``execution`` section names."""
-    results, failures, report = run_stages(cfg)
+    """The stages of one experiment under the task runner its ``execution`` section names.
+
+    A SIGTERM (Prefect's ``TerminationSignal``) is handled here, inside the task runner: leaving
+    it first would wait for every running stage thread to finish."""
+    with ended_by_termination():
+        results, failures, report = run_stages(cfg)
     return {"results": results, "failures": failures, "stages": report}
 
 

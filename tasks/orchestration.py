@@ -19,6 +19,7 @@ import contextlib
 import functools
 import logging
 import os
+import queue
 import signal
 import threading
 import time
@@ -28,7 +29,7 @@ from typing import Any, Sequence
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import CachePolicy
-from prefect.futures import PrefectFuture, as_completed
+from prefect.futures import PrefectFuture
 
 from rbench.config import ExecutionConfig
 from rbench.core.errors import MissingExtraError
@@ -36,6 +37,7 @@ from rbench.core.store import Artifact, Stage, Store, summarize
 
 RESULTS_FOLDER = "_prefect-results"
 SAVE_ATTEMPTS = 5
+WAKE_SECONDS = 0.5
 log = logging.getLogger("rbench")
 _GPU_SLOTS: dict[int, threading.BoundedSemaphore] = {}
 _GPU_LOCK = threading.Lock()
@@ -245,12 +247,23 @@ class Submitter:
         self._logger.log(level, "%-9s %-32s %-7s %s", stage, label, row["status"], row.get("summary") or row.get("error"))
 
     def as_completed(self, futures: Sequence[PrefectFuture]):
-        """The futures as they finish."""
-        return as_completed(futures)
+        """The futures as they finish (waiting in short steps, see :func:`wait_for`)."""
+        finished: queue.SimpleQueue = queue.SimpleQueue()
+        for future in futures:
+            future.add_done_callback(finished.put)
+        for _ in futures:
+            while True:
+                try:
+                    future = finished.get(timeout=WAKE_SECONDS)
+                    break
+                except queue.Empty:
+                    continue
+            future.wait()
+            yield future
 
     def artifact(self, future: PrefectFuture) -> Artifact | None:
         """The future's artifact in this store, or None when its task failed or never ran."""
-        future.wait()
+        wait_for(future)
         if not future.state.is_completed():
             return None
         return self.store.attach(future.state.result())
@@ -259,11 +272,24 @@ class Submitter:
         """One row per submitted task, in submission order (waits for all of them)."""
         rows = []
         for s in self.submitted:
-            s.future.wait()
+            wait_for(s.future)
             row = describe(s.stage, s.label, s.future.state)
             row.pop("summary", None)
             rows.append(row)
         return rows
+
+
+def wait_for(future: PrefectFuture) -> None:
+    """Wait for ``future`` in steps of ``WAKE_SECONDS``, so that the main thread runs Python code
+    at least that often. A signal that the kernel delivers to a stage thread (torch's, say) sets
+    Python's flag, but only the main thread runs the handler, and a main thread asleep in an
+    untimed wait would run it only when the stage ends: Ctrl-C to the process group was ignored
+    for minutes."""
+    done = threading.Event()
+    future.add_done_callback(lambda _: done.set())
+    while not done.wait(WAKE_SECONDS):
+        pass
+    future.wait()
 
 
 def _state_message(state) -> str:
@@ -300,5 +326,5 @@ def ended_by_termination(grace_seconds: float = 5.0):
     try:
         yield
     except TerminationSignal as e:
-        exit_soon(128 + e.signal, grace_seconds, reason=f"{signal.Signals(e.signal).name} from Prefect")
+        exit_soon(128 + e.signal, grace_seconds, reason=f"{signal.Signals(e.signal).name}: stopping")
         raise

@@ -21,12 +21,24 @@ from typing import Callable
 from rbench.core.lease import release_all
 
 log = logging.getLogger("rbench")
+_CLEANUPS: list[Callable[[], None]] = []
+_ENDING = threading.Lock()
+
+
+def _run_cleanups(name: str) -> None:
+    for cleanup in _CLEANUPS:
+        try:
+            cleanup()
+        except Exception as e:  # stopping goes on whatever a cleanup does
+            log.debug("cleanup on %s failed: %s", name, e)
 
 
 def stop_on_signals(*cleanups: Callable[[], None]) -> bool:
-    """Install the handler for SIGINT and SIGTERM (main thread only); return whether it was."""
+    """Install the handler for SIGINT and SIGTERM (main thread only); return whether it was.
+    ``cleanups`` also run when a run ends through :func:`exit_soon`."""
     if threading.current_thread() is not threading.main_thread():
         return False
+    _CLEANUPS[:] = cleanups
 
     def stop(signum: int, frame) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -36,11 +48,7 @@ def stop_on_signals(*cleanups: Callable[[], None]) -> bool:
         message = (f"rbench: {name}: stopped ({released} lease(s) released); finished stages and items are kept, "
                    "and the next run resumes from them\n")
         os.write(2, message.encode())  # not print: a flow with log_prints turns it into a log record
-        for cleanup in cleanups:
-            try:
-                cleanup()
-            except Exception as e:  # stopping goes on whatever a cleanup does
-                log.debug("cleanup on %s failed: %s", name, e)
+        _run_cleanups(name)
         sys.stdout.flush()
         os._exit(128 + signum)
 
@@ -53,12 +61,17 @@ def exit_soon(code: int, grace_seconds: float = 5.0, reason: str = "stopped") ->
     """Release this process's leases now and end the process with ``code`` after ``grace_seconds``,
     whatever its worker threads are doing: for a deployed run that Prefect told to stop (a
     cancellation, a pod deletion), where Prefect owns the signal handler and needs a moment to
-    report the run's state, but the interpreter would then wait minutes for running stages."""
+    report the run's state, but the interpreter would then wait minutes for running stages.
+    The cleanups given to :func:`stop_on_signals` (the temporary Prefect server) run at the end.
+    A second call while the first is pending does nothing."""
+    if not _ENDING.acquire(blocking=False):
+        return
     released = release_all()
     os.write(2, (f"rbench: {reason} ({released} lease(s) released); the process ends in {grace_seconds:.0f}s; "
                  "finished stages and items are kept\n").encode())
 
     def end() -> None:
+        _run_cleanups(reason)
         sys.stdout.flush()
         os._exit(code)
 

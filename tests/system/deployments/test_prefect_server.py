@@ -159,7 +159,7 @@ def test_a_cancelled_deployed_run_stops_within_seconds_and_releases_its_leases(s
             assert not leases()
             assert stopped < 15, f"{stopped:.1f}s from Cancelling to the leases released"
             assert len(list((store / "encode").glob("*/_manifest.json"))) < 8  # it stopped mid-build
-            assert "SIGTERM from Prefect" in (tmp_path / "worker.log").read_text()
+            assert "SIGTERM: stopping" in (tmp_path / "worker.log").read_text()
     finally:
         stop_group(worker)
         worker_log.close()

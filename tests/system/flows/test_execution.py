@@ -215,6 +215,53 @@ def test_a_signal_stops_a_run_within_seconds_and_the_rerun_resumes(tmp_path, sig
     assert info["indexed"] == 1200
 
 
+MOMENTS = {  # the stage whose lease marks the moment, and the retrievers of the run
+    "lucene-index": ("index", [{"name": "bm25"}]),
+    "lucene-search": ("retrieve", [{"name": "bm25"}]),
+    "dense-encode": ("encode", [{"name": "dense", "params": {"model": "minilm"}}]),
+}
+HOW = {"SIGTERM": signal.SIGTERM, "SIGINT": signal.SIGINT, "group-SIGINT": signal.SIGINT}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", sorted(HOW))
+@pytest.mark.parametrize("moment", sorted(MOMENTS))
+def test_a_signal_at_any_moment_ends_the_run_within_ten_seconds(tmp_path, moment, how):
+    """SIGTERM, SIGINT and Ctrl-C to the whole process group, while Lucene indexes (in its worker
+    process), while Lucene searches, and while torch encodes: the run ends within 10 s with one
+    line and no traceback, nothing of its process group is left, no lease, no JVM crash file, and
+    a rerun finishes from what was kept."""
+    stage, retrievers = MOMENTS[moment]
+    rows = [{**CORPUS[i % len(CORPUS)], "object": f"{CORPUS[i % len(CORPUS)]['object']} variant {i}"}
+            for i in range(600 if stage == "encode" else 40)]
+    corpus, queries = write_jsonl(tmp_path / "corpus.jsonl", rows), write_jsonl(tmp_path / "queries.jsonl", QUERIES)
+    config = _write(tmp_path, _base(tmp_path, corpus, queries, retrievers, execution={"shard_size": 150}))
+    proc = _cli(["run", config], tmp_path / "node")
+    locks = tmp_path / "store" / stage / ".locks"
+    deadline = time.monotonic() + 300
+    while not [p for p in locks.glob("*") if p.is_file()]:
+        assert proc.poll() is None and time.monotonic() < deadline, f"no {stage} stage under way"
+        time.sleep(0.05)
+    time.sleep(0.5)
+    told = time.monotonic()
+    if how == "group-SIGINT":
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(HOW[how])
+    _, err = proc.communicate(timeout=60)
+    assert time.monotonic() - told < 10, err[-2000:]
+    assert proc.returncode == 128 + HOW[how] and "rbench: SIG" in err, err[-2000:]
+    assert "Traceback" not in err, err[-3000:]
+    with pytest.raises(ProcessLookupError):  # no temporary Prefect server or Lucene worker left
+        for _ in range(50):
+            os.killpg(proc.pid, 0)
+            time.sleep(0.1)
+    assert not [p for p in (tmp_path / "store").glob("*/.locks/*") if p.is_file()]
+    assert not list(REPO.glob("hs_err_pid*.log")) and not list(tmp_path.rglob("hs_err_pid*.log"))
+    result = benchmark(config)
+    assert result["metrics"] and not result["failures"]
+
+
 def test_a_failed_mlflow_logging_is_kept_and_logged_by_the_next_run(tmp_path, tiny_files, monkeypatch):
     from mlflow.tracking import MlflowClient
 
