@@ -4,6 +4,7 @@ index folder, or a Pyserini prebuilt index by name (downloaded by Pyserini, with
 from __future__ import annotations
 
 import os
+import weakref
 from pathlib import Path
 from typing import Mapping
 
@@ -13,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rbench.core.configfile import PathOrName
 from rbench.core.errors import ConfigError, MissingExtraError, RbenchError
 from rbench.retrievers.base import RETRIEVERS, Retriever, Run
-from rbench.retrievers.lucene import LuceneProcess
+from rbench.retrievers.lucene import LuceneProcess, give_back, lucene_worker
 from rbench.retrievers.prebuilt import fingerprint, index_folder, read_pointer, write_pointer
 
 
@@ -65,7 +66,7 @@ class BM25(Retriever):
         return [f"pyserini-prebuilt:{prebuilt}@pyserini=={version('pyserini')}"]
 
     def index(self, corpus: Path, folder: Path) -> dict:
-        lucene = LuceneProcess()
+        lucene = lucene_worker()
         try:
             if self.params.prebuilt:
                 _, docs = self._open(lucene, self.params.prebuilt)
@@ -74,11 +75,12 @@ class BM25(Retriever):
                                      corpus_objects=rows)
             return {"indexed": lucene.call("index", str(corpus), str(folder / "lucene"), os.cpu_count() or 1)}
         finally:
-            lucene.close()
+            give_back(lucene)
 
     def load(self, folder: Path) -> None:
         pointer = read_pointer(folder)
-        self._lucene = LuceneProcess()
+        self._lucene = lucene_worker()
+        weakref.finalize(self, give_back, self._lucene)
         self._handle, _ = self._open(self._lucene, pointer["location"] if pointer else str(folder / "lucene"))
         self._lucene.call("set_bm25", self._handle, self.params.k1, self.params.b)
 

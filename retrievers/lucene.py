@@ -6,7 +6,8 @@ own SIGINT/SIGTERM handlers ended runs without releasing their leases. A
 :class:`LuceneProcess` is a spawned child that starts the JVM (with ``-Xrs``: it leaves signals
 to Python) and serves index and search requests over a pipe. The child ignores SIGINT (the
 parent decides when to stop, and terminates it), and ends itself within a second when the
-parent is gone, however the parent ended.
+parent is gone, however the parent ended. Workers are pooled per process
+(:func:`lucene_worker`, :func:`give_back`), so a run starts the JVM once, not once per stage.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from typing import Any
 from rbench.core.errors import RbenchError
 
 WATCH_SECONDS = 0.5
+_IDLE: list["LuceneProcess"] = []
+_POOL = threading.Lock()
 
 
 class LuceneError(RbenchError):
@@ -66,9 +69,36 @@ class LuceneProcess:
             return value
         raise value
 
+    def alive(self) -> bool:
+        """Whether the child is still running."""
+        return self._finalizer.alive and self._process.is_alive()
+
     def close(self) -> None:
         """Stop the child (idempotent)."""
         self._finalizer()
+
+
+def lucene_worker() -> LuceneProcess:
+    """An idle Lucene worker of this process, or a new one; hand it back with :func:`give_back`."""
+    with _POOL:
+        while _IDLE:
+            worker = _IDLE.pop()
+            if worker.alive():
+                return worker
+    return LuceneProcess()
+
+
+def give_back(worker: LuceneProcess) -> None:
+    """Return ``worker`` to the pool, its searchers closed (a worker that failed is stopped instead)."""
+    if not worker.alive():
+        return
+    try:
+        worker.call("close_all")
+    except Exception:  # a worker that cannot close its searchers is not reused
+        worker.close()
+        return
+    with _POOL:
+        _IDLE.append(worker)
 
 
 def _stop(process, conn) -> None:
@@ -128,9 +158,14 @@ class _Lucene:
         searcher = LuceneSearcher.from_prebuilt_index(location, verbose=True) if prebuilt else LuceneSearcher(location)
         if searcher is None:
             raise LuceneError(f"Pyserini has no prebuilt index {location!r}")
-        handle = len(self.searchers) + 1
+        handle = max(self.searchers, default=0) + 1
         self.searchers[handle] = searcher
         return handle, int(searcher.num_docs)
+
+    def close_all(self) -> None:
+        for searcher in self.searchers.values():
+            searcher.close()
+        self.searchers.clear()
 
     def set_bm25(self, handle: int, k1: float, b: float) -> None:
         self.searchers[handle].set_bm25(k1, b)

@@ -158,3 +158,32 @@ def test_ctrl_c_to_the_group_is_rbenchs_to_handle(tmp_path):
     assert proc.returncode == 130, err
     assert "rbench: SIGINT: stopped" in err and "Traceback" not in err
     assert gone(child, 10)
+
+
+def test_workers_are_pooled_so_a_run_starts_the_jvm_once(tmp_path):
+    """The index stage hands its worker back; the search stage gets it again (the JVM started once);
+    two retrievers searching at the same time get two workers."""
+    need("pyserini")
+    import gc
+
+    from rbench.retrievers import lucene
+    from rbench.retrievers.base import make_retriever
+
+    corpus = write_corpus(tmp_path)
+    folder = tmp_path / "index"
+    folder.mkdir()
+    bm25 = make_retriever("bm25")
+    bm25.index(corpus, folder)
+    indexer = lucene._IDLE[-1].pid
+    bm25.load(folder)
+    assert bm25._lucene.pid == indexer
+    other = make_retriever("bm25", {"k1": 1.2, "b": 0.75})
+    other.load(folder)
+    assert other._lucene.pid != indexer
+    assert bm25.search({"q": "Eiffel Paris"}, 1)["q"][0][0] == other.search({"q": "Eiffel Paris"}, 1)["q"][0][0] == "p1"
+    del bm25, other
+    gc.collect()
+    assert {w.pid for w in lucene._IDLE} >= {indexer}
+    again = make_retriever("bm25")
+    again.load(folder)  # a searcher of a handed-back worker was closed; this one opens afresh
+    assert again.search({"q": "search library Java"}, 1)["q"][0][0] == "p2"
