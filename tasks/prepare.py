@@ -20,7 +20,7 @@ from rbench.config import DatasetConfig
 from rbench.core.errors import DataError
 from rbench.core.identity import code_digest
 from rbench.core.store import Artifact, Stage, write_atomic
-from rbench.tasks.datasets.base import RowByRow, batches_of, get_adapter, object_ids
+from rbench.tasks.datasets.base import Adapter, RowByRow, batches_of, get_adapter, object_ids
 from rbench.tasks.datasets.columnar import ahead, is_blank, utf8_buffers
 from rbench.tasks.download import PROGRESS_SECONDS
 from rbench.tasks.validate import check_missing_gold, repeated_keys, row_hashes, validate
@@ -101,7 +101,7 @@ def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -
     def write(batches: Iterable[pa.RecordBatch], lines_known: bool) -> tuple[int, str, np.ndarray, np.ndarray]:
         written = write_corpus(corpus, batches, checked, config.name)
         if checked:
-            check_places(places, config.name, lines_known)
+            check_places(places, config.name, lines_known, adapter.repeated_record)
         return written
 
     try:
@@ -112,6 +112,10 @@ def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -
             empty, corpus_digest, keys, records = write(batches_of(adapter.objects(raw.path, params)), True)
     finally:
         places.unlink(missing_ok=True)
+    if not len(keys):
+        raise DataError(f"dataset {config.name!r} produced an empty corpus from {corpus_sources(params, raw)}"
+                        f" ({empty} objects with blank text skipped): check the files and the field names (for "
+                        "jsonl: text_field and doc_id_fields)")
     query_schema = pa.schema([*QUERY_SCHEMA, *([GRADES] if adapter.graded else []),
                               *([EXCLUDED] if adapter.excludes else [])])
     write_batches(folder / "queries.parquet", query_schema, query_rows())
@@ -136,10 +140,21 @@ def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -
     return {**{k: v for k, v in report.items() if not isinstance(v, list)}, "digests": digests}
 
 
+def corpus_sources(params, raw: Artifact) -> str:
+    """The files a dataset's corpus was read from, as the user named them: its ``corpus`` or
+    ``path`` param where the user gave one, else the files of the download artifact."""
+    paths = [str(getattr(params, name)) for name in ("corpus", "path") if getattr(params, name, None) is not None]
+    if paths:
+        return ", ".join(paths)
+    files = sorted(str(p.relative_to(raw.path)) for p in raw.path.rglob("*") if p.is_file() and
+                   not p.name.startswith("_"))
+    return ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "") or str(raw.path)
+
+
 def write_corpus(path: Path, batches: Iterable[pa.RecordBatch], places: Path | None,
                  dataset: str) -> tuple[int, str, np.ndarray, np.ndarray]:
     """Write the corpus table from batches of :data:`OBJECT_SCHEMA`, each object with its id;
-    objects whose text is blank are left out and counted. Returns that count, the table's
+    objects whose text is blank (whitespace and NUL characters only) are left out and counted. Returns that count, the table's
     digest (:class:`TableDigest` of :data:`CORPUS_KEY_COLUMNS`), and for the checks of
     :func:`validate` its ids as numbers (see :func:`object_ids`) and its records' hashes
     (:func:`row_hashes`), 8 bytes an object each. An empty document id is a DataError naming
@@ -163,7 +178,7 @@ def write_corpus(path: Path, batches: Iterable[pa.RecordBatch], places: Path | N
                 first = batch.slice(int(bad[0]), 1).to_pylist()[0]
                 raise DataError(f"{first['origin'] or f'dataset {dataset!r}'}: empty document id {first['doc_id']!r}: "
                                 "every object needs one (check the id fields, e.g. doc_id_fields for jsonl)")
-            blank = is_blank(batch.column("text"))
+            blank = is_blank(batch.column("text"), nul=True)
             if blank.any():
                 empty += int(blank.sum())
                 batch = batch.filter(pa.array(~blank))
@@ -189,13 +204,15 @@ def write_corpus(path: Path, batches: Iterable[pa.RecordBatch], places: Path | N
                                          for k in (keys, records)))
 
 
-def check_places(places: Path, dataset: str, lines_known: bool = True) -> None:
+def check_places(places: Path, dataset: str, lines_known: bool = True,
+                 message: str = Adapter.repeated_record) -> None:
     """Refuse two objects at the same position of one document: two records that share a
     document id (a BEIR corpus line repeated with another text). The side file holds a hash
     of each (document, position): the hashes are sorted in NumPy (8 bytes an object), and
     only the rows whose hash repeats are read again, ids and all, to confirm a clash and
     name the records' files and lines. Without ``lines_known`` (a columnar reader), a clash of
-    records without origins raises RowByRow, so that the row reader finds it with its lines."""
+    records without origins raises RowByRow, so that the row reader finds it with its lines.
+    ``message`` (the adapter's ``repeated_record``) says what the clash means."""
     repeated = pa.array(repeated_keys(pq.read_table(places, columns=["key"]).column("key").to_numpy().copy()))
     if not len(repeated):
         return
@@ -207,8 +224,7 @@ def check_places(places: Path, dataset: str, lines_known: bool = True) -> None:
                 if not lines_known and seen[doc_id, position] is None and origin is None:
                     raise RowByRow(f"two records share the document id {doc_id!r}")
                 origins = " and ".join(o for o in (seen[doc_id, position], origin) if o) or f"dataset {dataset!r}"
-                raise DataError(f"{origins}: two records share the document id {doc_id!r}; give each document its "
-                                "own id (or merge the records into one)")
+                raise DataError(f"{origins}: {message.format(doc_id=doc_id, position=position)}")
             seen[doc_id, position] = origin
 
 

@@ -290,7 +290,7 @@ class Adapter(ABC):
     Bump the adapter's ``version`` whenever its output changes (``tests/fingerprints.json``
     notices a changed source without a bump). ``unique_positions``: the adapter counts each
     document's positions itself, so two objects never share one (the prepare stage then
-    skips its check).
+    skips its check). ``repeated_record`` says what two records at one place mean in its data.
     """
 
     name: ClassVar[str]
@@ -300,6 +300,10 @@ class Adapter(ABC):
     graded: ClassVar[bool] = False
     excludes: ClassVar[bool] = False
     unique_positions: ClassVar[bool] = False
+    repeated_record: ClassVar[str] = ("two records share the document id {doc_id!r}; give each document its own id "
+                                      "(or merge the records into one)")
+    """The error for two records at one position of one document (``{doc_id}``, ``{position}``),
+    in the words of the adapter's data."""
 
     @classmethod
     def key_params(cls, params: dict[str, Any]) -> dict[str, Any]:

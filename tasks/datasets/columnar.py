@@ -33,6 +33,10 @@ _CONTROL = np.zeros(256, dtype=bool)
 _CONTROL[[ord(c) for c in PY_WHITESPACE if ord(c) < SPACE]] = True
 _STARTS = np.zeros(256, dtype=bool)
 _STARTS[[c.encode()[0] for c in PY_WHITESPACE]] = True
+NOTHING = BLANK.replace("[", "[\\x{0}", 1)
+"""Whitespace and NUL characters only: a text with nothing to index."""
+_STARTS_NOTHING = _STARTS.copy()
+_STARTS_NOTHING[0] = True
 
 
 def json_blocks(path: Path, fields: list[str], gzip: bool = False,
@@ -102,15 +106,17 @@ def _lines(path: Path) -> int:
     return count + (last != b"\n")
 
 
-def is_blank(texts: pa.StringArray) -> np.ndarray:
-    """Per string: whether ``str.strip()`` leaves it empty (only the empty ones and those that
-    begin with a byte that can start whitespace go through the pattern)."""
+def is_blank(texts: pa.StringArray, nul: bool = False) -> np.ndarray:
+    """Per string: whether ``str.strip()`` leaves it empty, or with ``nul`` whether it holds
+    nothing but whitespace and NUL characters (only the empty ones and those that begin with
+    a byte that can start one go through the pattern)."""
     offsets, data = utf8_buffers(texts)
     blank = offsets[1:] == offsets[:-1]
     rows = np.flatnonzero(~blank)
-    rows = rows[_STARTS[data[offsets[:-1][rows]]]]
+    rows = rows[(_STARTS_NOTHING if nul else _STARTS)[data[offsets[:-1][rows]]]]
     if len(rows):
-        blank[rows] = pc.match_substring_regex(texts.take(rows), BLANK).to_numpy(zero_copy_only=False)
+        blank[rows] = pc.match_substring_regex(texts.take(rows), NOTHING if nul else BLANK).to_numpy(
+            zero_copy_only=False)
     return blank
 
 

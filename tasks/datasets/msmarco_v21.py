@@ -11,6 +11,8 @@ Topics are ``qid<TAB>query`` lines, qrels TREC lines (``qid Q0 docid grade``, gr
 
 from __future__ import annotations
 
+import logging
+
 import gzip
 import json
 from pathlib import Path
@@ -41,6 +43,7 @@ CORPUS = "msmarco_v2.1_doc_segmented"
 SHARDS = 59
 TOPICS = "trec_rag_2024/topics.rag24.test.txt"
 QRELS = "trec_rag_2024/qrels.rag24.test-umbrela-all.txt"
+log = logging.getLogger("rbench")
 FIELDS = ("docid", "url", "title", "segment")
 SEGMENT_ID = r'^[^#"\\\x00-\x1f]+#[0-9]{1,18}(_[^"\\\x00-\x1f]*)?$'
 """A segment id whose document and number Arrow can split as :func:`document_of` does, and
@@ -103,6 +106,8 @@ class MsmarcoV21(Adapter):
     description = "MS MARCO v2.1 segmented corpus (TREC RAG 2024), segments collapsed on documents, graded qrels"
     Params = MsmarcoParams
     graded = True
+    repeated_record = ("segment #{position} of document {doc_id!r} appears twice: segment ids are unique in the "
+                       "release, so a shard holds a repeated line (remove it, or fetch the shard again)")
 
     def files(self, params: MsmarcoParams) -> list[FileSpec]:
         corpus = [shard_name(n) for n in params.shard_numbers()]
@@ -174,6 +179,7 @@ class MsmarcoV21(Adapter):
                 grades.setdefault(qid, {})
                 grades[qid][doc] = max(grades[qid].get(doc, 0), grade)
         shown = params.topics or Path(TOPICS)
+        unjudged: list[str] = []
         with open(raw / TOPICS, encoding="utf-8") as f:
             for line_no, line in enumerate(f, 1):
                 if not line.strip():
@@ -185,3 +191,8 @@ class MsmarcoV21(Adapter):
                 if relevant:
                     yield Query(query_id=qid, text=text, gold_doc_ids=list(relevant),
                                 gold_grades=list(relevant.values()), origin=f"{shown}:{line_no}")
+                else:
+                    unjudged.append(qid)
+        if unjudged:
+            log.warning("msmarco_v21: %d topics of %s have no relevant segment in %s and are left out, as TREC's "
+                        "evaluation leaves them out (e.g. %s)", len(unjudged), shown, qrels_shown, unjudged[:3])

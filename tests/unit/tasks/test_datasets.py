@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+
 import json
+import re
 
 import pyarrow.parquet as pq
 import pytest
@@ -138,7 +140,24 @@ def test_empty_corpus_is_an_error(tmp_path, tiny_files):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n")
     cfg, raw = _download_tiny(tmp_path, tiny_dataset(empty, queries_path))
-    with pytest.raises(DataError, match="empty corpus"):
+    with pytest.raises(DataError, match=f"'tiny' produced an empty corpus from {re.escape(str(empty))} "):
+        PREPARE.run(Store(tmp_path / "store"), [raw], cfg)
+
+
+@pytest.mark.parametrize("text", ["\u0000\u0000", " \u0000\n", "\u0000"])
+def test_a_text_of_nul_characters_is_blank(tmp_path, tiny_files, text):
+    """Nothing to index: left out and counted like whitespace, by the columnar and the row reader alike."""
+    from tests.conftest import CORPUS
+
+    _, queries_path = tiny_files
+    nul = dict(CORPUS[0], object=text, page_title="Nul page")
+    corpus = write_jsonl(tmp_path / "nul.jsonl", [*CORPUS, nul])
+    cfg, raw = _download_tiny(tmp_path, tiny_dataset(corpus, queries_path))
+    prepared = PREPARE.run(Store(tmp_path / "store"), [raw], cfg)
+    assert prepared.info["empty_texts_skipped"] == 1 and prepared.info["objects"] == len(CORPUS)
+    only = write_jsonl(tmp_path / "only-nul.jsonl", [nul])
+    cfg, raw = _download_tiny(tmp_path, tiny_dataset(only, queries_path))
+    with pytest.raises(DataError, match=r"empty corpus from .*only-nul.jsonl \(1 objects with blank text skipped\)"):
         PREPARE.run(Store(tmp_path / "store"), [raw], cfg)
 
 

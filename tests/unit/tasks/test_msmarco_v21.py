@@ -109,3 +109,18 @@ def test_a_bad_segment_names_the_shard_and_line(tmp_path, bad, message):
 def test_shard_numbers_are_checked():
     with pytest.raises(ValidationError, match="distinct numbers from 0 to 58"):
         MsmarcoParams(shards=[0, 59])
+
+
+def test_topics_without_a_judgment_are_left_out_with_a_warning(tmp_path, caplog):
+    with caplog.at_level("WARNING", logger="rbench"):
+        prepared = _prepare(tmp_path, {"shards": [0, 1]}, write_msmarco(tmp_path / "mirror"))
+    assert prepared.info["queries"] == 2
+    warned = [r.getMessage() for r in caplog.records if "no relevant segment" in r.getMessage()]
+    assert warned and "1 topics of" in warned[0] and "'2024-3'" in warned[0]
+
+
+def test_a_repeated_segment_is_named_as_a_segment(tmp_path):
+    shards = {0: [*SHARDS[0], SHARDS[0][1]], 1: SHARDS[1]}
+    with pytest.raises(DataError, match=r"segment #1 of document 'msmarco_v2.1_doc_00_0' appears twice: segment ids "
+                                        r"are unique in the release"):
+        _prepare(tmp_path, {"shards": [0, 1]}, write_msmarco(tmp_path / "mirror", shards))
