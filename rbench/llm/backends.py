@@ -5,6 +5,7 @@ returns. ``openai`` talks to any OpenAI-compatible server over HTTP; ``transform
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import random
 import threading
@@ -17,8 +18,10 @@ from typing import Callable, Sequence
 from rbench.core.errors import ConfigError, MissingExtraError, RbenchError
 from rbench.core.imports import one_load_at_a_time
 from rbench.llm.config import LLMConfig, Sampling
+from rbench.llm.limits import endpoint_slot
 
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+log = logging.getLogger("rbench")
 
 
 class LLMError(RbenchError):
@@ -77,9 +80,10 @@ def _stop_at(text: str, stop: tuple[str, ...]) -> str:
 
 
 class OpenAIBackend(Backend):
-    """An OpenAI-compatible ``/chat/completions`` endpoint, ``max_concurrency`` calls at once,
-    with bounded retries (exponential backoff with jitter, ``Retry-After`` honoured) on
-    timeouts, connection errors, 429 and 5xx."""
+    """An OpenAI-compatible ``/chat/completions`` endpoint: at most ``max_concurrency`` requests
+    in flight to it from this host (:mod:`rbench.llm.limits`), and every request type (chat,
+    ``/tokenize``, ``/models``) retried a bounded number of times (exponential backoff with
+    jitter, ``Retry-After`` honoured) on timeouts, connection errors, 429 and 5xx."""
 
     def __init__(self, config: LLMConfig):
         import httpx
@@ -127,20 +131,23 @@ class OpenAIBackend(Backend):
         _regex_only(request.sampling)
         return self._call(request)
 
-    def _call(self, request: Request) -> Completion:
+    def _send(self, method: str, path: str, json: dict | None = None) -> tuple[object | None, str, int]:
+        """One request with the endpoint's slot held for each attempt, retried ``max_retries`` times
+        (backoff with jitter, ``Retry-After`` honoured) on timeouts, connection errors, 429 and 5xx:
+        ``(the last response or None, the last problem, attempts)``."""
         import httpx
 
-        problem = ""
+        problem, response = "", None
         for attempt in range(self.config.max_retries + 1):
-            started = time.perf_counter()
             wait_s = min(30.0, 0.5 * 2 ** attempt) * (0.5 + random.random())
             try:
-                response = self._http.post("/chat/completions", json=self._body(request))
+                with endpoint_slot(self.config.base_url, self.config.max_concurrency):
+                    response = self._http.request(method, path, json=json)
             except httpx.HTTPError as e:  # timeouts and connection errors: retried
-                problem = f"{type(e).__name__}: {e}"
+                problem, response = f"{type(e).__name__}: {e}", None
             else:
                 if response.status_code == 200:
-                    return self._completion(response.json(), time.perf_counter() - started)
+                    return response, "", attempt + 1
                 problem = f"HTTP {response.status_code}: {response.text[:300]}"
                 if response.status_code not in RETRY_STATUS:
                     break
@@ -149,8 +156,15 @@ class OpenAIBackend(Backend):
                     wait_s = min(60.0, float(retry_after))
             if attempt < self.config.max_retries:
                 time.sleep(wait_s)
+        return response, problem, attempt + 1
+
+    def _call(self, request: Request) -> Completion:
+        started = time.perf_counter()
+        response, problem, attempts = self._send("POST", "/chat/completions", self._body(request))
+        if not problem:
+            return self._completion(response.json(), time.perf_counter() - started)
         raise LLMError(self._hide(f"LLM call to {self.config.base_url} (model {self.config.model!r}) failed after "
-                                  f"{attempt + 1} attempt(s): {problem}"))
+                                  f"{attempts} attempt(s): {problem}"))
 
     def _completion(self, payload: dict, seconds: float) -> Completion:
         try:
@@ -165,13 +179,11 @@ class OpenAIBackend(Backend):
 
     def served_context(self) -> int | None:
         """The ``max_model_len`` the server reports for this model at ``GET /models`` (vLLM), or None."""
-        import httpx
-
+        response, problem, _ = self._send("GET", "/models")
         try:
-            response = self._http.get("/models")
-            models = response.json().get("data") if response.status_code == 200 else None
-        except (httpx.HTTPError, ValueError, AttributeError):
-            return None
+            models = response.json().get("data") if not problem else None
+        except (ValueError, AttributeError):
+            models = None
         for model in models if isinstance(models, list) else []:
             if isinstance(model, dict) and model.get("id") == self.config.model:
                 length = model.get("max_model_len")
@@ -180,33 +192,36 @@ class OpenAIBackend(Backend):
 
     def _tokenize(self, messages: Sequence[tuple[str, str]]):
         root = self.config.base_url.removesuffix("/v1")
-        return self._http.post(f"{root}/tokenize", json={
+        return self._send("POST", f"{root}/tokenize", {
             "model": self.config.model, "add_generation_prompt": True,
             "messages": [{"role": role, "content": content} for role, content in messages]})
 
     def tokenizes(self) -> bool:
-        """Whether the server counts prompt tokens at ``/tokenize`` beside ``/v1`` (vLLM does)."""
-        import httpx
-
+        """Whether the server counts prompt tokens at ``/tokenize`` beside ``/v1`` (vLLM does). A
+        server without that route says no; one that fails the probe after its retries is named in
+        a warning, since prompts are then counted by approximation."""
+        response, problem, attempts = self._tokenize([("user", "x")])
         try:
-            response = self._tokenize([("user", "x")])
-            return response.status_code == 200 and isinstance(response.json().get("count"), int)
-        except (httpx.HTTPError, ValueError, AttributeError):
-            return False
+            if not problem and isinstance(response.json().get("count"), int):
+                return True
+        except (ValueError, AttributeError):
+            pass
+        if response is None or response.status_code != 404:
+            log.warning("%s", self._hide(f"{self.config.base_url.removesuffix('/v1')}/tokenize failed after {attempts} "
+                                         f"attempt(s) ({problem or 'no count in its answer'}): prompts are counted "
+                                         "by approximation"))
+        return False
 
     def count_tokens(self, messages: Sequence[tuple[str, str]]) -> int:
         """The prompt tokens of the chat ``messages``, counted by the server's own tokenizer."""
-        import httpx
-
-        try:
-            response = self._tokenize(messages)
-            if response.status_code == 200:
+        response, problem, attempts = self._tokenize(messages)
+        if not problem:
+            try:
                 return int(response.json()["count"])
-            problem = f"HTTP {response.status_code}: {response.text[:300]}"
-        except (httpx.HTTPError, ValueError, KeyError, TypeError) as e:
-            problem = f"{type(e).__name__}: {e}"
+            except (ValueError, KeyError, TypeError) as e:
+                problem = f"{type(e).__name__}: {e}"
         raise LLMError(self._hide(f"counting prompt tokens at {self.config.base_url.removesuffix('/v1')}/tokenize "
-                                  f"(model {self.config.model!r}) failed: {problem}"))
+                                  f"(model {self.config.model!r}) failed after {attempts} attempt(s): {problem}"))
 
     def generate(self, requests: list[Request], done: Done) -> None:
         pool = ThreadPoolExecutor(self.config.max_concurrency, thread_name_prefix="rbench-llm")

@@ -4,7 +4,9 @@ for failures (status codes to answer first) and for stalling after N answers; ``
 answers are given first, in order. With ``context`` it behaves as a vLLM server of that
 context length: ``GET /v1/models`` reports it as ``max_model_len``, ``POST /tokenize`` counts
 a chat's tokens (one per word), and a chat whose prompt plus ``max_tokens`` exceeds it is
-refused with HTTP 400 (listed in ``refused``)."""
+refused with HTTP 400 (listed in ``refused``). ``delay`` seconds are spent on each chat answer;
+``in_flight`` and ``max_in_flight`` count the requests being answered at once; ``fail_tokenize``:
+status codes to answer ``/tokenize`` with first."""
 
 from __future__ import annotations
 
@@ -35,8 +37,12 @@ class ChatServer:
     """Serves ``/v1/chat/completions`` on 127.0.0.1 in a thread (a context manager)."""
 
     def __init__(self, fail_first: list[int] | None = None, stall_after: int | None = None,
-                 scripted: list[str] | None = None, context: int | None = None, model: str = "test-model"):
+                 scripted: list[str] | None = None, context: int | None = None, model: str = "test-model",
+                 delay: float = 0.0, fail_tokenize: list[int] | None = None):
         self.context = context
+        self.delay = delay
+        self.fail_tokenize = list(fail_tokenize or [])
+        self.in_flight = self.max_in_flight = 0
         self.refused: list[int] = []
         self.scripted = list(scripted or [])
         self.requests = 0
@@ -65,8 +71,22 @@ class ChatServer:
                 self.reply(404, {"error": "not found"})
 
             def do_POST(self):
+                with server._lock:
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    self.answer_post()
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
+
+            def answer_post(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 if self.path.endswith("/tokenize"):
+                    with server._lock:
+                        failure = server.fail_tokenize.pop(0) if server.fail_tokenize else None
+                    if failure:
+                        return self.reply(failure, {"error": "try later"})
                     if not server.context:
                         return self.reply(404, {"error": "not found"})
                     return self.reply(200, {"count": tokens(body["messages"]), "max_model_len": server.context})
@@ -88,6 +108,7 @@ class ChatServer:
                     self.end_headers()
                     self.wfile.write(b'{"error": "try later"}')
                     return
+                time.sleep(server.delay)
                 with server._lock:
                     text = server.scripted.pop(0) if server.scripted else answer(body["messages"])
                 self.reply(200, {"choices": [{"message": {"role": "assistant", "content": text},
