@@ -3,6 +3,8 @@ their child runs' metrics, per-query scores, costs and agent traces."""
 
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 from typing import Sequence
 
@@ -127,7 +129,8 @@ COST_KEYS = ("queries_per_second", "search_seconds", "llm_calls", "llm_calls_cac
 def load_costs_and_traces(tracking_uri: str, runs: Sequence[str], experiment: str = "rbench",
                           traces_per_run: int = 3) -> tuple[list[dict], list[dict]]:
     """The cost side of runs' child runs: rows of ``dataset``, ``retriever``, ``name``,
-    ``value`` (queries/s, LLM calls, per-step seconds of ``arm_*`` and ``react_*``), and up to
+    ``value`` (queries/s, LLM calls, per-step seconds of ``arm_*`` and ``react_*``; the rewrite
+    stage's under ``rewrite.<name>``), and up to
     ``traces_per_run`` agent traces per child run that kept them (``traces.parquet``)."""
     import json
     import tempfile
@@ -139,11 +142,13 @@ def load_costs_and_traces(tracking_uri: str, runs: Sequence[str], experiment: st
     costs, traces = [], []
     for _, children in _parents_and_children(client, tracking_uri, runs, experiment):
         for child, dataset, label in children:
-            stats = {key.removeprefix("retrieve."): value for key, value in child.data.metrics.items()
-                     if key.startswith("retrieve.")}
-            costs += [{"dataset": dataset, "retriever": label, "name": key, "value": value}
-                      for key, value in sorted(stats.items())
-                      if key in COST_KEYS or key.startswith(("arm_", "react_", "llm_arm_", "llm_react_", "llm_budget_"))]
+            for key, value in sorted(child.data.metrics.items()):
+                stage, dot, name = key.partition(".")
+                if not dot or not (stage == "retrieve" or re.fullmatch(r"rewrite\d*", stage)):
+                    continue  # a rewrite stage's LLM calls are a cost of the retriever too
+                if name in COST_KEYS or name.startswith(("arm_", "react_", "llm_arm_", "llm_react_", "llm_budget_")):
+                    costs.append({"dataset": dataset, "retriever": label,
+                                  "name": name if stage == "retrieve" else key, "value": value})
             if any(a.path == "traces.parquet" for a in client.list_artifacts(child.info.run_id)):
                 with tempfile.TemporaryDirectory() as tmp:
                     rows = pq.read_table(client.download_artifacts(child.info.run_id, "traces.parquet", tmp)).to_pylist()
