@@ -126,9 +126,10 @@ def read_jsonl(path: Path, shown: Path | None = None) -> Iterator[tuple[int, dic
         yield from jsonl_records(f, shown or path)
 
 
-def jsonl_records(lines: Iterable[bytes], name: str | Path) -> Iterator[tuple[int, dict]]:
-    """:func:`read_jsonl` over any stream of byte lines (a gzip file, a tar member); errors name ``name``."""
-    for line_no, raw in enumerate(lines, 1):
+def jsonl_records(lines: Iterable[bytes], name: str | Path, start: int = 1) -> Iterator[tuple[int, dict]]:
+    """:func:`read_jsonl` over any stream of byte lines (a gzip file, a tar member, a block of a
+    file whose first line is line ``start``); errors name ``name``."""
+    for line_no, raw in enumerate(lines, start):
         if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
             raw = raw[3:]
         try:

@@ -102,7 +102,8 @@ class Beir(Adapter):
         return self._columns(raw, params)
 
     def _columns(self, raw: Path, params: BeirParams) -> Iterator[pa.RecordBatch]:
-        for batch in json_blocks(raw / "corpus.jsonl", ["_id", "text", "title"], optional=("title",)):
+        for batch in json_blocks(raw / "corpus.jsonl", ["_id", "text", "title"], optional=("title",),
+                                 shown=raw / "corpus.jsonl"):
             ids = batch.column("_id")
             if is_blank(ids).any():
                 raise RowByRow("an empty _id")

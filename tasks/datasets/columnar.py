@@ -8,6 +8,7 @@ row, whose errors name the file and line."""
 
 from __future__ import annotations
 
+import io
 import queue
 import threading
 from pathlib import Path
@@ -18,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from rbench.tasks.datasets.base import RowByRow
+from rbench.tasks.datasets.base import RowByRow, jsonl_records
 from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_text
 
 T = TypeVar("T")
@@ -39,40 +40,64 @@ _STARTS_NOTHING = _STARTS.copy()
 _STARTS_NOTHING[0] = True
 
 
-def json_blocks(path: Path, fields: list[str], gzip: bool = False,
-                optional: tuple[str, ...] = ()) -> Iterator[pa.RecordBatch]:
+def json_blocks(path: Path, fields: list[str], gzip: bool = False, optional: tuple[str, ...] = (),
+                shown: Path | str | None = None) -> Iterator[pa.RecordBatch]:
     """Record batches of ``fields`` (strings) from the JSON-lines file ``path`` (``gzip``:
-    compressed), Arrow parsing blocks of about 16 MB; RowByRow where the row reader could
-    differ (a field missing, null or not a string, bytes that are not UTF-8, not one object a
-    line: checked per block of a compressed file, at the end of a plain one). The ``optional``
-    fields may be missing or null (null in the batch)."""
+    compressed), Arrow parsing blocks of about 16 MB of whole lines; RowByRow where the row
+    reader could differ (a field missing, null or not a string, bytes that are not UTF-8, not
+    one object a line: checked per block). The ``optional`` fields may be missing or null (null
+    in the batch). With ``shown`` (the name :func:`read_jsonl` gives the file), a block Arrow
+    cannot parse is read again line by line, alone, and its first malformed line is the
+    DataError :func:`read_jsonl` would raise, with its line number: a bad line near the end of
+    a huge file is named at the speed of one columnar pass."""
     schema = pa.schema([(f, pa.string()) for f in fields])
     options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
-    try:
-        if gzip:
-            for data in _line_blocks(path):
-                if data.startswith(b"\xef\xbb\xbf"):
-                    raise RowByRow("a byte-order mark")
-                batch = pj.read_json(pa.BufferReader(data), parse_options=options).combine_chunks().to_batches()
-                rows = batch[0].num_rows if batch else 0
-                if rows != data.count(b"\n") + (not data.endswith(b"\n")):
-                    raise RowByRow("blank lines or lines with several objects")
-                if batch:
-                    yield _checked(batch[0], optional)
-            return
-        rows = 0
-        for batch in pj.open_json(path, read_options=pj.ReadOptions(block_size=BLOCK), parse_options=options):
-            rows += batch.num_rows
-            yield _checked(batch, optional)
-    except (pa.ArrowInvalid, OSError) as e:
-        raise RowByRow(str(e)) from None
-    if rows != _lines(path):
-        raise RowByRow("blank lines or lines with several objects")
+    line = 1
+    for data in _line_blocks(path, gzip):
+        if line == 1 and data.startswith(b"\xef\xbb\xbf"):
+            if gzip:
+                raise RowByRow("a byte-order mark")
+            data = data[3:]  # as read_jsonl reads it
+        try:
+            batch = pj.read_json(pa.BufferReader(data), parse_options=options).combine_chunks().to_batches()
+        except (pa.ArrowInvalid, OSError) as e:
+            if shown is not None:
+                start, part = first_unparsable(data, options)
+                for _ in jsonl_records(io.BytesIO(part), shown, start=line + data.count(b"\n", 0, start)):
+                    pass  # raises at the first line the row reader refuses
+            raise RowByRow(str(e)) from None
+        newlines = data.count(b"\n")
+        rows = batch[0].num_rows if batch else 0
+        if rows != newlines + (not data.endswith(b"\n")):
+            raise RowByRow("blank lines or lines with several objects")
+        if batch:
+            yield _checked(batch[0], optional)
+        line += newlines
 
 
-def _line_blocks(path: Path) -> Iterator[bytes]:
-    """The decompressed lines of a gzipped file, about 16 MB of whole lines at a time."""
-    with pa.input_stream(path, compression="gzip") as stream:
+def first_unparsable(data: bytes, options: pj.ParseOptions, lines: int = 256) -> tuple[int, bytes]:
+    """Where in a block Arrow could not parse, as ``(byte offset, at most about ``lines`` lines
+    from there)``: the block is halved at a line break and the half that fails is kept (the
+    first half when both do), so the search parses about one block in all, never line by line."""
+    start, end = 0, len(data)
+    while data.count(b"\n", start, end) > lines:
+        middle = data.rfind(b"\n", start, (start + end) // 2) + 1
+        if middle <= start:
+            middle = data.find(b"\n", (start + end) // 2, end) + 1
+            if middle <= 0 or middle >= end:
+                break
+        try:
+            pj.read_json(pa.BufferReader(data[start:middle]), parse_options=options)
+        except (pa.ArrowInvalid, OSError):
+            end = middle
+        else:
+            start = middle
+    return start, data[start:end]
+
+
+def _line_blocks(path: Path, gzip: bool = False) -> Iterator[bytes]:
+    """The lines of a file (``gzip``: decompressed), about 16 MB of whole lines at a time."""
+    with pa.input_stream(path, compression="gzip" if gzip else None) as stream:
         rest = b""
         while chunk := stream.read(BLOCK):
             data = rest + chunk
@@ -94,16 +119,6 @@ def _checked(batch: pa.RecordBatch, optional: tuple[str, ...]) -> pa.RecordBatch
         except pa.ArrowInvalid:
             raise RowByRow(f"field {name!r} is not UTF-8") from None
     return batch
-
-
-def _lines(path: Path) -> int:
-    """The number of lines of a file (a last line without a newline counts), read in blocks."""
-    count, last = 0, b"\n"
-    with open(path, "rb") as f:
-        while block := f.read(BLOCK):
-            count += block.count(b"\n")
-            last = block[-1:]
-    return count + (last != b"\n")
 
 
 def is_blank(texts: pa.StringArray, nul: bool = False) -> np.ndarray:

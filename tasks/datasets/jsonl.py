@@ -126,7 +126,7 @@ class Jsonl(Adapter):
     def _columns(self, raw: Path, params: JsonlParams) -> Iterator[pa.RecordBatch]:
         fields = list(dict.fromkeys([*params.doc_id_fields, params.text_field, *filter(None, [params.title_field])]))
         positions = Positions()
-        for batch in json_blocks(raw / CORPUS, fields):
+        for batch in json_blocks(raw / CORPUS, fields, shown=params.corpus):
             parts = [batch.column(f) for f in params.doc_id_fields]
             docs = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, params.doc_id_separator)
             if is_blank(docs).any():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import re
 import random
 import threading
 
@@ -117,8 +118,8 @@ def test_files_the_block_reader_cannot_match_are_read_row_by_row(tmp_path, monke
     lines, falls_back = LINES[name]
     (tmp_path / "corpus.jsonl").write_bytes(lines)
     params = _params(tmp_path, text_field="text", doc_id_fields=["doc_id"])
-    if falls_back:
-        with pytest.raises(RowByRow):
+    if falls_back:  # the block reader gives up, or names the line the row reader names
+        with pytest.raises((RowByRow, DataError)):
             for _ in Jsonl().object_batches(tmp_path, params):
                 pass
     else:
@@ -323,3 +324,18 @@ def test_corpus_writing_logs_its_progress(tmp_path, monkeypatch, caplog):
     counts = [int(m.split(": ")[1].split()[0]) for m in caplog.messages if m.startswith("prepare tiny: ")]
     written = pq.read_metadata(tmp_path / "c.parquet").num_rows
     assert len(counts) > 1 and counts == sorted(counts) and counts[-1] == written
+
+
+@pytest.mark.parametrize("where", ["last", "middle"])
+def test_a_malformed_line_of_a_million_is_named_from_its_block(tmp_path, monkeypatch, where):
+    """The prepare stage names the bad line of a 10^6-line corpus from the block Arrow could not
+    parse: the row reader never reads the file from line 1 (it did, after a whole columnar pass;
+    tests/benchmarks/malformed_line.py times both)."""
+    from rbench.tasks.datasets import jsonl
+
+    bad = 1_000_000 if where == "last" else 654_321
+    lines = (json.dumps({"doc_id": f"d{i}", "text": f"words of line {i}"}) for i in range(1, 1_000_001))
+    data = "\n".join(line[:-1] if i == bad else line for i, line in enumerate(lines, 1)) + "\n"
+    monkeypatch.setattr(jsonl, "read_jsonl", lambda *a, **k: pytest.fail("the row reader read the corpus"))
+    message = _prepare(tmp_path, data.encode())
+    assert re.fullmatch(rf"/corpus.jsonl:{bad} is not valid JSON \(.*\); fix or remove the line", message), message
