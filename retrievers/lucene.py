@@ -23,10 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from rbench.core.errors import RbenchError
+from rbench.core.stopping import on_stop
 
 WATCH_SECONDS = 0.5
 _IDLE: list["LuceneProcess"] = []
 _POOL = threading.Lock()
+_ALL: "weakref.WeakSet[LuceneProcess]" = weakref.WeakSet()
 
 
 class LuceneError(RbenchError):
@@ -49,6 +51,7 @@ class LuceneProcess:
         child_conn.close()
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _stop, self._process, self._conn)
+        _ALL.add(self)
 
     @property
     def pid(self) -> int | None:
@@ -76,6 +79,29 @@ class LuceneProcess:
     def close(self) -> None:
         """Stop the child (idempotent)."""
         self._finalizer()
+
+
+def stop_workers() -> None:
+    """Kill every Lucene worker of this process and reap it, then multiprocessing's resource
+    tracker that spawning them started: when a signal stops the run, nothing of its process
+    group outlives it, not even as a zombie."""
+    for worker in list(_ALL):
+        process = worker._process
+        if process.is_alive():
+            process.kill()
+        process.join(timeout=2)
+    from multiprocessing import resource_tracker
+
+    pid = getattr(getattr(resource_tracker, "_resource_tracker", None), "_pid", None)
+    if pid:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+
+
+on_stop(stop_workers)
 
 
 def lucene_worker() -> LuceneProcess:

@@ -55,6 +55,7 @@ def prepare_tracking(uri: str) -> None:
 
     from rbench.core.errors import RbenchError
     from rbench.core.lease import Lease
+    from rbench.core.stopping import reaped_on_stop
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with Lease(path.with_name(f".{path.name}.lease")):
@@ -64,11 +65,13 @@ def prepare_tracking(uri: str) -> None:
             stale.unlink(missing_ok=True)
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
         try:
-            subprocess.run(
-                [sys.executable, "-c", "import sys; from mlflow.tracking import MlflowClient; "
-                 "MlflowClient(sys.argv[1]).search_experiments()", f"sqlite:///{tmp}"],
-                check=True, capture_output=True, text=True,
-            )
+            args = [sys.executable, "-c", "import sys; from mlflow.tracking import MlflowClient; "
+                    "MlflowClient(sys.argv[1]).search_experiments()", f"sqlite:///{tmp}"]
+            with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child, \
+                    reaped_on_stop(child):
+                out, err = child.communicate()
+            if child.returncode:
+                raise subprocess.CalledProcessError(child.returncode, args, out, err)
             tmp.replace(path)
         except subprocess.CalledProcessError as e:
             lines = e.stderr.strip().splitlines()

@@ -11,22 +11,55 @@ from the last finished item.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
+import subprocess
 import sys
 import threading
-from typing import Callable
+from typing import Callable, Iterator
 
 from rbench.core.lease import release_all
 
 log = logging.getLogger("rbench")
 _CLEANUPS: list[Callable[[], None]] = []
+_ON_STOP: list[Callable[[], None]] = []
 _ENDING = threading.Lock()
 
 
+def on_stop(callback: Callable[[], None]) -> None:
+    """Run ``callback`` when this process is stopped by a signal or :func:`exit_soon`, before the
+    cleanups given to :func:`stop_on_signals`: for components that start child processes, which
+    must be ended and reaped (a child left to the init process stays a zombie of the group)."""
+    _ON_STOP.append(callback)
+
+
+_CHILDREN: set = set()
+
+
+@contextlib.contextmanager
+def reaped_on_stop(process: subprocess.Popen) -> Iterator[subprocess.Popen]:
+    """While the block runs, a stop kills ``process`` (a child this process waits for) and
+    reaps it before the process ends."""
+    _CHILDREN.add(process)
+    try:
+        yield process
+    finally:
+        _CHILDREN.discard(process)
+
+
+def _reap_children() -> None:
+    for process in list(_CHILDREN):
+        try:
+            process.kill()
+            process.wait(timeout=2)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+
+
 def _run_cleanups(name: str) -> None:
-    for cleanup in _CLEANUPS:
+    for cleanup in [_reap_children, *_ON_STOP, *_CLEANUPS]:
         try:
             cleanup()
         except Exception as e:  # stopping goes on whatever a cleanup does

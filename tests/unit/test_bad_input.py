@@ -407,16 +407,16 @@ def test_a_mirror_file_with_other_content_is_named_with_both_digests(tmp_path):
 
 
 def test_a_full_disk_while_creating_the_mlflow_database_keeps_its_cause(tmp_path, monkeypatch):
-    import subprocess
+    import sys
 
     from rbench.core.errors import RbenchError
     from rbench.tasks.mlflow_setup import prepare_tracking
 
-    def full(*args, **kwargs):
-        raise subprocess.CalledProcessError(1, args[0], stderr="Traceback ...\nsqlite3.OperationalError: database or "
-                                            "disk is full\n  (Background on this error at: https://sqlalche.me/e/20/e3q8)")
-
-    monkeypatch.setattr(subprocess, "run", full)
+    full = tmp_path / "python-on-a-full-disk"  # the child that creates the database, failing as it does then
+    full.write_text("#!/bin/sh\necho 'Traceback ...' >&2\necho 'sqlite3.OperationalError: database or disk is full' >&2\n"
+                    "echo '  (Background on this error at: https://sqlalche.me/e/20/e3q8)' >&2\nexit 1\n")
+    full.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(full))
     with pytest.raises(RbenchError, match="could not create the MLflow database .*: sqlite3.OperationalError: "
                                           "database or disk is full$"):
         prepare_tracking(f"sqlite:///{tmp_path / 'mlflow.db'}")
