@@ -58,6 +58,7 @@ class ChatServer:
                 pass
 
             def reply(self, status: int, payload: dict) -> None:
+                self.done()  # before the answer leaves: a client that has it may send its next request
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -70,15 +71,21 @@ class ChatServer:
                     return self.reply(200, {"data": [{"id": model, "max_model_len": server.context}]})
                 self.reply(404, {"error": "not found"})
 
+            def done(self) -> None:
+                if getattr(self, "counted", False):
+                    self.counted = False
+                    with server._lock:
+                        server.in_flight -= 1
+
             def do_POST(self):
                 with server._lock:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                self.counted = True
                 try:
                     self.answer_post()
                 finally:
-                    with server._lock:
-                        server.in_flight -= 1
+                    self.done()
 
             def answer_post(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
