@@ -33,6 +33,7 @@ from prefect.futures import PrefectFuture
 
 from rbench.config import ExecutionConfig
 from rbench.core.errors import MissingExtraError
+from rbench.core.stopping import stopping, wait_for_the_end
 from rbench.core.store import Artifact, Stage, Store, summarize
 
 RESULTS_FOLDER = "_prefect-results"
@@ -100,8 +101,13 @@ def stage_task(stage: Stage):
 
     def run(store: str, inputs: Sequence[Artifact], config: Any, options: dict, gpu_slots: int = 0) -> Artifact:
         here = Store(store)
-        with _gpu_slot(gpu_slots):
-            return stage.run(here, [here.attach(a) for a in inputs], config, **options)
+        try:
+            with _gpu_slot(gpu_slots):
+                return stage.run(here, [here.attach(a) for a in inputs], config, **options)
+        except BaseException:
+            if stopping():  # its leases were released, its children killed: the process ends within seconds
+                wait_for_the_end()
+            raise
 
     return task(run, name=stage.name, cache_policy=StageCachePolicy(stage=stage), persist_result=True)
 

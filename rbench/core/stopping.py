@@ -36,6 +36,18 @@ def on_stop(callback: Callable[[], None]) -> None:
 
 
 _CHILDREN: set = set()
+_STOPPING = threading.Event()
+
+
+def stopping() -> bool:
+    """Whether this process is being stopped (a signal, or :func:`exit_soon`): it ends within seconds."""
+    return _STOPPING.is_set()
+
+
+def wait_for_the_end() -> None:
+    """Block the calling thread until the process ends (a stage whose work a stop took away
+    reports nothing: its error would only be a traceback under the stop's one line)."""
+    threading.Event().wait()
 
 
 @contextlib.contextmanager
@@ -74,6 +86,7 @@ def stop_on_signals(*cleanups: Callable[[], None]) -> bool:
     _CLEANUPS[:] = cleanups
 
     def stop(signum: int, frame) -> None:
+        _STOPPING.set()
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         name = signal.Signals(signum).name
@@ -99,6 +112,7 @@ def exit_soon(code: int, grace_seconds: float = 5.0, reason: str = "stopped") ->
     A second call while the first is pending does nothing."""
     if not _ENDING.acquire(blocking=False):
         return
+    _STOPPING.set()
     released = release_all()
     os.write(2, (f"rbench: {reason} ({released} lease(s) released); the process ends in {grace_seconds:.0f}s; "
                  "finished stages and items are kept\n").encode())
