@@ -29,6 +29,9 @@ def _run_flow(flow_fn, *args, **kwargs):
     """Call a flow; every flow run it starts is tagged ``rbench`` (Prefect is imported only here)."""
     from prefect import tags
 
+    from rbench.prefect_server import log_temporary_server
+
+    log_temporary_server()
     with tags(FLOW_TAG):
         return flow_fn(*args, **kwargs)
 

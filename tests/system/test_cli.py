@@ -76,3 +76,34 @@ def test_a_bad_corpus_line_is_one_message_before_the_prefect_server(tmp_path):
     assert output.count(f"{corpus}:4 is not valid JSON") == 1
     assert "Starting temporary server" not in output and "Traceback" not in output
     assert not (tmp_path / "store" / "mlflow.db").exists() and "metric" not in proc.stdout
+
+
+def test_the_temporary_servers_own_output_goes_to_its_log_not_the_terminal(tmp_path):
+    """Prefect's temporary server logs its services' troubles (sqlite "database is locked" under
+    load) as tracebacks: they go to ``$PREFECT_HOME/temporary-server.log``, and the run's own
+    stderr holds rbench's lines only. The server logs at DEBUG here so that it surely writes."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests.conftest import CORPUS, QUERIES, REPO, tiny_dataset
+
+    corpus, queries = tmp_path / "c.jsonl", tmp_path / "q.jsonl"
+    corpus.write_text("".join(json.dumps(c) + "\n" for c in CORPUS))
+    queries.write_text("".join(json.dumps(q) + "\n" for q in QUERIES))
+    config = tmp_path / "exp.yaml"
+    config.write_text(yaml.safe_dump({"name": "quiet", "store": str(tmp_path / "store"), "subsample": {"size": 3},
+                                      "datasets": [tiny_dataset(corpus, queries)], "retrievers": [{"name": "bm25s"}]}))
+    home = tmp_path / "home"
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_LOGGING_LEVEL": "DEBUG"}
+    env.pop("PREFECT_API_URL", None)
+    env.pop("MLFLOW_TRACKING_URI", None)
+    proc = subprocess.run([sys.executable, "-m", "rbench.cli", "run", str(config)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    log = (home / "temporary-server.log").read_text()
+    assert "uvicorn.error - Started server process" in log and "prefect.server" in log
+    assert "uvicorn" not in proc.stderr and "prefect.server" not in proc.stderr, proc.stderr[-3000:]
