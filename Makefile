@@ -49,7 +49,7 @@ docs: setup
 	$(BIN)/mkdocs build --strict --clean
 
 test: setup vllm-env
-	$(BIN)/pytest -ra tests/unit tests/integration tests/system
+	$(BIN)/pytest -ra --durations=40 tests/unit tests/integration tests/system
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) .rbench site
