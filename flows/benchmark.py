@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from prefect import flow, task
+from prefect import flow, tags, task
+from prefect.runtime import flow_run
 from prefect.states import Failed
 
 from rbench.config import ExperimentConfig
@@ -39,11 +40,14 @@ def run_experiment(cfg: ExperimentConfig) -> dict:
 
 
 def run_with_runner(cfg: ExperimentConfig) -> tuple[list[dict], list[dict], list[dict]]:
-    """Run :func:`run_experiment` as a subflow on the configured task runner."""
+    """Run :func:`run_experiment` as a subflow on the configured task runner, with the tags of
+    the run that calls it: a deployment's ``rbench-heartbeat`` among them, so that the zombie
+    automation crashes the subflow too when its node dies (it stayed Running before)."""
     Store(cfg.store).clean_temporaries()
     stages_only = cfg.model_copy(update={"mlflow": cfg.mlflow.model_copy(update={"tracking_uri": None})})
-    out = run_experiment.with_options(task_runner=task_runner(cfg.execution), flow_run_name=f"{cfg.name}-stages")(
-        stages_only)  # a flow run's parameters are stored by Prefect: no tracking credentials in them
+    subflow = run_experiment.with_options(task_runner=task_runner(cfg.execution), flow_run_name=f"{cfg.name}-stages")
+    with tags(*flow_run.tags):
+        out = subflow(stages_only)  # a flow run's parameters are stored by Prefect: no tracking credentials in them
     return out["results"], out["failures"], out["stages"]
 
 

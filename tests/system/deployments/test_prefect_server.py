@@ -29,6 +29,8 @@ def test_deployment_schedules_runs_fails_alone_and_retries_from_the_ui(server, t
     from prefect.client.schemas.filters import (
         DeploymentFilter,
         DeploymentFilterId,
+        FlowRunFilter,
+        FlowRunFilterParentFlowRunId,
         TaskRunFilter,
         TaskRunFilterState,
         TaskRunFilterStateType,
@@ -81,6 +83,9 @@ def test_deployment_schedules_runs_fails_alone_and_retries_from_the_ui(server, t
             failed = wait_final(client, run.id)
             assert failed.state.is_failed(), (tmp_path / "worker.log").read_text()[-3000:]
             assert "tiny/rerank" in failed.state.message and failed.name.startswith("deployed-")
+            (stages,) = client.read_flow_runs(flow_run_filter=FlowRunFilter(  # watched by the zombie automation too
+                parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run.id])))
+            assert stages.name.endswith("-stages") and "rbench-heartbeat" in stages.tags, (stages.name, stages.tags)
 
             stuck = client.create_task_run(task(_killed_attempt), run.id, "stuck",
                                            state=Running())  # what an attempt killed mid-task leaves behind
