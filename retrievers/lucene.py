@@ -188,6 +188,11 @@ class _Lucene:
         self.searchers[handle] = searcher
         return handle, int(searcher.num_docs)
 
+    def ids(self, handle: int, positions: list[int]) -> list[str]:
+        """The document ids of the index's documents at these internal positions."""
+        searcher = self.searchers[handle]
+        return [searcher.doc(p).docid() for p in positions]
+
     def close_all(self) -> None:
         for searcher in self.searchers.values():
             searcher.close()

@@ -1,12 +1,23 @@
 """Existing indexes as a retriever's input (a Lucene or FAISS index built elsewhere, or one
 Pyserini downloads by name): the index stage writes only a pointer to it, keyed by the
 index's fingerprint, so a large index is never rebuilt or copied per experiment. Loading
-checks that the index is still the one the pointer was keyed by."""
+checks that the index is still the one the pointer was keyed by.
+
+An existing index may hold rbench's object ids (an index of the exported prepared corpus) or
+the corpus's own ids, as Pyserini's prebuilt indexes and most users' indexes do: MS MARCO
+segment ids, BRIGHT or BEIR document ids. The index stage finds which from a sample of the
+index's ids (:func:`match_ids`), checks the counts, and records it in the pointer; searches
+then map hits to objects (:class:`NativeIds`)."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from rbench.core.errors import DataError
 from rbench.core.store import folder_fingerprint
@@ -52,3 +63,118 @@ def read_pointer(folder: Path) -> dict | None:
             raise DataError(f"the prebuilt index {location} changed (or is gone) since this experiment keyed it: "
                             "run the experiment again, and it is keyed by the index as it is now")
     return record
+
+
+IDS_PATTERN = r"^(auto|object_id|doc_id|metadata\.[A-Za-z_][A-Za-z0-9_-]*)$"
+"""What an existing index's ids are (``ids:`` of ``bm25`` and ``dense``): ``auto`` (found by
+matching a sample of them), rbench's ``object_id``, the corpus's ``doc_id`` (BRIGHT, BEIR: one
+object per document), or a metadata field that an adapter keeps (``metadata.segment_id``: MS
+MARCO v2.1's segment ids)."""
+SAMPLE = 1000
+_BATCH = 1 << 16
+
+
+def check_ids(ids: str, prebuilt: str | None) -> None:
+    """``ids`` other than ``auto`` only beside ``prebuilt``: a ValueError otherwise."""
+    if ids != "auto" and prebuilt is None:
+        raise ValueError(f"ids {ids!r} says what a prebuilt index's ids are: give prebuilt too, or leave ids out")
+
+
+def _columns(kind: str) -> list[str]:
+    return ["object_id"] + (["doc_id"] if kind == "doc_id" else ["metadata"] if kind.startswith("metadata.") else [])
+
+
+def id_column(batch: pa.RecordBatch, kind: str) -> pa.Array:
+    """The ids of ``kind`` of a corpus batch (one per object; null where a metadata field is absent)."""
+    if not kind.startswith("metadata."):
+        return batch.column(kind)
+    field = kind.split(".", 1)[1]
+    pattern = '"' + re.escape(field) + r'": "(?P<v>(?:[^"\\]|\\.)*)"'
+    values = pc.struct_field(pc.extract_regex(batch.column("metadata"), pattern), [0])
+    if pc.any(pc.match_substring(values, "\\")).as_py():  # an escaped character: JSON's own reading
+        values = pa.array([None if v is None else json.loads(f'"{v}"') for v in values.to_pylist()], pa.string())
+    return values
+
+
+def _kinds(corpus: Path) -> list[str]:
+    """The ids a corpus has: object ids, doc ids, and the text fields of its first objects'
+    metadata as ``metadata.<field>``."""
+    file = pq.ParquetFile(corpus)
+    names = file.schema_arrow.names
+    kinds = ["object_id", *(["doc_id"] if "doc_id" in names else [])]
+    batch = next(file.iter_batches(batch_size=100, columns=["metadata"]), None) if "metadata" in names else None
+    for text in batch.column(0).to_pylist() if batch is not None else []:
+        kinds += [f"metadata.{k}" for k, v in json.loads(text or "{}").items()
+                  if isinstance(v, str) and f"metadata.{k}" not in kinds]
+    return kinds
+
+
+def match_ids(corpus: Path, sample: list[str], count: int, ids: str, index: str) -> str:
+    """Which of the corpus's ids an existing ``index`` holds: ``ids``, or with ``auto`` the first of
+    object ids, doc ids and the metadata's text fields that holds every sampled id. The index
+    must hold as many entries as the corpus has objects (documents, for doc ids, and then one
+    object per document): a DataError says what does not match and how to fix it otherwise."""
+    kinds = [ids] if ids != "auto" else _kinds(corpus)
+    wanted = pa.array(sorted(set(sample)), pa.string())
+    found: dict[str, set] = {k: set() for k in kinds}
+    columns = sorted({c for k in kinds for c in _columns(k)})
+    for batch in pq.ParquetFile(corpus).iter_batches(batch_size=_BATCH, columns=columns):
+        for kind in kinds:
+            ids = id_column(batch, kind)
+            found[kind].update(ids.filter(pc.fill_null(pc.is_in(ids, value_set=wanted), False)).to_pylist())
+    chosen = next((k for k in kinds if len(found[k]) == len(wanted)), None)
+    if chosen is None:
+        best = max(kinds, key=lambda k: len(found[k]))
+        raise DataError(f"the index {index} holds ids such as {sample[:3]}, which are not the corpus's "
+                        f"{' / '.join(kinds)} ({len(found[best])} of {len(wanted)} sampled ids are {best}s): index "
+                        "this corpus (or export it as the docs show), or give the index of this corpus")
+    objects = pq.ParquetFile(corpus).metadata.num_rows
+    entries = objects
+    if chosen == "doc_id":
+        entries = pc.count_distinct(pq.read_table(corpus, columns=["doc_id"]).column(0)).as_py()
+        if entries != objects:
+            raise DataError(f"the index {index} holds document ids, but the corpus has {objects} objects for "
+                            f"{entries} documents, so a hit cannot name its object: prepare the corpus with one "
+                            "object per document (chunker: none), or index its objects")
+    if count != entries:
+        raise DataError(f"the index {index} holds {count} entries keyed by {chosen}, but the corpus has {entries}: "
+                        "it indexes another version or part of this corpus; give the index of exactly this corpus "
+                        "(the same shards, split and chunking)")
+    return chosen
+
+
+class NativeIds:
+    """The hits of an index keyed by the corpus's own ids (doc ids, MS MARCO segment ids) as
+    rbench's object ids: one streaming pass over the corpus per search, so memory follows the
+    hits, not the corpus."""
+
+    def __init__(self, corpus: Path, kind: str):
+        self.corpus, self.kind = corpus, kind
+
+    def translate(self, run: dict[str, list[tuple[str, float]]]) -> dict[str, list[tuple[str, float]]]:
+        """``run`` with each hit's id replaced by its object id; an id the corpus lacks is a DataError."""
+        wanted = pa.array(sorted({i for hits in run.values() for i, _ in hits}), pa.string())
+        objects: dict[str, str] = {}
+        for batch in pq.ParquetFile(self.corpus).iter_batches(batch_size=_BATCH, columns=_columns(self.kind)):
+            ids = id_column(batch, self.kind)
+            keep = pc.fill_null(pc.is_in(ids, value_set=wanted), False)
+            objects.update(zip(ids.filter(keep).to_pylist(), batch.column("object_id").filter(keep).to_pylist()))
+        lost = [i for i in wanted.to_pylist() if i not in objects]
+        if lost:
+            raise DataError(f"the index returned {len(lost)} id(s) that are not {self.kind}s of the corpus "
+                            f"{self.corpus}, e.g. {lost[:3]}: it indexes another corpus")
+        return {q: [(objects[i], s) for i, s in hits] for q, hits in run.items()}
+
+
+def native_ids(folder: Path, corpus: Path) -> NativeIds | None:
+    """The translation for the index an index stage's ``folder`` points at, or None when its ids are object ids."""
+    pointer = read_pointer(folder)
+    kind = (pointer or {}).get("ids", "object_id")
+    return None if kind == "object_id" else NativeIds(corpus, kind)
+
+
+def sample_positions(count: int, size: int = SAMPLE) -> list[int]:
+    """Up to ``size`` positions spread evenly over ``count`` entries (first and last included)."""
+    if count <= size:
+        return list(range(count))
+    return sorted({round(i * (count - 1) / (size - 1)) for i in range(size)})

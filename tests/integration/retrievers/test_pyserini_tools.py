@@ -85,3 +85,63 @@ def test_an_index_built_by_pyserini_from_the_exported_corpus_is_reused_with_the_
     assert own and all(own[q] for q in own)
     assert {q: [d for d, _ in hits] for q, hits in prebuilt.items()} == {q: [d for d, _ in hits] for q, hits in own.items()}
     assert all(abs(a[1] - b[1]) < 1e-4 for q in own for a, b in zip(own[q], prebuilt[q]))
+
+
+def test_indexes_keyed_by_segment_ids_built_by_pyserini_and_faiss_give_rbenchs_own_metrics(tmp_path):
+    """MS MARCO v2.1 as users index it: Pyserini's own command over the segments, keyed by their
+    segment ids, and a FAISS index written by FAISS in Pyserini's layout (``index`` + ``docid``).
+    rbench finds that their ids are ``metadata.segment_id``, maps hits to its objects, and the
+    runs and metrics equal those over the indexes rbench builds itself."""
+    need("pyserini")
+    faiss = need("faiss")
+    import pyarrow.parquet as pq
+
+    from rbench.config import DatasetConfig, MetricsConfig, RetrieverConfig
+    from rbench.core.store import Store
+    from rbench.retrievers.dense import Dense
+    from rbench.tasks.download import DOWNLOAD, DownloadConfig
+    from rbench.tasks.evaluate import EVALUATE
+    from rbench.tasks.index import INDEX, IndexConfig
+    from rbench.tasks.prepare import PREPARE
+    from rbench.tasks.retrieve import RETRIEVE, RetrieveConfig
+    from tests.unit.tasks.test_msmarco_v21 import write_msmarco
+
+    mirror = write_msmarco(tmp_path / "mirror")
+    cfg = DatasetConfig.model_validate({"name": "rag24", "adapter": "msmarco_v21", "params": {"shards": [0, 1]}})
+    store = Store(tmp_path / "store")
+    prepared = PREPARE.run(store, [DOWNLOAD.run(store, [], DownloadConfig.of(cfg, mirror), mirror=mirror)], cfg)
+    rows = pq.read_table(prepared.file("corpus.parquet"), columns=["text", "metadata"]).to_pylist()
+    segments = [(json.loads(r["metadata"])["segment_id"], r["text"]) for r in rows]
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "segments.jsonl").write_text(
+        "".join(json.dumps({"id": s, "contents": t}) + "\n" for s, t in segments))
+    built = tool("pyserini.index.lucene", "--collection", "JsonCollection", "--input", str(tmp_path / "docs"),
+                 "--index", str(tmp_path / "lucene"), "--generator", "DefaultLuceneDocumentGenerator",
+                 "--threads", "1", "--storeRaw")
+    assert built.returncode == 0, built.stderr[-3000:]
+    (tmp_path / "faiss").mkdir()
+    vectors = Dense({"model": "static-64d"}).encode([t for _, t in segments], "document")
+    flat = faiss.IndexFlatIP(vectors.shape[1])
+    flat.add(vectors)
+    faiss.write_index(flat, str(tmp_path / "faiss" / "index"))
+    (tmp_path / "faiss" / "docid").write_text("".join(f"{s}\n" for s, _ in segments))
+
+    def evaluated(name: str, params: dict):
+        retriever = RetrieverConfig.model_validate({"name": name, "params": params})
+        indexes = [INDEX.run(store, [prepared], c) for c in IndexConfig.all_of(retriever)]
+        run = RETRIEVE.run(store, [prepared, prepared, *indexes], RetrieveConfig.of(retriever, 10))
+        metrics = EVALUATE.run(store, [prepared, run], MetricsConfig(k=[1, 3, 10]))
+        ranking = pq.read_table(run.file("run.parquet"), columns=["query_id", "object_id", "rank"]).to_pylist()
+        per_query = sorted(pq.read_table(metrics.file("per_query.parquet")).to_pylist(),
+                           key=lambda r: (r["query_id"], r["metric"], r["k"]))
+        return indexes[0].info, ranking, per_query
+
+    for name, own, prebuilt in (("bm25", {}, {"prebuilt": str(tmp_path / "lucene")}),
+                                ("dense", {"model": "static-64d"},
+                                 {"model": "static-64d", "prebuilt": str(tmp_path / "faiss")})):
+        own_info, own_ranking, own_metrics = evaluated(name, own)
+        info, ranking, metrics = evaluated(name, prebuilt)
+        assert info["ids"] == "metadata.segment_id" and info["indexed"] == len(segments) == 5, (name, info)
+        assert own_ranking and ranking == own_ranking, name
+        assert metrics == own_metrics and any(r["value"] > 0 for r in metrics), name
