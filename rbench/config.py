@@ -107,7 +107,10 @@ class ExecutionConfig(Strict):
     names); ``address``: an existing Dask scheduler or Ray cluster (default: start a local
     one); ``max_workers``: threads or local workers; ``gpus``: GPUs per worker; tasks that
     run a model on a GPU are limited to that many at once; ``shard_size``: corpus rows per
-    dense-encoding shard (shards are cached units that run in parallel and resume).
+    dense-encoding shard (shards are cached units that run in parallel and resume);
+    ``stage_processes``: with the threads and sequential runners, builds that load torch,
+    FAISS or an LLM client run in stage processes, so that the flow's process only
+    orchestrates and handles signals (``false`` runs them in its threads, for debugging).
     """
 
     runner: Literal["threads", "sequential", "dask", "ray"] = "threads"
@@ -115,6 +118,7 @@ class ExecutionConfig(Strict):
     max_workers: PositiveInt | None = None
     gpus: StrictInt = Field(0, ge=0)
     shard_size: PositiveInt = 50_000
+    stage_processes: bool = True
 
     @model_validator(mode="after")
     def _address_needs_cluster(self) -> "ExecutionConfig":

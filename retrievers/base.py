@@ -213,6 +213,9 @@ class Retriever(ABC):
     shard_fields: ClassVar[tuple[str, ...]] = ()
     shard_version: ClassVar[int] = 1
     uses_model: ClassVar[bool] = False
+    native: ClassVar[bool] = False
+    """Whether it loads a native runtime itself (torch, FAISS, a tokenizer's model): the flow
+    then builds its index and searches in a stage process (:mod:`rbench.core.processes`)."""
     searchable: ClassVar[bool] = True
     conformance: ClassVar[dict[str, dict[str, Any]]] = {"": {}}
     """Params that make the conformance test (``tests/integration/retrievers/test_conformance.py``)
@@ -262,6 +265,10 @@ class Retriever(ABC):
     def code_versions(self) -> dict[str, str]:
         """The search-code identity of this retriever and of every component."""
         return {self.name: self.code_identity()}
+
+    def loads_native(self) -> bool:
+        """Whether this retriever or a component is :attr:`native`."""
+        return self.native
 
     def needs_gpu(self) -> bool:
         """Whether this retriever (or a component) runs a neural model on a GPU-capable device."""
@@ -338,6 +345,9 @@ class Composite(Retriever):
 
     def needs_gpu(self) -> bool:
         return super().needs_gpu() or any(c.needs_gpu() for c in self.components())
+
+    def loads_native(self) -> bool:
+        return self.native or any(c.loads_native() for c in self.components())
 
     def model_identities(self) -> list[str]:
         return [m for c in self.components() for m in c.model_identities()]

@@ -176,6 +176,7 @@ class Dense(Retriever):
     index_fields = ("model", "index", "hnsw_m", "ef_construction", "nlist", "pq_m", "train_size", "on_disk")
     shard_fields = ("model",)
     uses_model = True
+    native = True
     version = 2
 
     def model_identities(self) -> list[str]:

@@ -62,6 +62,7 @@ class LLMComposite(Composite):
     call cache and accounting (without a stage: no cache, own accounting)."""
 
     uses_model = True
+    native = True
 
     def __init__(self, params=None):
         super().__init__(params)

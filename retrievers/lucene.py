@@ -14,18 +14,16 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import pickle
 import signal
 import threading
-import time
 import weakref
 from pathlib import Path
 from typing import Any
 
 from rbench.core.errors import RbenchError
+from rbench.core.processes import close_process, portable, stop_process, stop_resource_tracker, watch_parent
 from rbench.core.stopping import on_stop
 
-WATCH_SECONDS = 0.5
 _IDLE: list["LuceneProcess"] = []
 _POOL = threading.Lock()
 _ALL: "weakref.WeakSet[LuceneProcess]" = weakref.WeakSet()
@@ -50,7 +48,7 @@ class LuceneProcess:
         self._process.start()
         child_conn.close()
         self._lock = threading.Lock()
-        self._finalizer = weakref.finalize(self, _stop, self._process, self._conn)
+        self._finalizer = weakref.finalize(self, close_process, self._process, self._conn)
         _ALL.add(self)
 
     @property
@@ -86,19 +84,8 @@ def stop_workers() -> None:
     tracker that spawning them started: when a signal stops the run, nothing of its process
     group outlives it, not even as a zombie."""
     for worker in list(_ALL):
-        process = worker._process
-        if process.is_alive():
-            process.kill()
-        process.join(timeout=2)
-    from multiprocessing import resource_tracker
-
-    pid = getattr(getattr(resource_tracker, "_resource_tracker", None), "_pid", None)
-    if pid:
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
+        stop_process(worker._process)
+    stop_resource_tracker()
 
 
 on_stop(stop_workers)
@@ -125,38 +112,6 @@ def give_back(worker: LuceneProcess) -> None:
         return
     with _POOL:
         _IDLE.append(worker)
-
-
-def _stop(process, conn) -> None:
-    try:
-        conn.close()
-    except OSError:
-        pass
-    if process.is_alive():
-        process.terminate()
-        process.join(timeout=5)
-        if process.is_alive():
-            process.kill()
-            process.join(timeout=5)
-
-
-def _watch_parent(parent: int) -> None:
-    while True:
-        if os.getppid() != parent:
-            os._exit(0)
-        time.sleep(WATCH_SECONDS)
-
-
-def _portable(error: BaseException) -> BaseException:
-    """``error`` if it survives pickling as it is (rbench's own errors do), else a LuceneError
-    naming it (a Java exception does not)."""
-    if isinstance(error, RbenchError):
-        try:
-            pickle.loads(pickle.dumps(error))
-            return error
-        except Exception:
-            pass
-    return LuceneError(f"{type(error).__name__}: {error}")
 
 
 class _Lucene:
@@ -209,14 +164,14 @@ class _Lucene:
 def serve(conn, parent: int) -> None:
     """The child's main loop: start the JVM, answer requests until the pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    threading.Thread(target=watch_parent, args=(parent,), daemon=True).start()
     from rbench.retrievers.java import start_pyserini
 
     lucene = _Lucene()
     try:
         start_pyserini()
     except BaseException as e:  # answered to the first request, which fails with it
-        failure: BaseException | None = _portable(e)
+        failure: BaseException | None = portable(e, LuceneError)
     else:
         failure = None
     while True:
@@ -229,5 +184,5 @@ def serve(conn, parent: int) -> None:
                 raise failure
             result = ("ok", getattr(lucene, op)(*args))
         except BaseException as e:  # every failure goes back to the caller, which raises it
-            result = ("error", _portable(e))
+            result = ("error", portable(e, LuceneError))
         conn.send(result)

@@ -42,6 +42,7 @@ class NgramIndex(Retriever):
     Params = NgramParams
     index_fields = ("tokenizer", "max_len")
     searchable = False
+    native = True
 
     def model_identities(self) -> list[str]:
         from rbench.llm.config import LLMConfig

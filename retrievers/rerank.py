@@ -98,6 +98,7 @@ class Rerank(Composite):
     conformance = {"": {"model": "$TINY_CROSS_ENCODER", "first_stage": {"name": "dense", "params": {"model": "static-64d"}}}}
     Params = RerankParams
     uses_model = True
+    native = True
 
     def __init__(self, params=None):
         super().__init__(params)

@@ -84,5 +84,15 @@ def build_index(folder: Path, inputs: list[Artifact], config: IndexConfig) -> di
     return retriever.index(corpus, folder)
 
 
-ENCODE = Stage("encode", 2, build_encode, resumable=True, input_parts=(("prepare", "corpus"),))
-INDEX = Stage("index", 3, build_index, input_parts=(("prepare", "corpus"),))
+def encodes(config: EncodeConfig) -> bool:
+    """An encode shard always runs a model (torch or ONNX)."""
+    return True
+
+
+def loads_native(config: IndexConfig) -> bool:
+    """Whether building this index loads torch, FAISS or a tokenizer's model."""
+    return config.retriever_instance().loads_native()
+
+
+ENCODE = Stage("encode", 2, build_encode, resumable=True, input_parts=(("prepare", "corpus"),), native=encodes)
+INDEX = Stage("index", 3, build_index, input_parts=(("prepare", "corpus"),), native=loads_native)

@@ -33,6 +33,7 @@ from prefect.futures import PrefectFuture
 
 from rbench.config import ExecutionConfig
 from rbench.core.errors import MissingExtraError
+from rbench.core.processes import call_in_process
 from rbench.core.stopping import stopping, wait_for_the_end
 from rbench.core.store import Artifact, Stage, Store, summarize
 
@@ -96,14 +97,17 @@ def stage_task(stage: Stage):
 
     The task takes the store's path, its input artifacts (or futures of them), the
     stage config and build options; ``gpu_slots`` > 0 limits how many GPU tasks of
-    this process run at once.
+    this process run at once; with ``processes``, a build that loads a native runtime
+    (the stage's ``native``) runs in a stage process.
     """
 
-    def run(store: str, inputs: Sequence[Artifact], config: Any, options: dict, gpu_slots: int = 0) -> Artifact:
+    def run(store: str, inputs: Sequence[Artifact], config: Any, options: dict, gpu_slots: int = 0,
+            processes: bool = False) -> Artifact:
         here = Store(store)
+        call = call_in_process if processes and stage.native is not None and stage.native(config) else None
         try:
             with _gpu_slot(gpu_slots):
-                return stage.run(here, [here.attach(a) for a in inputs], config, **options)
+                return stage.run(here, [here.attach(a) for a in inputs], config, call=call, **options)
         except BaseException:
             if stopping():  # its leases were released, its children killed: the process ends within seconds
                 wait_for_the_end()
@@ -239,9 +243,11 @@ class Submitter:
         stage_tsk = stage_task(stage)
         extra = {"result_storage": self._storage} if self._storage is not None else {}
         named = stage_tsk.with_options(task_run_name=f"{stage_tsk.name}[{label}]", **extra)
-        slots = self.execution.gpus if gpu and self.execution.runner in ("threads", "sequential") else 0
+        in_process = self.execution.runner in ("threads", "sequential")
+        slots = self.execution.gpus if gpu and in_process else 0
+        processes = in_process and self.execution.stage_processes
         with _gpu_placement(self.execution) if gpu else contextlib.nullcontext():
-            future = named.submit(str(self.store.root), list(inputs), config, options, slots)
+            future = named.submit(str(self.store.root), list(inputs), config, options, slots, processes)
         self.submitted.append(Submitted(stage_tsk.name, label, future))
         future.add_done_callback(lambda f, stage=stage_tsk.name: self._progress(stage, label, f))
         return future

@@ -165,5 +165,10 @@ def build_retrieve(folder: Path, inputs: list[Artifact], config: RetrieveConfig,
     }
 
 
+def loads_native(config: RetrieveConfig) -> bool:
+    """Whether searching loads torch, FAISS or an LLM client (a model, a reranker, an LLM)."""
+    return RETRIEVERS.get(config.retriever)(config.params).loads_native()
+
+
 RETRIEVE = Stage("retrieve", 4, build_retrieve, resumable=True, key_view=RetrieveConfig.key_view,
-                 input_parts=(("prepare", "corpus"),), uses_store=True)
+                 input_parts=(("prepare", "corpus"),), uses_store=True, native=loads_native)

@@ -38,4 +38,9 @@ def rewrite_key_view(config: RewriteSpec) -> dict:
     return config.key_view()
 
 
-REWRITE = Stage("rewrite", 2, build_rewrite, key_view=rewrite_key_view, uses_store=True)
+def calls_llm(config: RewriteSpec) -> bool:
+    """A rewrite always calls an LLM (in this process with transformers, or a server's client)."""
+    return True
+
+
+REWRITE = Stage("rewrite", 2, build_rewrite, key_view=rewrite_key_view, uses_store=True, native=calls_llm)

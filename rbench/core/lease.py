@@ -48,8 +48,29 @@ class LeaseLost(RuntimeError):
     """Another process broke this lease (its heartbeat stalled for longer than the TTL)."""
 
 
-class Lease:
-    """An exclusive, heart-beaten lease on ``path``; use as a context manager."""
+class LeaseCheck:
+    """Who holds the lease on ``path``, and whether it is still ``token``: what a build's
+    copy of its lease in another process (a stage process's checkpoint) can do."""
+
+    def __init__(self, path: Path, token: str):
+        self.path, self.token = Path(path), token
+
+    def holder(self) -> str:
+        """The current holder's token (host:pid:id), or '?' when unreadable."""
+        try:
+            return json.loads(self.path.read_text())["owner"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return "?"
+
+    def check(self) -> None:
+        """Raise :class:`LeaseLost` unless the holder is still ``token``."""
+        if self.holder() != self.token:
+            raise LeaseLost(f"lease {self.path} was taken over by {self.holder()}: this build is abandoned")
+
+
+class Lease(LeaseCheck):
+    """An exclusive, heart-beaten lease on ``path``; use as a context manager. Pickled (sent to
+    a stage process), it becomes a :class:`LeaseCheck` of the same token."""
 
     def __init__(self, path: Path, ttl: float = DEFAULT_TTL, poll: float = 0.2):
         self.path = Path(path)
@@ -106,12 +127,8 @@ class Lease:
                 raise TimeoutError(f"lease {self.path} still held by {self.holder()} after {timeout:.0f}s")
             time.sleep(self.poll)
 
-    def holder(self) -> str:
-        """The current holder's token (host:pid:id), or '?' when unreadable."""
-        try:
-            return json.loads(self.path.read_text())["owner"]
-        except (OSError, ValueError, KeyError, TypeError):
-            return "?"
+    def __reduce__(self):
+        return LeaseCheck, (self.path, self.token)
 
     def _holder_is_dead(self) -> bool:
         host, _, rest = self.holder().partition(":")
@@ -144,11 +161,6 @@ class Lease:
                 os.utime(self.path)
             except FileNotFoundError:
                 return
-
-    def check(self) -> None:
-        """Raise :class:`LeaseLost` unless this process still holds the lease."""
-        if self.holder() != self.token:
-            raise LeaseLost(f"lease {self.path} was taken over by {self.holder()}: this build is abandoned")
 
     def release(self) -> None:
         """Stop the heartbeat and remove the lease file if it is still ours."""

@@ -12,6 +12,7 @@ key takes its lease (``rbench/core/lease.py``), so many workers can share one st
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -26,7 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 from pydantic import BaseModel
 
 from rbench.core.identity import code_digest
-from rbench.core.lease import Lease, LeaseLost
+from rbench.core.lease import Lease, LeaseCheck, LeaseLost
 
 MANIFEST = "_manifest.json"
 LOCKS = ".locks"
@@ -135,7 +136,7 @@ class Checkpoint:
     writing into a folder that its successor owns (or has already removed).
     """
 
-    def __init__(self, folder: Path, lease: Lease | None = None):
+    def __init__(self, folder: Path, lease: LeaseCheck | None = None):
         self.folder = folder
         self.lease = lease
         self.redone = 0
@@ -439,6 +440,8 @@ class Stage:
     a stage that ``uses_store`` gets ``store=`` (the LLM call cache lives there).
     ``check(artifact, config)`` runs on every built or reused artifact: a policy that
     does not shape the output (a threshold) refuses there, so it stays out of the key.
+    ``native(config)`` tells whether a build loads a native runtime (torch, FAISS, an LLM
+    client); the flow runs those in a stage process (``call=`` of :meth:`run`).
     The key also holds the digest of the builder's import closure
     (:func:`rbench.core.identity.code_digest`), so an edit to its code or a helper reruns it.
     """
@@ -451,6 +454,7 @@ class Stage:
     input_parts: tuple[tuple[str, str], ...] = ()
     uses_store: bool = False
     check: Callable[[Artifact, Any], None] | None = None
+    native: Callable[[Any], bool] | None = None
 
     def key(self, inputs: Sequence[Artifact], config: Any) -> str:
         """Store key for this stage given its inputs and resolved config."""
@@ -461,18 +465,23 @@ class Stage:
                          code_digest(module) if module else "")
 
     def run(
-        self, store: Store, inputs: Sequence[Artifact], config: Any, **options: Any
+        self, store: Store, inputs: Sequence[Artifact], config: Any, *,
+        call: Callable[..., Any] | None = None, **options: Any
     ) -> Artifact:
-        """Return the cached artifact when intact, else build it. Plain function; no Prefect."""
+        """Return the cached artifact when intact, else build it. Plain function; no Prefect.
+        ``call(build, *args, **kwargs)`` runs the build elsewhere (a stage process,
+        :func:`rbench.core.processes.call_in_process`) while this process holds the lease and
+        publishes the artifact; by default it runs here."""
         key = self.key(inputs, config)
         if self.uses_store:
             options = {**options, "store": store}
+        run = functools.partial(call, self.build) if call is not None else self.build
         if self.resumable:
             def builder(folder: Path, checkpoint: Checkpoint) -> dict | None:
-                return self.build(folder, list(inputs), config, checkpoint=checkpoint, **options)
+                return run(folder, list(inputs), config, checkpoint=checkpoint, **options)
         else:
             def builder(folder: Path, checkpoint: Checkpoint) -> dict | None:
-                return self.build(folder, list(inputs), config, **options)
+                return run(folder, list(inputs), config, **options)
         artifact, built = store.build(self.name, key, builder)
         verb = "built" if built else "reused"
         log.debug("%s %s %s: %s", self.name, verb, key[:12], summarize(artifact.info))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -129,6 +130,37 @@ def _cli(args: list[str], home: Path, extra_env: dict | None = None) -> subproce
     env.update(extra_env or {})
     return subprocess.Popen([sys.executable, "-m", "rbench.cli", *args], cwd=REPO, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+
+
+NATIVE = ("torch", "sentence_transformers", "faiss", "jnius", "pyserini")
+LOADED = ("import sys; from rbench.cli import main; rc = main(['run', sys.argv[1]]); "
+          f"print('LOADED', [m for m in {NATIVE!r} if m in sys.modules]); sys.exit(rc)")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage_processes", [True, False])
+def test_the_flows_process_loads_no_native_runtime(tmp_path, tiny_files, stage_processes):
+    """BM25 (Lucene), a MiniLM encoder with FAISS and a cross-encoder reranking BM25: with stage
+    processes (the default) the process that holds the flow imports none of torch, FAISS or the
+    JVM; on its own threads (``stage_processes: false``) it imports torch and FAISS."""
+    corpus, queries = tiny_files
+    ce = tiny_cross_encoder(tmp_path / "ce")
+    config = _write(tmp_path, _base(tmp_path, corpus, queries, [
+        {"name": "bm25"}, {"name": "dense", "params": {"model": "sentence-transformers/all-MiniLM-L6-v2"}},
+        {"name": "rerank", "params": {"model": ce, "first_stage": {"name": "bm25"}}}],
+        execution={"stage_processes": stage_processes}))
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "home")}
+    env.pop("PREFECT_API_URL", None)
+    proc = subprocess.run([sys.executable, "-c", LOADED, config], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    loaded = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("LOADED"))[7:]
+                        .replace("'", '"'))
+    if stage_processes:
+        assert loaded == [], loaded
+    else:
+        assert {"torch", "faiss"} <= set(loaded), loaded
+    assert re.search(r"^stages: [1-9]\d* ran, \d+ cached, 0 failed", proc.stdout, re.M), proc.stdout[-2000:]
 
 
 def _stage_counts(out: str) -> tuple[int, int]:

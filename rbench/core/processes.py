@@ -1,0 +1,223 @@
+"""Stage builds in processes of their own: the process that holds the flow only orchestrates,
+waits and handles signals, while torch encoders, FAISS builds and LLM clients run in a
+spawned child.
+
+A :class:`StageProcess` is a child that runs one function call at a time, sent over a pipe,
+and sends back its result or its error; its log records come back as they are made and are
+handled in the calling thread, so that they read as the stage's own. Children are pooled per
+process (:func:`stage_process`, :func:`give_back`): a run imports torch and loads a model once
+per child, not once per stage. A child ignores SIGINT (its parent decides), ends itself within
+a second when its parent is gone, and is killed and reaped when a signal stops the run.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import pickle
+import signal
+import threading
+import time
+import traceback
+import weakref
+from typing import Any, Callable
+
+from rbench.core.errors import RbenchError
+from rbench.core.stopping import on_stop
+
+WATCH_SECONDS = 0.5
+_IDLE: list["StageProcess"] = []
+_POOL = threading.Lock()
+_ALL: "weakref.WeakSet[StageProcess]" = weakref.WeakSet()
+
+
+class StageProcessError(RbenchError):
+    """A stage's work failed in its process with an error that cannot cross processes as it is,
+    or the process ended during the work (the message says which, with the child's traceback)."""
+
+
+def watch_parent(parent: int) -> None:
+    """End this (child) process when its parent ``parent`` is gone (checked every half second)."""
+    while True:
+        if os.getppid() != parent:
+            os._exit(0)
+        time.sleep(WATCH_SECONDS)
+
+
+def portable(error: BaseException, wrapper: type[RbenchError], details: str = "") -> BaseException:
+    """``error`` if it survives pickling as it is (rbench's own errors do), else a ``wrapper``
+    naming it, with ``details`` (a traceback) appended."""
+    if isinstance(error, RbenchError):
+        try:
+            pickle.loads(pickle.dumps(error))
+            return error
+        except Exception:
+            pass
+    return wrapper(f"{type(error).__name__}: {error}{details}")
+
+
+def stop_process(process) -> None:
+    """Kill a child process and reap it."""
+    if process.is_alive():
+        process.kill()
+    process.join(timeout=2)
+
+
+def stop_resource_tracker() -> None:
+    """Kill and reap multiprocessing's resource tracker, which spawning a child started: when a
+    signal stops the run, nothing of its process group outlives it, not even as a zombie."""
+    from multiprocessing import resource_tracker
+
+    pid = getattr(getattr(resource_tracker, "_resource_tracker", None), "_pid", None)
+    if pid:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+
+
+class _ToParent(logging.Handler):
+    """The child's log handler: each record goes to the parent, formatted (its arguments and
+    exception rendered here, since they may not cross processes)."""
+
+    def __init__(self, conn, lock: threading.Lock):
+        super().__init__()
+        self._conn, self._lock = conn, lock
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            record.msg = record.getMessage()
+            record.args = None
+            if record.exc_info:
+                record.exc_text = logging.Formatter().formatException(record.exc_info)
+                record.exc_info = None
+            with self._lock:
+                self._conn.send(("log", record))
+        except Exception:
+            self.handleError(record)
+
+
+def _serve(conn, parent: int, levels: dict[str, int]) -> None:
+    """The child's main loop: run each function call sent, answer with its result or error."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=watch_parent, args=(parent,), daemon=True).start()
+    multiprocessing.current_process().daemon = False  # a stage may start a child of its own (a Lucene worker)
+    lock = threading.Lock()
+    root = logging.getLogger()
+    root.handlers[:] = [_ToParent(conn, lock)]
+    for name, level in levels.items():
+        logging.getLogger(name or None).setLevel(level)
+    while True:
+        try:
+            fn, args, kwargs = conn.recv()
+        except (EOFError, OSError):
+            os._exit(0)
+        try:
+            result = ("ok", fn(*args, **kwargs))
+        except BaseException as e:  # every failure goes back to the caller, which raises it
+            details = "" if isinstance(e, RbenchError) else "\n" + traceback.format_exc()
+            result = ("error", portable(e, StageProcessError, details))
+        with lock:
+            conn.send(result)
+
+
+class StageProcess:
+    """A spawned child that runs function calls (:meth:`call`) one at a time."""
+
+    def __init__(self):
+        context = multiprocessing.get_context("spawn")
+        self._conn, child_conn = context.Pipe()
+        levels = {name: logging.getLogger(name or None).getEffectiveLevel() for name in ("", "rbench")}
+        self._process = context.Process(target=_serve, args=(child_conn, os.getpid(), levels), name="rbench-stage",
+                                        daemon=True)
+        self._process.start()
+        child_conn.close()
+        self._lock = threading.Lock()
+        self._finalizer = weakref.finalize(self, close_process, self._process, self._conn)
+        _ALL.add(self)
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id."""
+        return self._process.pid
+
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` in the child (``fn`` importable by name, the arguments
+        picklable); its log records are handled here as they arrive."""
+        with self._lock:
+            try:
+                self._conn.send((fn, args, kwargs))
+                while True:
+                    status, value = self._conn.recv()
+                    if status != "log":
+                        break
+                    logger = logging.getLogger(value.name)
+                    if logger.isEnabledFor(value.levelno):
+                        logger.handle(value)
+            except (EOFError, OSError, BrokenPipeError):
+                self._process.join(timeout=1)
+                code = self._process.exitcode
+                raise StageProcessError(f"the stage process (pid {self._process.pid}) ended during "
+                                        f"{getattr(fn, '__name__', fn)}"
+                                        f"{f' with exit code {code}' if code is not None else ''}") from None
+        if status == "ok":
+            return value
+        raise value
+
+    def alive(self) -> bool:
+        """Whether the child is still running."""
+        return self._finalizer.alive and self._process.is_alive()
+
+    def close(self) -> None:
+        """Stop the child (idempotent)."""
+        self._finalizer()
+
+
+def close_process(process, conn) -> None:
+    """Close the pipe to a child process, then let it end (terminated, else killed) and reap it."""
+    try:
+        conn.close()
+    except OSError:
+        pass
+    if process.is_alive():
+        process.terminate()
+        process.join(timeout=5)
+    stop_process(process)
+
+
+def stage_process() -> StageProcess:
+    """An idle stage process of this process, or a new one; hand it back with :func:`give_back`."""
+    with _POOL:
+        while _IDLE:
+            worker = _IDLE.pop()
+            if worker.alive():
+                return worker
+    return StageProcess()
+
+
+def give_back(worker: StageProcess) -> None:
+    """Return ``worker`` to the pool (one that ended is dropped)."""
+    if worker.alive():
+        with _POOL:
+            _IDLE.append(worker)
+
+
+def call_in_process(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` in a pooled stage process (see :class:`StageProcess`)."""
+    worker = stage_process()
+    try:
+        return worker.call(fn, *args, **kwargs)
+    finally:
+        give_back(worker)
+
+
+def stop_stage_processes() -> None:
+    """Kill and reap every stage process of this process (a signal is stopping the run)."""
+    for worker in list(_ALL):
+        stop_process(worker._process)
+    stop_resource_tracker()
+
+
+on_stop(stop_stage_processes)
