@@ -100,7 +100,8 @@ def main() -> None:
         for p in busy:
             p.terminate()
     print(f"\nmachine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
-          f"config {args.config}; mirror {args.mirror}; {args.busy} busy processes; cold store and Prefect home per run")
+          f"config {args.config}; mirror {args.mirror}; {args.busy} busy processes; "
+          "cold store and Prefect home per run")
     medians = {}
     for variant, rows in results.items():
         clean = sum(1 for r in rows if r["rc"] == 0 and r["failed"] == 0)
