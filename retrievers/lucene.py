@@ -21,12 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from rbench.core.errors import RbenchError
-from rbench.core.processes import close_process, portable, stop_process, stop_resource_tracker, watch_parent
+from rbench.core.processes import Pool, close_process, portable, watch_parent
 from rbench.core.stopping import on_stop
-
-_IDLE: list["LuceneProcess"] = []
-_POOL = threading.Lock()
-_ALL: "weakref.WeakSet[LuceneProcess]" = weakref.WeakSet()
 
 
 class LuceneError(RbenchError):
@@ -49,7 +45,6 @@ class LuceneProcess:
         child_conn.close()
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, close_process, self._process, self._conn)
-        _ALL.add(self)
 
     @property
     def pid(self) -> int | None:
@@ -79,26 +74,13 @@ class LuceneProcess:
         self._finalizer()
 
 
-def stop_workers() -> None:
-    """Kill every Lucene worker of this process and reap it, then multiprocessing's resource
-    tracker that spawning them started: when a signal stops the run, nothing of its process
-    group outlives it, not even as a zombie."""
-    for worker in list(_ALL):
-        stop_process(worker._process)
-    stop_resource_tracker()
-
-
-on_stop(stop_workers)
+POOL = Pool(LuceneProcess)
+on_stop(POOL.stop_all)
 
 
 def lucene_worker() -> LuceneProcess:
     """An idle Lucene worker of this process, or a new one; hand it back with :func:`give_back`."""
-    with _POOL:
-        while _IDLE:
-            worker = _IDLE.pop()
-            if worker.alive():
-                return worker
-    return LuceneProcess()
+    return POOL.take()
 
 
 def give_back(worker: LuceneProcess) -> None:
@@ -110,8 +92,7 @@ def give_back(worker: LuceneProcess) -> None:
     except Exception:  # a worker that cannot close its searchers is not reused
         worker.close()
         return
-    with _POOL:
-        _IDLE.append(worker)
+    POOL.put(worker)
 
 
 class _Lucene:

@@ -5,7 +5,7 @@ spawned child.
 A :class:`StageProcess` is a child that runs one function call at a time, sent over a pipe,
 and sends back its result or its error; its log records come back as they are made and are
 handled in the calling thread, so that they read as the stage's own. Children are pooled per
-process (:func:`stage_process`, :func:`give_back`): a run imports torch and loads a model once
+process (:data:`STAGE_PROCESSES`, a :class:`Pool`): a run imports torch and loads a model once
 per child, not once per stage. A child ignores SIGINT (its parent decides), ends itself within
 a second when its parent is gone, and is killed and reaped when a signal stops the run.
 """
@@ -24,12 +24,10 @@ import weakref
 from typing import Any, Callable
 
 from rbench.core.errors import RbenchError
+from rbench.core.lease import LeaseLost
 from rbench.core.stopping import on_stop
 
 WATCH_SECONDS = 0.5
-_IDLE: list["StageProcess"] = []
-_POOL = threading.Lock()
-_ALL: "weakref.WeakSet[StageProcess]" = weakref.WeakSet()
 
 
 class StageProcessError(RbenchError):
@@ -46,9 +44,9 @@ def watch_parent(parent: int) -> None:
 
 
 def portable(error: BaseException, wrapper: type[RbenchError], details: str = "") -> BaseException:
-    """``error`` if it survives pickling as it is (rbench's own errors do), else a ``wrapper``
-    naming it, with ``details`` (a traceback) appended."""
-    if isinstance(error, RbenchError):
+    """``error`` if it is rbench's own and survives pickling as it is, else a ``wrapper`` naming
+    it, with ``details`` (a traceback) appended."""
+    if isinstance(error, (RbenchError, LeaseLost)):
         try:
             pickle.loads(pickle.dumps(error))
             return error
@@ -117,7 +115,7 @@ def _serve(conn, parent: int, levels: dict[str, int]) -> None:
         try:
             result = ("ok", fn(*args, **kwargs))
         except BaseException as e:  # every failure goes back to the caller, which raises it
-            details = "" if isinstance(e, RbenchError) else "\n" + traceback.format_exc()
+            details = "" if isinstance(e, (RbenchError, LeaseLost)) else "\n" + traceback.format_exc()
             result = ("error", portable(e, StageProcessError, details))
         with lock:
             conn.send(result)
@@ -136,7 +134,6 @@ class StageProcess:
         child_conn.close()
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, close_process, self._process, self._conn)
-        _ALL.add(self)
 
     @property
     def pid(self) -> int | None:
@@ -187,37 +184,51 @@ def close_process(process, conn) -> None:
     stop_process(process)
 
 
-def stage_process() -> StageProcess:
-    """An idle stage process of this process, or a new one; hand it back with :func:`give_back`."""
-    with _POOL:
-        while _IDLE:
-            worker = _IDLE.pop()
-            if worker.alive():
-                return worker
-    return StageProcess()
+class Pool:
+    """Idle child processes of one kind, reused by this process's threads: :meth:`take` one
+    (``factory`` makes a new one when none is idle), :meth:`put` it back; :meth:`stop_all`
+    kills and reaps every one made, then multiprocessing's resource tracker."""
+
+    def __init__(self, factory: Callable[[], Any]):
+        self._factory = factory
+        self.idle: list = []
+        self._made: weakref.WeakSet = weakref.WeakSet()
+        self._lock = threading.Lock()
+
+    def take(self):
+        """An idle, living worker, or a new one."""
+        with self._lock:
+            while self.idle:
+                worker = self.idle.pop()
+                if worker.alive():
+                    return worker
+        worker = self._factory()
+        self._made.add(worker)
+        return worker
+
+    def put(self, worker) -> None:
+        """Hand ``worker`` back (one that ended is dropped)."""
+        if worker.alive():
+            with self._lock:
+                self.idle.append(worker)
+
+    def stop_all(self) -> None:
+        """Kill and reap every worker this pool made (a signal is stopping the run)."""
+        for worker in list(self._made):
+            stop_process(worker._process)
+        stop_resource_tracker()
 
 
-def give_back(worker: StageProcess) -> None:
-    """Return ``worker`` to the pool (one that ended is dropped)."""
-    if worker.alive():
-        with _POOL:
-            _IDLE.append(worker)
+STAGE_PROCESSES = Pool(StageProcess)
 
 
 def call_in_process(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)`` in a pooled stage process (see :class:`StageProcess`)."""
-    worker = stage_process()
+    worker = STAGE_PROCESSES.take()
     try:
         return worker.call(fn, *args, **kwargs)
     finally:
-        give_back(worker)
+        STAGE_PROCESSES.put(worker)
 
 
-def stop_stage_processes() -> None:
-    """Kill and reap every stage process of this process (a signal is stopping the run)."""
-    for worker in list(_ALL):
-        stop_process(worker._process)
-    stop_resource_tracker()
-
-
-on_stop(stop_stage_processes)
+on_stop(STAGE_PROCESSES.stop_all)

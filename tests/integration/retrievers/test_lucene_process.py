@@ -174,7 +174,7 @@ def test_workers_are_pooled_so_a_run_starts_the_jvm_once(tmp_path):
     folder.mkdir()
     bm25 = make_retriever("bm25")
     bm25.index(corpus, folder)
-    indexer = lucene._IDLE[-1].pid
+    indexer = lucene.POOL.idle[-1].pid
     bm25.load(folder)
     assert bm25._lucene.pid == indexer
     other = make_retriever("bm25", {"k1": 1.2, "b": 0.75})
@@ -183,7 +183,7 @@ def test_workers_are_pooled_so_a_run_starts_the_jvm_once(tmp_path):
     assert bm25.search({"q": "Eiffel Paris"}, 1)["q"][0][0] == other.search({"q": "Eiffel Paris"}, 1)["q"][0][0] == "p1"
     del bm25, other
     gc.collect()
-    assert {w.pid for w in lucene._IDLE} >= {indexer}
+    assert {w.pid for w in lucene.POOL.idle} >= {indexer}
     again = make_retriever("bm25")
     again.load(folder)  # a searcher of a handed-back worker was closed; this one opens afresh
     assert again.search({"q": "search library Java"}, 1)["q"][0][0] == "p2"

@@ -1,0 +1,74 @@
+"""Stage processes: a call runs in a pooled spawned child, its errors and log records come back,
+a child that dies is named, and a build's lease reaches it as a check of the same token."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+
+import pytest
+
+from rbench.core.errors import DataError
+from rbench.core.lease import Lease, LeaseLost
+from rbench.core.processes import STAGE_PROCESSES, StageProcess, StageProcessError, call_in_process
+from rbench.core.store import Checkpoint
+
+
+def pid_and_log(value: int) -> tuple[int, int]:
+    logging.getLogger("rbench").info("working on %d", value)
+    logging.getLogger("rbench").debug("not shown")
+    return os.getpid(), value * 2
+
+
+def refuse() -> None:
+    raise DataError("corpus.jsonl:3 is not valid JSON")
+
+
+def divide() -> float:
+    return 1 / 0
+
+
+def die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def write_item(checkpoint: Checkpoint) -> str:
+    checkpoint.write_parquet("batch-0.parquet", __import__("pyarrow").table({"a": [1]}))
+    return "written"
+
+
+def test_a_call_runs_in_a_reused_child_and_its_log_records_reach_the_caller(caplog):
+    caplog.set_level(logging.INFO, logger="rbench")
+    first, doubled = call_in_process(pid_and_log, 21)
+    second, _ = call_in_process(pid_and_log, 1)
+    assert doubled == 42 and first != os.getpid() and second == first
+    assert [r.getMessage() for r in caplog.records if r.name == "rbench"] == ["working on 21", "working on 1"]
+    assert first in {w.pid for w in STAGE_PROCESSES.idle}
+
+
+def test_errors_come_back_as_they_are_or_named_with_the_childs_traceback():
+    with pytest.raises(DataError, match="corpus.jsonl:3 is not valid JSON"):
+        call_in_process(refuse)
+    with pytest.raises(StageProcessError) as e:
+        call_in_process(divide)
+    assert "ZeroDivisionError: division by zero" in str(e.value) and "in divide" in str(e.value)
+
+
+def test_a_child_that_dies_is_named_and_not_reused():
+    worker = StageProcess()
+    pid = worker.pid
+    with pytest.raises(StageProcessError, match=rf"stage process \(pid {pid}\) ended during die with exit code -9"):
+        worker.call(die)
+    assert not worker.alive()
+    STAGE_PROCESSES.put(worker)
+    assert pid not in {w.pid for w in STAGE_PROCESSES.idle}
+
+
+def test_a_checkpoint_in_a_child_writes_only_while_the_parent_holds_the_lease(tmp_path):
+    lease = Lease(tmp_path / ".locks" / "key")
+    with lease:
+        assert call_in_process(write_item, Checkpoint(tmp_path / "partial", lease)) == "written"
+    assert (tmp_path / "partial" / "batch-0.parquet").is_file()
+    with pytest.raises(LeaseLost, match="was taken over"):
+        call_in_process(write_item, Checkpoint(tmp_path / "partial", lease))
