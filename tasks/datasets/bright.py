@@ -11,7 +11,8 @@ reports nDCG@10.
 ``bright/<task>/``, task names with hyphens), ``topics.bright-<task>.tsv.gz`` (``qid<TAB>query``)
 and ``qrels.bright-<task>.txt`` (TREC) from anserini-tools. As Anserini's regressions do, a
 query's ranking loses the document whose id is the query's (``-removeQuery``) and BRIGHT's
-``excluded_ids`` (its ``filter_run.py``, which reads the examples file).
+``excluded_ids`` (its ``filter_run.py``, which reads the examples file, or Anserini's own
+``exclude.bright-<task>.txt``: ``query-id doc-id`` per line).
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ class BrightParams(BaseModel):
     ``bright-anserini/bright-corpus.tar``, else the hub); ``topics``, ``qrels``: Anserini's
     files (else the mirror's ``bright-anserini/``, else anserini-tools on GitHub);
     ``examples``: BRIGHT's examples file, read for ``excluded_ids`` (else as in the published
-    layout)."""
+    layout); ``exclude``: Anserini's ``exclude.bright-<task>.txt`` instead of the examples file
+    (``query-id doc-id`` per line), so that no file of BRIGHT's own is needed."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -76,13 +78,16 @@ class BrightParams(BaseModel):
     topics: ConfigPath | None = None
     qrels: ConfigPath | None = None
     examples: ConfigPath | None = None
+    exclude: ConfigPath | None = None
     chunker: ChunkerConfig = ChunkerConfig(kind="none")
 
     @model_validator(mode="after")
     def _layout_fields(self) -> "BrightParams":
-        given = [f for f in ("topics", "qrels", "examples") if getattr(self, f) is not None]
+        given = [f for f in ("topics", "qrels", "examples", "exclude") if getattr(self, f) is not None]
         if self.layout == "bright" and given:
             raise ValueError(f"{given} are files of layout 'anserini'; set layout: anserini, or leave them out")
+        if self.examples is not None and self.exclude is not None:
+            raise ValueError("examples and exclude both give the excluded ids: give one of them")
         if self.layout == "anserini" and self.long_documents:
             raise ValueError("Anserini publishes BRIGHT's passages only: long_documents needs layout: bright")
         return self
@@ -95,6 +100,10 @@ class BrightParams(BaseModel):
         """The download name of Anserini's topics or qrels file of this task."""
         suffix = "tsv.gz" if kind == "topics" else "txt"
         return f"bright-anserini/{kind}.bright-{self.anserini_task()}.{suffix}"
+
+    def exclude_file(self) -> str:
+        """The download name of Anserini's exclusion file of this task."""
+        return f"bright-anserini/exclude.bright-{self.anserini_task()}.txt"
 
     def part(self, kind: str) -> str:
         """The file of this task in folder ``kind`` (documents, long_documents, examples)."""
@@ -174,6 +183,9 @@ class Bright(Adapter):
             name, local = params.anserini_file(kind), getattr(params, kind)
             url = ANSERINI_TOOLS + name.split("/")[1]
             specs.append(local_file(name, local) if local else FileSpec(name=name, url=url))
+        if params.exclude:
+            specs.append(local_file(params.exclude_file(), params.exclude))
+            return specs
         examples = params.part("examples")
         specs.append(local_file(f"bright/{examples}", params.examples) if params.examples
                      else FileSpec(name=f"bright/{examples}", hf_repo=REPO, hf_path=examples))
@@ -217,9 +229,13 @@ class Bright(Adapter):
     def _anserini_queries(self, raw: Path, params: BrightParams) -> Iterator[Query]:
         qrels_shown = str(params.qrels or params.anserini_file("qrels"))
         judged = read_qrels(raw / params.anserini_file("qrels"), qrels_shown)
-        path, shown = self._shown(raw, params, params.part("examples"))
-        excluded = {str(row["id"]): _ids(row["excluded_ids"], where, "excluded_ids")
-                    for where, row in _rows(path, shown, ("id", "excluded_ids"))}
+        if params.exclude:
+            shown = str(params.exclude)
+            excluded = _exclusions(raw / params.exclude_file(), shown)
+        else:
+            path, shown = self._shown(raw, params, params.part("examples"))
+            excluded = {str(row["id"]): _ids(row["excluded_ids"], where, "excluded_ids")
+                        for where, row in _rows(path, shown, ("id", "excluded_ids"))}
         topics_shown = str(params.topics or params.anserini_file("topics"))
         unjudged = 0
         for line_no, line in enumerate(_text_lines(raw / params.anserini_file("topics"), topics_shown), 1):
@@ -237,11 +253,25 @@ class Bright(Adapter):
             both = sorted(dropped & set(gold))
             if both:
                 raise DataError(f"{where}: {both} are gold in {qrels_shown} and excluded for query {qid!r} "
-                                f"(excluded_ids in {shown}, or the query's own id); an id can only be one of them")
+                                f"(in {shown}, or the query's own id); an id can only be one of them")
             yield Query(query_id=qid, text=text, gold_doc_ids=gold, excluded_doc_ids=sorted(dropped), origin=where)
         if unjudged:
             log.warning("bright %s: %d topics of %s have no relevant document in %s and are left out",
                         params.task, unjudged, topics_shown, qrels_shown)
+
+
+def _exclusions(path: Path, shown: str) -> dict[str, list[str]]:
+    """Anserini's exclusion file: ``query-id doc-id`` per line, as ``{query id: [doc ids]}``."""
+    excluded: dict[str, list[str]] = {}
+    for line_no, line in enumerate(_text_lines(path, shown), 1):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != 2:
+            raise DataError(f"{shown}:{line_no} must be 'query-id doc-id' (Anserini's exclusion file), "
+                            f"got {line.strip()[:80]!r}")
+        excluded.setdefault(fields[0], []).append(fields[1])
+    return excluded
 
 
 def _text_lines(path: Path, shown: str) -> Iterator[str]:

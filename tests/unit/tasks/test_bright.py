@@ -195,6 +195,29 @@ def test_the_anserini_corpus_tar_from_the_mirror_gives_the_same_tables(tmp_path)
         ("bright/examples/earth_science-00000-of-00001.parquet", "xlangai/BRIGHT")]
 
 
+def test_anserinis_exclusion_file_stands_for_brights_examples(tmp_path):
+    """``exclude:`` (Anserini's ``exclude.bright-<task>.txt``) gives the same queries as BRIGHT's
+    examples file, which is then not needed; a malformed line is named."""
+    files = write_anserini(tmp_path / "anserini")
+    examples = files.pop("examples")
+    exclude = tmp_path / "anserini" / "exclude.bright-biology.txt"
+    exclude.write_text("1 q2_post/0.txt\n\n")
+    with_examples = _prepare(tmp_path / "a", {"task": "biology", "layout": "anserini", "examples": str(examples),
+                                              **{k: str(v) for k, v in files.items()}})
+    params = {"task": "biology", "layout": "anserini", "exclude": str(exclude), **{k: str(v) for k, v in files.items()}}
+    with_exclude = _prepare(tmp_path / "b", params)
+    assert pq.read_table(with_exclude.file("queries.parquet")).equals(
+        pq.read_table(with_examples.file("queries.parquet")))
+    specs = get_adapter("bright").files(get_adapter("bright").Params(**params))
+    assert "bright-anserini/exclude.bright-biology.txt" in [s.name for s in specs]
+    assert not any(s.name.startswith("bright/") for s in specs)
+    exclude.write_text("1 q2_post/0.txt\n1\tq2_post/1.txt extra\n")
+    with pytest.raises(DataError, match=r"exclude.bright-biology.txt:2 must be 'query-id doc-id'"):
+        _prepare(tmp_path / "c", params)
+    with pytest.raises(ValueError, match="give one of them"):
+        get_adapter("bright").Params(**params, examples=str(examples))
+
+
 def test_bad_anserini_files_name_the_file_and_line(tmp_path):
     import gzip
 
