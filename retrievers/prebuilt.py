@@ -120,8 +120,8 @@ def match_ids(corpus: Path, sample: list[str], count: int, ids: str, index: str)
     columns = sorted({c for k in kinds for c in _columns(k)})
     for batch in pq.ParquetFile(corpus).iter_batches(batch_size=_BATCH, columns=columns):
         for kind in kinds:
-            ids = id_column(batch, kind)
-            found[kind].update(ids.filter(pc.fill_null(pc.is_in(ids, value_set=wanted), False)).to_pylist())
+            values = id_column(batch, kind)
+            found[kind].update(values.filter(pc.fill_null(pc.is_in(values, value_set=wanted), False)).to_pylist())
     chosen = next((k for k in kinds if len(found[k]) == len(wanted)), None)
     if chosen is None:
         best = max(kinds, key=lambda k: len(found[k]))
