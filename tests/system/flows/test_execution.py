@@ -138,28 +138,21 @@ LOADED = ("import sys; from rbench.cli import main; rc = main(['run', sys.argv[1
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stage_processes", [True, False])
-def test_the_flows_process_loads_no_native_runtime(tmp_path, tiny_files, stage_processes):
+def test_the_flows_process_loads_no_native_runtime(tmp_path, tiny_files):
     """BM25 (Lucene), a MiniLM encoder with FAISS and a cross-encoder reranking BM25: with stage
-    processes (the default) the process that holds the flow imports none of torch, FAISS or the
-    JVM; on its own threads (``stage_processes: false``) it imports torch and FAISS."""
+    processes (the default) the process that holds the flow imports none of torch,
+    sentence-transformers, FAISS, Pyserini or the JVM, and every stage runs."""
     corpus, queries = tiny_files
     ce = tiny_cross_encoder(tmp_path / "ce")
     config = _write(tmp_path, _base(tmp_path, corpus, queries, [
         {"name": "bm25"}, {"name": "dense", "params": {"model": "sentence-transformers/all-MiniLM-L6-v2"}},
-        {"name": "rerank", "params": {"model": ce, "first_stage": {"name": "bm25"}}}],
-        execution={"stage_processes": stage_processes}))
+        {"name": "rerank", "params": {"model": ce, "first_stage": {"name": "bm25"}}}]))
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "home")}
     env.pop("PREFECT_API_URL", None)
     proc = subprocess.run([sys.executable, "-c", LOADED, config], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    loaded = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("LOADED"))[7:]
-                        .replace("'", '"'))
-    if stage_processes:
-        assert loaded == [], loaded
-    else:
-        assert {"torch", "faiss"} <= set(loaded), loaded
+    assert "LOADED []" in proc.stdout, proc.stdout[-2000:]
     assert re.search(r"^stages: [1-9]\d* ran, \d+ cached, 0 failed", proc.stdout, re.M), proc.stdout[-2000:]
 
 
