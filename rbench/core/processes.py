@@ -109,9 +109,13 @@ def _serve(conn, parent: int, levels: dict[str, int]) -> None:
         logging.getLogger(name or None).setLevel(level)
     while True:
         try:
-            fn, args, kwargs = conn.recv()
+            fn, args, kwargs, environ, folder = conn.recv()
         except (EOFError, OSError):
             os._exit(0)
+        os.chdir(folder)
+        for name in set(os.environ) - set(environ):
+            del os.environ[name]
+        os.environ.update(environ)
         try:
             result = ("ok", fn(*args, **kwargs))
         except BaseException as e:  # every failure goes back to the caller, which raises it
@@ -142,10 +146,11 @@ class StageProcess:
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``fn(*args, **kwargs)`` in the child (``fn`` importable by name, the arguments
-        picklable); its log records are handled here as they arrive."""
+        picklable), with this process's environment variables and working folder as they are
+        now (as a thread would see them); its log records are handled here as they arrive."""
         with self._lock:
             try:
-                self._conn.send((fn, args, kwargs))
+                self._conn.send((fn, args, kwargs, dict(os.environ), os.getcwd()))
                 while True:
                     status, value = self._conn.recv()
                     if status != "log":

@@ -33,6 +33,10 @@ def die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def variable(name: str) -> str | None:
+    return os.environ.get(name)
+
+
 def write_item(checkpoint: Checkpoint) -> str:
     checkpoint.write_parquet("batch-0.parquet", __import__("pyarrow").table({"a": [1]}))
     return "written"
@@ -45,6 +49,15 @@ def test_a_call_runs_in_a_reused_child_and_its_log_records_reach_the_caller(capl
     assert doubled == 42 and first != os.getpid() and second == first
     assert [r.getMessage() for r in caplog.records if r.name == "rbench"] == ["working on 21", "working on 1"]
     assert first in {w.pid for w in STAGE_PROCESSES.idle}
+
+
+def test_a_call_sees_the_environment_as_it_is_when_the_call_is_made(monkeypatch):
+    monkeypatch.delenv("RBENCH_TEST_KEY", raising=False)
+    assert call_in_process(variable, "RBENCH_TEST_KEY") is None  # a child is pooled
+    monkeypatch.setenv("RBENCH_TEST_KEY", "k1")
+    assert call_in_process(variable, "RBENCH_TEST_KEY") == "k1"
+    monkeypatch.delenv("RBENCH_TEST_KEY")
+    assert call_in_process(variable, "RBENCH_TEST_KEY") is None
 
 
 def test_errors_come_back_as_they_are_or_named_with_the_childs_traceback():
