@@ -179,5 +179,10 @@ def build_chunk_eval(folder: Path, inputs: list[Artifact], config: ChunkEvalConf
     return {f"{m}_mean": round(v["mean"], 4) for m, v in summary.items()}
 
 
-CHUNK_EMBED = Stage("chunk_embed", 2, build_chunk_embed)
+def encodes(config: ChunkEmbedConfig) -> bool:
+    """Chunk embedding always runs a model (and chonky's chunker runs one too)."""
+    return True
+
+
+CHUNK_EMBED = Stage("chunk_embed", 2, build_chunk_embed, native=encodes)
 CHUNK_EVAL = Stage("chunk_eval", 2, build_chunk_eval)
