@@ -178,6 +178,7 @@ class Dense(Retriever):
     uses_model = True
     native = True
     version = 2
+    _native = None
 
     def model_identities(self) -> list[str]:
         prebuilt = [fingerprint(Path(self.params.prebuilt))] if self.params.prebuilt else []
@@ -369,7 +370,7 @@ class Dense(Retriever):
     def vectors(self, object_ids: Sequence[str]) -> np.ndarray:
         """The stored unit vectors of indexed objects (read back from the index, not re-encoded; IVF-PQ
         gives their quantized approximations)."""
-        if getattr(self, "_native", None) is not None:
+        if self._native is not None:
             raise ConfigError(f"dense: the prebuilt index {self.params.prebuilt} is keyed by the corpus's "
                               f"{self._native.kind}, and a method that reads stored vectors by object id (ARM's "
                               "expansion) needs object ids: export the prepared corpus and index that")
@@ -400,7 +401,7 @@ class Dense(Retriever):
         scores, rows = self._index.search(self.encode([queries[q] for q in qids]), min(k, len(self._ids)))
         floor = -np.inf if self.params.min_score is None else self.params.min_score
         run = {q: [(name, s) for name, s in hits if s >= floor] for q, hits in zip(qids, self._named(rows, scores))}
-        return self._native.translate(run) if getattr(self, "_native", None) is not None else run
+        return self._native.translate(run) if self._native is not None else run
 
     def _named(self, rows: np.ndarray, scores: np.ndarray) -> list[list[tuple[str, float]]]:
         """FAISS result rows as ``(object_id, score)`` lists (empty slots, row -1, left out); ids are
