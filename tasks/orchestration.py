@@ -24,6 +24,7 @@ import signal
 import threading
 import time
 import uuid
+from concurrent.futures import CancelledError
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -253,10 +254,14 @@ class Submitter:
         return future
 
     def _progress(self, stage: str, label: str, future: PrefectFuture) -> None:
-        future.wait()  # done already: this fixes the future's final state (the API may still say Running)
+        try:
+            future.wait()  # done already: this fixes the future's final state (the API may still say Running)
+        except CancelledError:  # a stop cancelled it: the stop's own line says so
+            return
         row = describe(stage, label, future.state)
         level = logging.INFO if row["status"] in ("ran", "cached") else logging.WARNING
-        self._logger.log(level, "%-9s %-32s %-7s %s", stage, label, row["status"], row.get("summary") or row.get("error"))
+        self._logger.log(level, "%-9s %-32s %-7s %s", stage, label, row["status"],
+                         row.get("summary") or row.get("error"))
 
     def as_completed(self, futures: Sequence[PrefectFuture]):
         """The futures as they finish (waiting in short steps, see :func:`wait_for`)."""
@@ -338,5 +343,5 @@ def ended_by_termination(grace_seconds: float = 5.0):
     try:
         yield
     except TerminationSignal as e:
-        exit_soon(128 + e.signal, grace_seconds, reason=f"{signal.Signals(e.signal).name}: stopping")
+        exit_soon(128 + e.signal, grace_seconds, reason=signal.Signals(e.signal).name)
         raise

@@ -103,7 +103,7 @@ def stop_on_signals(*cleanups: Callable[[], None]) -> bool:
     return True
 
 
-def exit_soon(code: int, grace_seconds: float = 5.0, reason: str = "stopped") -> None:
+def exit_soon(code: int, grace_seconds: float = 5.0, reason: str = "told to stop") -> None:
     """Release this process's leases now and end the process with ``code`` after ``grace_seconds``,
     whatever its worker threads are doing: for a deployed run that Prefect told to stop (a
     cancellation, a pod deletion), where Prefect owns the signal handler and needs a moment to
@@ -114,8 +114,9 @@ def exit_soon(code: int, grace_seconds: float = 5.0, reason: str = "stopped") ->
         return
     _STOPPING.set()
     released = release_all()
-    os.write(2, (f"rbench: {reason} ({released} lease(s) released); the process ends in {grace_seconds:.0f}s; "
-                 "finished stages and items are kept\n").encode())
+    os.write(2, (f"rbench: {reason}: stopped ({released} lease(s) released); the process ends within "
+                 f"{grace_seconds:.0f}s; finished stages and items are kept, and the next run resumes from them\n"
+                 ).encode())
 
     def end() -> None:
         _run_cleanups(reason)
