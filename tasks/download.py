@@ -10,6 +10,7 @@ import re
 import shutil
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -74,6 +75,71 @@ def _hub_commit(repo: str, revision: str) -> str | None:
         return HfApi().dataset_info(repo, revision=revision, timeout=20).sha
     except Exception:  # offline, unknown repo or revision: the download step names it
         return None
+
+
+PROBE_SECONDS = 15.0
+PROBE_SAMPLE = 20
+
+
+def unreachable(config: DownloadConfig, mirror: Path | None) -> list[tuple[FileSpec, str]]:
+    """Ask each source of a file that is neither the user's nor in ``mirror`` whether it holds
+    the file now, several at once: ``(file, why not)`` for each one that does not answer or does
+    not have it. A pinned list (a manifest's files, verified by digest when fetched) is asked
+    for ``PROBE_SAMPLE`` files spread over it; a file without any source is named too."""
+    def remote(spec: FileSpec) -> bool:
+        return spec.local is None and spec.in_mirror(mirror) is None
+
+    listed = [f for f in expand(list(config.manifests), mirror) if remote(f)]
+    step = max(1, len(listed) // PROBE_SAMPLE)
+    files = [f for f in config.files if remote(f)] + listed[::step][:PROBE_SAMPLE]
+    if not files:
+        return []
+    with ThreadPoolExecutor(min(8, len(files)), thread_name_prefix="rbench-probe") as pool:
+        answers = list(pool.map(probe, files))
+    return [(spec, why) for spec, why in zip(files, answers) if why is not None]
+
+
+def source_of(spec: FileSpec) -> str:
+    """Where a file is downloaded from, as a user would look it up."""
+    if spec.hf_repo:
+        return f"hf://datasets/{spec.hf_repo}@{spec.revision}/{spec.hf_path or spec.name}"
+    return spec.url or "(no source)"
+
+
+def probe(spec: FileSpec, timeout: float = PROBE_SECONDS) -> str | None:
+    """Why ``spec``'s download source does not give it now, or None when it does: a HEAD request
+    for an address (a server that refuses HEAD counts as answering), the hub's file metadata
+    for a Hugging Face file, the dataset's for a folder."""
+    if spec.hf_repo:
+        return _probe_hub(spec)
+    if spec.url is None:
+        return "it has no download source"
+    request = urllib.request.Request(spec.url, method="HEAD", headers={"User-Agent": "rbench"})
+    try:
+        urllib.request.urlopen(request, timeout=timeout).close()
+    except urllib.error.HTTPError as e:
+        return None if e.code in (405, 501) else f"HTTP {e.code} {e.reason}"
+    except (OSError, ValueError) as e:
+        return f"unreachable ({getattr(e, 'reason', None) or e})"
+    return None
+
+
+def _probe_hub(spec: FileSpec) -> str | None:
+    try:
+        from huggingface_hub import HfApi
+    except ImportError:
+        return "huggingface_hub is not installed (pip install 'rbench[hub]')"
+    try:
+        api = HfApi()
+        if spec.patterns:
+            api.dataset_info(spec.hf_repo, revision=spec.revision, timeout=PROBE_SECONDS)
+        elif not api.file_exists(spec.hf_repo, spec.hf_path or spec.name, repo_type="dataset",
+                                 revision=spec.revision):
+            return "not in that repository at that revision"
+    except Exception as e:  # offline, unknown repository, gated: named, not raised
+        text = str(e).strip().splitlines()
+        return f"the hub does not answer ({type(e).__name__}: {text[0] if text else ''})"
+    return None
 
 
 def tree_fingerprint(path: Path) -> str:

@@ -19,7 +19,7 @@ from rbench.config import ExperimentConfig
 from rbench.core.errors import DataError, RbenchError
 from rbench.core.secrets import redact
 from rbench.core.store import Artifact, Stage, Store, canonical_json
-from rbench.tasks.download import DOWNLOAD, DownloadConfig
+from rbench.tasks.download import DOWNLOAD, DownloadConfig, source_of, unreachable
 from rbench.tasks.evaluate import EVALUATE, read_aggregate
 from rbench.tasks.index import ENCODE, INDEX, IndexConfig
 from rbench.tasks.prepare import PREPARE
@@ -175,22 +175,34 @@ def cached_experiment(cfg: ExperimentConfig) -> tuple[list[dict], list[dict]] | 
 
 
 def check_data(cfg: ExperimentConfig) -> set[tuple[str, str]]:
-    """Download and prepare, as plain functions before any flow starts, every dataset whose files
-    are at hand (the user's files, or the mirror): a bad line or field is one error before the
-    Prefect server and the other stages, and the flow then finds these stages cached. Datasets
-    that need the network are left to the flow and its retries. Returns ``(stage, key)`` of
-    what was built here (the flow reports them as cached)."""
+    """Check every file the experiment needs before any flow starts, then download and prepare,
+    as plain functions, every dataset whose files are at hand (the user's files, or the mirror):
+    a bad line or field is one error before the Prefect server and the other stages, and the
+    flow then finds these stages cached. A file that must be fetched (its dataset's download
+    not in the store yet) is asked for at its source: one that is not there, or a source that
+    does not answer, stops the run here with every such file named and where to put it in a
+    mirror. Returns ``(stage, key)`` of what was built here (the flow reports them as cached)."""
     store = Store(cfg.store)
-    built = set()
+    at_hand, problems = [], []
     for ds in cfg.datasets:
         files = DownloadConfig.of(ds, cfg.mirror)
         if all(f.local is not None or f.in_mirror(cfg.mirror) is not None for f in files.all_files(cfg.mirror)):
-            try:
-                raw = DOWNLOAD.run(store, [], files, mirror=cfg.mirror)
-                prepared = PREPARE.run(store, [raw], ds)
-            except OSError as e:
-                raise DataError(f"dataset {ds.name!r}: {os_problem(e, store)}") from None
-            built |= {(a.stage, a.key) for a in (raw, prepared) if a.built}
+            at_hand.append((ds, files))
+        elif store.load(DOWNLOAD.name, DOWNLOAD.key([], files)) is None:
+            problems += [f"  dataset {ds.name!r}: {spec.name} from {source_of(spec)}: {why}"
+                         for spec, why in unreachable(files, cfg.mirror)]
+    if problems:
+        raise DataError(f"{len(problems)} file(s) the run needs cannot be fetched now:\n" + "\n".join(problems) +
+                        "\nWith the network, check the addresses above; without it, put each file under its name in "
+                        "a mirror folder and pass --mirror DIR (or set RBENCH_MIRROR)")
+    built = set()
+    for ds, files in at_hand:
+        try:
+            raw = DOWNLOAD.run(store, [], files, mirror=cfg.mirror)
+            prepared = PREPARE.run(store, [raw], ds)
+        except OSError as e:
+            raise DataError(f"dataset {ds.name!r}: {os_problem(e, store)}") from None
+        built |= {(a.stage, a.key) for a in (raw, prepared) if a.built}
     return built
 
 

@@ -39,13 +39,14 @@ from rbench.tasks.datasets.base import (
     text_value,
 )
 from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_text
+from rbench.tasks.datasets.pinned import pin
 from rbench.tasks.datasets.qrels import read_qrels
 
 log = logging.getLogger("rbench")
 
 REPO = "xlangai/BRIGHT"
 ANSERINI_CORPUS_REPO = "castorini/collections-bright"
-ANSERINI_TOOLS = "https://raw.githubusercontent.com/castorini/anserini-tools/master/topics-and-qrels/"
+ANSERINI_TOOLS = "anserini-tools"  # tasks/datasets/pins/anserini-tools.json: the commit and its files
 CORPUS_TAR = "bright-anserini/bright-corpus.tar"
 JSON_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz")
 Task = Literal["biology", "earth_science", "economics", "psychology", "robotics", "stackoverflow",
@@ -64,7 +65,8 @@ class BrightParams(BaseModel):
     ``layout: anserini``: ``path`` is the task's unpacked corpus folder
     (``collections/bright/<task>``) or ``bright-corpus.tar`` itself (else the mirror's
     ``bright-anserini/bright-corpus.tar``, else the hub); ``topics``, ``qrels``: Anserini's
-    files (else the mirror's ``bright-anserini/``, else anserini-tools on GitHub);
+    files (else the mirror's ``bright-anserini/``, else anserini-tools on GitHub at the commit
+    ``pins/anserini-tools.json`` names, its ``topics/`` and ``qrels/`` folders);
     ``examples``: BRIGHT's examples file, read for ``excluded_ids`` (else as in the published
     layout); ``exclude``: Anserini's ``exclude.bright-<task>.txt`` instead of the examples file
     (``query-id doc-id`` per line), so that no file of BRIGHT's own is needed."""
@@ -98,8 +100,12 @@ class BrightParams(BaseModel):
 
     def anserini_file(self, kind: Literal["topics", "qrels"]) -> str:
         """The download name of Anserini's topics or qrels file of this task."""
+        return f"bright-anserini/{PurePosixPath(self.upstream_path(kind)).name}"
+
+    def upstream_path(self, kind: Literal["topics", "qrels"]) -> str:
+        """The path of Anserini's topics or qrels file of this task in anserini-tools."""
         suffix = "tsv.gz" if kind == "topics" else "txt"
-        return f"bright-anserini/{kind}.bright-{self.anserini_task()}.{suffix}"
+        return f"{kind}/{kind}.bright-{self.anserini_task()}.{suffix}"
 
     def exclude_file(self) -> str:
         """The download name of Anserini's exclusion file of this task."""
@@ -181,8 +187,8 @@ class Bright(Adapter):
             specs = [local_file(f"bright-anserini/{params.anserini_task()}/{f.name}", f) for f in found]
         for kind in ("topics", "qrels"):
             name, local = params.anserini_file(kind), getattr(params, kind)
-            url = ANSERINI_TOOLS + name.split("/")[1]
-            specs.append(local_file(name, local) if local else FileSpec(name=name, url=url))
+            upstream = params.upstream_path(kind)
+            specs.append(local_file(name, local) if local else pin(ANSERINI_TOOLS).spec(name, upstream))
         if params.exclude:
             specs.append(local_file(params.exclude_file(), params.exclude))
             return specs

@@ -17,6 +17,9 @@ from rbench.tasks.download import DOWNLOAD, DownloadConfig
 from rbench.tasks.evaluate import EVALUATE
 from rbench.tasks.prepare import PREPARE
 
+ANSERINI_TOOLS_COMMIT = "5d4ba9bcad1b9cb2cd14ba91eefe0a3425b8ca5d"
+ROOT = Path(__file__).resolve().parents[3]
+
 DOCUMENTS = {"biology/page_a/0.txt": "Mitochondria make ATP.", "biology/page_a/1.txt": "They have their own DNA.",
              "biology/page_b/0.txt": "Chloroplasts capture light.", "biology/page_c/0.txt": "Ribosomes build proteins.",
              "biology/q2_post/0.txt": "The question's own post, excluded."}
@@ -189,10 +192,95 @@ def test_the_anserini_corpus_tar_from_the_mirror_gives_the_same_tables(tmp_path)
     assert [(s.name, s.hf_repo or s.url) for s in specs] == [
         ("bright-anserini/bright-corpus.tar", "castorini/collections-bright"),
         ("bright-anserini/topics.bright-earth-science.tsv.gz", "https://raw.githubusercontent.com/castorini/"
-         "anserini-tools/master/topics-and-qrels/topics.bright-earth-science.tsv.gz"),
+         f"anserini-tools/{ANSERINI_TOOLS_COMMIT}/topics/topics.bright-earth-science.tsv.gz"),
         ("bright-anserini/qrels.bright-earth-science.txt", "https://raw.githubusercontent.com/castorini/"
-         "anserini-tools/master/topics-and-qrels/qrels.bright-earth-science.txt"),
+         f"anserini-tools/{ANSERINI_TOOLS_COMMIT}/qrels/qrels.bright-earth-science.txt"),
         ("bright/examples/earth_science-00000-of-00001.parquet", "xlangai/BRIGHT")]
+
+
+def test_the_bright_study_fetches_anserinis_files_from_the_pinned_commit():
+    """configs/studies/bright-bm25.yaml: each of the 24 topics and qrels files resolves to the
+    pinned commit of anserini-tools and to a path its pinned file list holds."""
+    from rbench.config import load_config
+    from rbench.tasks.datasets.bright import ANSERINI_CORPUS_REPO, REPO
+    from rbench.tasks.datasets.pinned import pin
+
+    pinned = pin("anserini-tools")
+    assert pinned.base() == f"https://raw.githubusercontent.com/castorini/anserini-tools/{ANSERINI_TOOLS_COMMIT}/"
+    cfg = load_config(ROOT / "configs" / "studies" / "bright-bm25.yaml")
+    urls, hub = [], set()
+    for ds in cfg.datasets:
+        adapter = get_adapter(ds.adapter)
+        for spec in adapter.files(adapter.Params.model_validate(ds.params)):
+            if spec.url:
+                urls.append(spec.url)
+                assert spec.sha256 == pinned.files[spec.url.removeprefix(pinned.base())]
+            else:
+                hub.add(spec.hf_repo)
+    assert len(urls) == 24 == len(set(urls))
+    assert all(u.startswith(pinned.base()) and u.removeprefix(pinned.base()) in pinned.files for u in urls)
+    assert {u.removeprefix(pinned.base()).split("/")[0] for u in urls} == {"topics", "qrels"}
+    assert hub == {ANSERINI_CORPUS_REPO, REPO}
+
+
+def _serve(folder: Path):
+    """A local HTTP server of ``folder`` (404 for what it lacks), as raw.githubusercontent.com."""
+    import functools
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_a_file_the_run_must_fetch_is_asked_for_before_the_flow_and_every_missing_one_named(tmp_path, monkeypatch):
+    """check_data asks anserini-tools (a local server here) for the topics and qrels it must
+    fetch: a file the server lacks and a server that does not answer stop the run before any
+    flow, naming each file, its address and the mirror; with the files there it goes on."""
+    import yaml
+
+    from rbench.config import load_config
+    from rbench.tasks.datasets import pinned
+    from rbench.tasks.graph import check_data
+
+    files = write_anserini(tmp_path / "anserini")
+    upstream = tmp_path / "upstream" / "castorini" / "anserini-tools" / ANSERINI_TOOLS_COMMIT
+    (upstream / "topics").mkdir(parents=True)
+    (upstream / "topics" / "topics.bright-biology.tsv.gz").write_bytes(files["topics"].read_bytes())
+    server = _serve(tmp_path / "upstream")
+    monkeypatch.setattr(pinned, "RAW", f"http://127.0.0.1:{server.server_port}/{{repository}}/{{commit}}/")
+    config = tmp_path / "exp.yaml"
+    params = {"task": "biology", "layout": "anserini", "path": str(files["path"]), "examples": str(files["examples"])}
+    config.write_text(yaml.safe_dump({"name": "probe", "store": str(tmp_path / "store"),
+                                      "retrievers": [{"name": "bm25s"}],
+                                      "datasets": [{"name": "biology", "adapter": "bright", "params": params}]}))
+    cfg = load_config(config)
+    try:
+        with pytest.raises(DataError) as missing:
+            check_data(cfg)
+        text = str(missing.value)
+        assert "1 file(s)" in text and "dataset 'biology': bright-anserini/qrels.bright-biology.txt from http" in text
+        assert "HTTP 404" in text and "--mirror" in text and "topics.bright-biology" not in text
+        (upstream / "qrels").mkdir()
+        (upstream / "qrels" / "qrels.bright-biology.txt").write_bytes(files["qrels"].read_bytes())
+        built = check_data(cfg)
+        assert {stage for stage, _ in built} == set() and not list((tmp_path / "store").glob("prepare/*"))
+    finally:
+        server.shutdown()
+        server.server_close()
+    with pytest.raises(DataError, match=r"(?s)2 file\(s\).*unreachable.*\n.*unreachable"):
+        check_data(cfg)
+    mirror = tmp_path / "mirror" / "bright-anserini"
+    mirror.mkdir(parents=True)
+    for kind in ("topics", "qrels"):
+        (mirror / files[kind].name).write_bytes(files[kind].read_bytes())
+    built = check_data(load_config(config, mirror=tmp_path / "mirror"))
+    assert {stage for stage, _ in built} == {"download", "prepare"}
 
 
 def test_anserinis_exclusion_file_stands_for_brights_examples(tmp_path):
