@@ -17,6 +17,8 @@ from pathlib import Path
 from prefect.server.api import server as api
 from prefect.settings import get_current_settings
 
+from rbench.core.errors import RbenchError
+
 LOG_NAME = "temporary-server.log"
 
 
@@ -43,7 +45,16 @@ def server_log() -> Path:
 
 
 class LoggedServer(api.SubprocessASGIServer):
-    """Prefect's temporary server, its output appended to :func:`server_log`."""
+    """Prefect's temporary server, its output appended to :func:`server_log`; a server that does
+    not start is one error that points there."""
+
+    def start(self, timeout: int | None = None) -> None:
+        try:
+            super().start(timeout)
+        except Exception as e:
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise RbenchError(f"Prefect's temporary server did not start ({first}); its output is in {server_log()}. "
+                              "Read it, or run a server (prefect server start) and set PREFECT_API_URL") from None
 
     def _run_uvicorn_command(self):
         log = server_log()

@@ -78,10 +78,8 @@ def test_a_bad_corpus_line_is_one_message_before_the_prefect_server(tmp_path):
     assert not (tmp_path / "store" / "mlflow.db").exists() and "metric" not in proc.stdout
 
 
-def test_the_temporary_servers_own_output_goes_to_its_log_not_the_terminal(tmp_path):
-    """Prefect's temporary server logs its services' troubles (sqlite "database is locked" under
-    load) as tracebacks: they go to ``$PREFECT_HOME/temporary-server.log``, and the run's own
-    stderr holds rbench's lines only. The server logs at DEBUG here so that it surely writes."""
+def _tiny_run(tmp_path, **env_vars: str):
+    """``rbench run`` of a tiny bm25s experiment in a fresh Prefect home (a temporary server)."""
     import json
     import os
     import subprocess
@@ -97,13 +95,30 @@ def test_the_temporary_servers_own_output_goes_to_its_log_not_the_terminal(tmp_p
     config = tmp_path / "exp.yaml"
     config.write_text(yaml.safe_dump({"name": "quiet", "store": str(tmp_path / "store"), "subsample": {"size": 3},
                                       "datasets": [tiny_dataset(corpus, queries)], "retrievers": [{"name": "bm25s"}]}))
-    home = tmp_path / "home"
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_LOGGING_LEVEL": "DEBUG"}
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "home"), **env_vars}
     env.pop("PREFECT_API_URL", None)
     env.pop("MLFLOW_TRACKING_URI", None)
-    proc = subprocess.run([sys.executable, "-m", "rbench.cli", "run", str(config)], cwd=REPO, env=env,
+    return subprocess.run([sys.executable, "-m", "rbench.cli", "run", str(config)], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=300)
+
+
+def test_the_temporary_servers_own_output_goes_to_its_log_not_the_terminal(tmp_path):
+    """Prefect's temporary server logs its services' troubles (sqlite "database is locked" under
+    load) as tracebacks: they go to ``$PREFECT_HOME/temporary-server.log``, and the run's own
+    stderr holds rbench's lines only. The server logs at DEBUG here so that it surely writes."""
+    proc = _tiny_run(tmp_path, PREFECT_SERVER_LOGGING_LEVEL="DEBUG")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    log = (home / "temporary-server.log").read_text()
+    log = (tmp_path / "home" / "temporary-server.log").read_text()
     assert "uvicorn.error - Started server process" in log and "prefect.server" in log
     assert "uvicorn" not in proc.stderr and "prefect.server" not in proc.stderr, proc.stderr[-3000:]
+
+
+def test_a_temporary_server_that_does_not_start_is_one_error_that_points_to_its_log(tmp_path):
+    """A server that never answers (its database folder does not exist) ends the run with exit
+    code 2 and one line naming the log its output went to, not Prefect's traceback."""
+    proc = _tiny_run(tmp_path, PREFECT_SERVER_DATABASE_CONNECTION_URL="sqlite+aiosqlite:////nonexistent/rbench/db",
+                     PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="3")
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "temporary server did not start (Timed out" in proc.stderr
+    assert f"its output is in {tmp_path / 'home' / 'temporary-server.log'}" in proc.stderr
+    assert "Traceback" not in proc.stderr and "PREFECT_API_URL" in proc.stderr
