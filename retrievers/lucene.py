@@ -12,16 +12,14 @@ parent is gone, however the parent ended. Workers are pooled per process
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import threading
-import weakref
 from pathlib import Path
 from typing import Any
 
 from rbench.core.errors import RbenchError
-from rbench.core.processes import Pool, close_process, portable, watch_parent
+from rbench.core.processes import Child, Pool, portable, watch_parent
 from rbench.core.stopping import on_stop
 
 
@@ -29,49 +27,22 @@ class LuceneError(RbenchError):
     """A Lucene request failed in the worker process (the message names the Java or Python error)."""
 
 
-class LuceneProcess:
+class LuceneProcess(Child):
     """A child process running Pyserini's JVM; :meth:`call` sends one request and waits for it.
 
     Requests are serialized (one at a time per process); start one process per retriever
     instance that needs the JVM. :meth:`close` (also called when the object is collected and at
     interpreter exit) stops the child."""
 
-    def __init__(self):
-        context = multiprocessing.get_context("spawn")
-        self._conn, child_conn = context.Pipe()
-        self._process = context.Process(target=serve, args=(child_conn, os.getpid()), name="rbench-lucene",
-                                        daemon=True)
-        self._process.start()
-        child_conn.close()
-        self._lock = threading.Lock()
-        self._finalizer = weakref.finalize(self, close_process, self._process, self._conn)
+    died = LuceneError
+    role = "Lucene worker process"
 
-    @property
-    def pid(self) -> int | None:
-        """The child's process id."""
-        return self._process.pid
+    def __init__(self):
+        super().__init__(serve, "rbench-lucene")
 
     def call(self, op: str, *args: Any) -> Any:
         """Run request ``op`` with ``args`` in the child; return its result or raise its error."""
-        with self._lock:
-            try:
-                self._conn.send((op, args))
-                status, value = self._conn.recv()
-            except (EOFError, OSError, BrokenPipeError):
-                code = self._process.exitcode
-                raise LuceneError(f"the Lucene worker process (pid {self._process.pid}) ended during {op!r}"
-                                  f"{f' with exit code {code}' if code is not None else ''}") from None
-        if status == "ok":
-            return value
-        raise value
-
-    def alive(self) -> bool:
-        """Whether the child is still running."""
-        return self._finalizer.alive and self._process.is_alive()
-
-    def close(self) -> None:
-        """Stop the child (idempotent)."""
-        self._finalizer()
+        return self._request((op, args), repr(op))
 
 
 POOL = Pool(LuceneProcess)

@@ -125,15 +125,20 @@ def _serve(conn, parent: int, levels: dict[str, int]) -> None:
             conn.send(result)
 
 
-class StageProcess:
-    """A spawned child that runs function calls (:meth:`call`) one at a time."""
+class Child:
+    """A spawned child serving requests over a pipe, one at a time: the shape shared by stage
+    processes and Lucene workers. ``target(conn, parent_pid, *args)`` is the child's loop; it
+    answers each request with ``("ok", value)`` or ``("error", exception)``, after any number
+    of ``("log", record)`` messages, which are handled here as they arrive. A child whose pipe
+    breaks mid-request raises ``died`` naming what it was doing and its exit code."""
 
-    def __init__(self):
+    died: type[Exception] = RbenchError
+    role = "child process"
+
+    def __init__(self, target: Callable[..., None], name: str, *args: Any):
         context = multiprocessing.get_context("spawn")
         self._conn, child_conn = context.Pipe()
-        levels = {name: logging.getLogger(name or None).getEffectiveLevel() for name in ("", "rbench")}
-        self._process = context.Process(target=_serve, args=(child_conn, os.getpid(), levels), name="rbench-stage",
-                                        daemon=True)
+        self._process = context.Process(target=target, args=(child_conn, os.getpid(), *args), name=name, daemon=True)
         self._process.start()
         child_conn.close()
         self._lock = threading.Lock()
@@ -144,13 +149,11 @@ class StageProcess:
         """The child's process id."""
         return self._process.pid
 
-    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """``fn(*args, **kwargs)`` in the child (``fn`` importable by name, the arguments
-        picklable), with this process's environment variables and working folder as they are
-        now (as a thread would see them); its log records are handled here as they arrive."""
+    def _request(self, message: tuple, doing: str) -> Any:
+        """Send ``message`` and wait for its answer; return its value or raise its error."""
         with self._lock:
             try:
-                self._conn.send((fn, args, kwargs, dict(os.environ), os.getcwd()))
+                self._conn.send(message)
                 while True:
                     status, value = self._conn.recv()
                     if status != "log":
@@ -161,9 +164,8 @@ class StageProcess:
             except (EOFError, OSError, BrokenPipeError):
                 self._process.join(timeout=1)
                 code = self._process.exitcode
-                raise StageProcessError(f"the stage process (pid {self._process.pid}) ended during "
-                                        f"{getattr(fn, '__name__', fn)}"
-                                        f"{f' with exit code {code}' if code is not None else ''}") from None
+                raise self.died(f"the {self.role} (pid {self._process.pid}) ended during {doing}"
+                                f"{f' with exit code {code}' if code is not None else ''}") from None
         if status == "ok":
             return value
         raise value
@@ -175,6 +177,23 @@ class StageProcess:
     def close(self) -> None:
         """Stop the child (idempotent)."""
         self._finalizer()
+
+
+class StageProcess(Child):
+    """A spawned child that runs function calls (:meth:`call`) one at a time."""
+
+    died = StageProcessError
+    role = "stage process"
+
+    def __init__(self):
+        levels = {name: logging.getLogger(name or None).getEffectiveLevel() for name in ("", "rbench")}
+        super().__init__(_serve, "rbench-stage", levels)
+
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` in the child (``fn`` importable by name, the arguments
+        picklable), with this process's environment variables and working folder as they are
+        now (as a thread would see them); its log records are handled here as they arrive."""
+        return self._request((fn, args, kwargs, dict(os.environ), os.getcwd()), getattr(fn, "__name__", str(fn)))
 
 
 def close_process(process, conn) -> None:
