@@ -154,9 +154,9 @@ def corpus_sources(params, raw: Artifact) -> str:
 def write_corpus(path: Path, batches: Iterable[pa.RecordBatch], places: Path | None,
                  dataset: str) -> tuple[int, str, np.ndarray, np.ndarray]:
     """Write the corpus table from batches of :data:`OBJECT_SCHEMA`, each object with its id;
-    objects whose text is blank (whitespace and NUL characters only) are left out and counted. Returns that count, the table's
-    digest (:class:`TableDigest` of :data:`CORPUS_KEY_COLUMNS`), and for the checks of
-    :func:`validate` its ids as numbers (see :func:`object_ids`) and its records' hashes
+    objects whose text is blank (whitespace and NUL characters only) are left out and counted.
+    Returns that count, the table's digest (:class:`TableDigest` of :data:`CORPUS_KEY_COLUMNS`),
+    and for the checks of :func:`validate` its ids as numbers (see :func:`object_ids`) and its records' hashes
     (:func:`row_hashes`), 8 bytes an object each. An empty document id is a DataError naming
     the object's file and line. With ``places``, the side file for :func:`check_places` is
     written beside it. A thread writes and digests each batch while the next one gets its ids.
@@ -281,4 +281,11 @@ def check_prepared(artifact: Artifact, config: DatasetConfig) -> None:
     check_missing_gold(report, config.name, config.max_missing_gold)
 
 
-PREPARE = Stage("prepare", 6, build_prepare, key_view=prepare_key, check=check_prepared)
+def chunks_with_a_model(config: DatasetConfig) -> bool:
+    """Whether preparing this dataset runs a model: the chonky chunker (torch)."""
+    adapter = get_adapter(config.adapter)
+    chunker = getattr(adapter.Params.model_validate(config.params), "chunker", None)
+    return getattr(chunker, "kind", None) == "chonky"
+
+
+PREPARE = Stage("prepare", 6, build_prepare, key_view=prepare_key, check=check_prepared, native=chunks_with_a_model)

@@ -139,14 +139,20 @@ LOADED = ("import sys; from rbench.cli import main; rc = main(['run', sys.argv[1
 
 @pytest.mark.slow
 def test_the_flows_process_loads_no_native_runtime(tmp_path, tiny_files):
-    """BM25 (Lucene), a MiniLM encoder with FAISS and a cross-encoder reranking BM25: with stage
-    processes (the default) the process that holds the flow imports none of torch,
-    sentence-transformers, FAISS, Pyserini or the JVM, and every stage runs."""
+    """Text chunked by chonky, BM25 (Lucene), a MiniLM encoder with FAISS and a cross-encoder
+    reranking BM25: with stage processes (the default) the process that holds the flow (and
+    prepares the dataset before it) imports none of torch, sentence-transformers, FAISS,
+    Pyserini or the JVM, and every stage runs."""
+    from tests.integration.tasks.test_chonky import _tiny_model
+
     corpus, queries = tiny_files
     ce = tiny_cross_encoder(tmp_path / "ce")
-    config = _write(tmp_path, _base(tmp_path, corpus, queries, [
+    cfg = _base(tmp_path, corpus, queries, [
         {"name": "bm25"}, {"name": "dense", "params": {"model": "sentence-transformers/all-MiniLM-L6-v2"}},
-        {"name": "rerank", "params": {"model": ce, "first_stage": {"name": "bm25"}}}]))
+        {"name": "rerank", "params": {"model": ce, "first_stage": {"name": "bm25"}}}])
+    chonky = _tiny_model(tmp_path / "chonky", separator_bias=0.0)
+    cfg["datasets"][0]["params"]["chunker"] = {"kind": "chonky", "model": chonky, "size": 8, "overlap": 0}
+    config = _write(tmp_path, cfg)
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "home")}
     env.pop("PREFECT_API_URL", None)
     proc = subprocess.run([sys.executable, "-c", LOADED, config], cwd=REPO, env=env, capture_output=True,
