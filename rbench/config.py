@@ -126,6 +126,14 @@ class ExecutionConfig(Strict):
             raise ValueError(f"execution.address {self.address!r} needs runner 'dask' or 'ray' (got {self.runner!r})")
         return self
 
+    def in_process(self) -> bool:
+        """Whether stage tasks run in this process's threads (threads, sequential), not a cluster's workers."""
+        return self.runner in ("threads", "sequential")
+
+    def native_builds_apart(self) -> bool:
+        """Whether builds that load a native runtime go to stage processes (see ``stage_processes``)."""
+        return self.in_process() and self.stage_processes
+
 
 class MlflowConfig(Strict):
     """Where results are tracked; the default is a sqlite file inside the store."""

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from rbench.config import ExperimentConfig
 from rbench.core.errors import DataError, RbenchError
-from rbench.core.processes import call_in_process
+from rbench.core.processes import build_call
 from rbench.core.secrets import redact
 from rbench.core.store import Artifact, Stage, Store, canonical_json
 from rbench.tasks.download import DOWNLOAD, DownloadConfig, source_of, unreachable
@@ -200,9 +200,7 @@ def check_data(cfg: ExperimentConfig) -> set[tuple[str, str]]:
     for ds, files in at_hand:
         try:
             raw = DOWNLOAD.run(store, [], files, mirror=cfg.mirror)
-            prepared = PREPARE.run(store, [raw], ds, call=call_in_process if cfg.execution.stage_processes
-                                   and cfg.execution.runner in ("threads", "sequential") and PREPARE.native(ds)
-                                   else None)
+            prepared = PREPARE.run(store, [raw], ds, call=build_call(PREPARE, ds, cfg.execution.native_builds_apart()))
         except OSError as e:
             raise DataError(f"dataset {ds.name!r}: {os_problem(e, store)}") from None
         built |= {(a.stage, a.key) for a in (raw, prepared) if a.built}

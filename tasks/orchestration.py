@@ -34,7 +34,7 @@ from prefect.futures import PrefectFuture
 
 from rbench.config import ExecutionConfig
 from rbench.core.errors import MissingExtraError
-from rbench.core.processes import call_in_process
+from rbench.core.processes import build_call
 from rbench.core.stopping import stopping, wait_for_the_end
 from rbench.core.store import Artifact, Stage, Store, summarize
 
@@ -105,7 +105,7 @@ def stage_task(stage: Stage):
     def run(store: str, inputs: Sequence[Artifact], config: Any, options: dict, gpu_slots: int = 0,
             processes: bool = False) -> Artifact:
         here = Store(store)
-        call = call_in_process if processes and stage.native is not None and stage.native(config) else None
+        call = build_call(stage, config, processes)
         try:
             with _gpu_slot(gpu_slots):
                 return stage.run(here, [here.attach(a) for a in inputs], config, call=call, **options)
@@ -244,9 +244,8 @@ class Submitter:
         stage_tsk = stage_task(stage)
         extra = {"result_storage": self._storage} if self._storage is not None else {}
         named = stage_tsk.with_options(task_run_name=f"{stage_tsk.name}[{label}]", **extra)
-        in_process = self.execution.runner in ("threads", "sequential")
-        slots = self.execution.gpus if gpu and in_process else 0
-        processes = in_process and self.execution.stage_processes
+        slots = self.execution.gpus if gpu and self.execution.in_process() else 0
+        processes = self.execution.native_builds_apart()
         with _gpu_placement(self.execution) if gpu else contextlib.nullcontext():
             future = named.submit(str(self.store.root), list(inputs), config, options, slots, processes)
         self.submitted.append(Submitted(stage_tsk.name, label, future))

@@ -196,6 +196,13 @@ class StageProcess(Child):
         return self._request((fn, args, kwargs, dict(os.environ), os.getcwd()), getattr(fn, "__name__", str(fn)))
 
 
+def build_call(stage, config: Any, processes: bool) -> Callable[..., Any] | None:
+    """How ``stage`` builds for ``config`` (the ``call`` of ``Stage.run``): in a stage process
+    when ``processes`` and the build loads a native runtime (the stage's ``native``), else here."""
+    native = getattr(stage, "native", None)
+    return call_in_process if processes and native is not None and native(config) else None
+
+
 def close_process(process, conn) -> None:
     """Close the pipe to a child process, then let it end (terminated, else killed) and reap it."""
     try:

@@ -483,7 +483,7 @@ def test_a_disk_that_fills_during_the_preflight_prepare_is_one_message(tmp_path,
     class FullDisk:
         name = "prepare"
 
-        def run(self, store, inputs, config):
+        def run(self, store, inputs, config, call=None):
             raise OSError(errno.ENOSPC, "No space left on device", str(store.root / "prepare" / ".tmp-x"))
 
     monkeypatch.setattr(graph, "PREPARE", FullDisk())
