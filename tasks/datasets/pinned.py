@@ -16,6 +16,7 @@ import sys
 import tempfile
 import urllib.request
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -34,7 +35,7 @@ class Pin(BaseModel):
     repository: str = Field(pattern=r"^[\w.-]+/[\w.-]+$")
     commit: str = Field(pattern=r"^[0-9a-f]{40}$")
     source: str = ""
-    files: dict[str, str | None]
+    files: dict[str, Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None]
 
     def base(self) -> str:
         """The raw address of the repository at the commit, ending in ``/``."""
@@ -65,15 +66,16 @@ def pin(name: str) -> Pin:
 def record_digests(path: Path, base: str | None = None, timeout: float = 60.0) -> int:
     """Fetch every file of the pin file ``path`` whose digest is not recorded (from ``base``, by
     default the raw address at the commit), record its sha256 and rewrite the file atomically;
-    returns how many were recorded. A file that cannot be fetched is a DataError naming it."""
+    returns how many were recorded. A file that cannot be fetched is a DataError naming it, raised
+    after the digests recorded before it are written."""
     try:
         data = json.loads(path.read_text())
         pinned = Pin.model_validate(data)
     except (OSError, ValueError) as e:  # ValidationError is a ValueError
-        raise DataError(f"pin {path} is unreadable or malformed ({e}); the pins are {sorted(PINS.glob('*.json'))}") \
-            from None
+        known = sorted(p.stem for p in PINS.glob("*.json"))
+        raise DataError(f"pin {path} is unreadable or malformed ({e}); the pins are {known}") from None
     base = base or pinned.base()
-    recorded = 0
+    recorded, failure = 0, None
     for name, digest in data["files"].items():
         if digest is not None:
             continue
@@ -83,15 +85,20 @@ def record_digests(path: Path, base: str | None = None, timeout: float = 60.0) -
                 for block in iter(lambda: response.read(1 << 20), b""):
                     h.update(block)
         except (OSError, ValueError) as e:
-            raise DataError(f"{name} of {pinned.repository}@{pinned.commit[:8]} cannot be fetched from {base + name} "
-                            f"({e}): is the path right at that commit?") from None
+            failure = DataError(f"{name} of {pinned.repository}@{pinned.commit[:8]} cannot be fetched from "
+                                f"{base + name} ({e}): is the path right at that commit? ({recorded} digest(s) "
+                                "recorded before it are kept)")
+            break
         data["files"][name] = h.hexdigest()
         recorded += 1
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as out:
-        out.write(json.dumps(data, indent=1) + "\n")
-    os.replace(tmp, path)
-    pin.cache_clear()
+    if recorded:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        with os.fdopen(fd, "w") as out:
+            out.write(json.dumps(data, indent=1) + "\n")
+        os.replace(tmp, path)
+        pin.cache_clear()
+    if failure is not None:
+        raise failure
     return recorded
 
 

@@ -21,6 +21,8 @@ def test_a_pinned_file_has_its_address_at_the_commit_and_an_unlisted_one_is_refu
         pinned.url("topics/c.tsv")
     with pytest.raises(ValueError, match="commit"):
         Pin(repository="org/tools", commit="master", files={})
+    with pytest.raises(ValueError, match="files"):
+        Pin(repository="org/tools", commit=COMMIT, files={"a.txt": "not-a-digest"})
 
 
 def test_recording_fetches_each_unrecorded_file_at_the_commit_and_keeps_the_recorded(tmp_path):
@@ -36,13 +38,16 @@ def test_recording_fetches_each_unrecorded_file_at_the_commit_and_keeps_the_reco
         assert record_digests(path, base) == 1
         assert json.loads(path.read_text())["files"] == {"qrels/a.txt": hashlib.sha256(b"1 0 d1 1\n").hexdigest(),
                                                          "topics/b.tsv": "cd" * 32}
+        (served / "topics").mkdir()
+        (served / "topics" / "c.tsv").write_bytes(b"1\tq\n")
         data = json.loads(path.read_text())
-        data["files"]["qrels/gone.txt"] = None
+        data["files"].update({"topics/c.tsv": None, "qrels/gone.txt": None})
         path.write_text(json.dumps(data))
-        before = path.read_text()
-        with pytest.raises(DataError, match=r"qrels/gone.txt of org/tools@01234567 cannot be fetched .*404"):
+        with pytest.raises(DataError, match=r"qrels/gone.txt of org/tools@01234567 cannot be fetched .*404.*1 digest"):
             record_digests(path, base)
-        assert path.read_text() == before and not list(tmp_path.glob(".tools.json.*"))
+        kept = json.loads(path.read_text())["files"]
+        assert kept["topics/c.tsv"] == hashlib.sha256(b"1\tq\n").hexdigest() and kept["qrels/gone.txt"] is None
+        assert not list(tmp_path.glob(".tools.json.*"))
     finally:
         server.shutdown()
         server.server_close()
@@ -55,7 +60,7 @@ def test_a_malformed_or_unknown_pin_is_one_message(tmp_path, capsys):
         record_digests(bad)
     assert main(["no-such-pin"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "no-such-pin.json is unreadable" in err and "anserini-tools.json" in err
+    assert err.count("\n") == 1 and "no-such-pin.json is unreadable" in err and "the pins are ['anserini-tools']" in err
 
 
 def test_the_shipped_pin_of_anserini_tools_is_valid():
