@@ -126,9 +126,12 @@ def probe(spec: FileSpec, timeout: float = PROBE_SECONDS) -> str | None:
 
 def _probe_hub(spec: FileSpec) -> str | None:
     try:
-        from huggingface_hub import HfApi
+        from huggingface_hub import HfApi, try_to_load_from_cache
     except ImportError:
         return "huggingface_hub is not installed (pip install 'rbench[hub]')"
+    if not spec.patterns and isinstance(try_to_load_from_cache(spec.hf_repo, spec.hf_path or spec.name,
+                                                               revision=spec.revision, repo_type="dataset"), str):
+        return None  # in the hub's local cache: the download reads it there, with or without a network
     try:
         api = HfApi()
         if spec.patterns:

@@ -152,3 +152,23 @@ def test_a_users_file_is_hashed_once_per_process_until_it_changes(tmp_path, monk
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
     changed = base.local_file("corpus.jsonl", path)
     assert len(hashed) == 2 and changed.sha256 != first.sha256 and changed.sha256 == real(path)
+
+
+def test_a_hub_file_is_asked_for_unless_the_hubs_cache_holds_it(tmp_path, monkeypatch):
+    """Offline (HF_HUB_OFFLINE), a Hugging Face file is named as not answering, unless it is in
+    the hub's local cache, where the download reads it; a file with no source is named too."""
+    from huggingface_hub import constants
+
+    from rbench.tasks.download import probe, unreachable
+
+    commit = "a" * 40
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    spec = FileSpec(name="bright/examples/x.parquet", hf_repo="org/data", hf_path="examples/x.parquet", revision=commit)
+    assert probe(spec).startswith("the hub does not answer (")
+    cached = tmp_path / "hub" / "datasets--org--data" / "snapshots" / commit / "examples" / "x.parquet"
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(b"PAR1")
+    assert probe(spec) is None
+    nowhere = FileSpec(name="x.txt")
+    assert unreachable(DownloadConfig(files=[spec, nowhere]), None) == [(nowhere, "it has no download source")]
