@@ -13,13 +13,11 @@ parent is gone, however the parent ended. Workers are pooled per process
 from __future__ import annotations
 
 import os
-import signal
-import threading
 from pathlib import Path
 from typing import Any
 
 from rbench.core.errors import RbenchError
-from rbench.core.processes import Child, Pool, portable, watch_parent
+from rbench.core.processes import Child, Pool, as_child, portable
 from rbench.core.stopping import on_stop
 
 
@@ -115,8 +113,7 @@ class _Lucene:
 
 def serve(conn, parent: int) -> None:
     """The child's main loop: start the JVM, answer requests until the pipe closes."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=watch_parent, args=(parent,), daemon=True).start()
+    as_child(parent)
     from rbench.retrievers.java import start_pyserini
 
     lucene = _Lucene()

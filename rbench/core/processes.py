@@ -43,6 +43,20 @@ def watch_parent(parent: int) -> None:
         time.sleep(WATCH_SECONDS)
 
 
+def as_child(parent: int) -> None:
+    """Set up a spawned child of ``parent``: it ignores SIGINT (the parent decides when it
+    stops), ends itself when the parent is gone, and keeps progress bars' locks to its threads:
+    tqdm would make a multiprocessing lock, a semaphore that a child ended with ``os._exit``
+    leaves for the resource tracker to warn about at shutdown."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=watch_parent, args=(parent,), daemon=True).start()
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return
+    tqdm.set_lock(threading.RLock())
+
+
 def portable(error: BaseException, wrapper: type[RbenchError], details: str = "") -> BaseException:
     """``error`` if it is rbench's own and survives pickling as it is, else a ``wrapper`` naming
     it, with ``details`` (a traceback) appended."""
@@ -99,8 +113,7 @@ class _ToParent(logging.Handler):
 
 def _serve(conn, parent: int, levels: dict[str, int]) -> None:
     """The child's main loop: run each function call sent, answer with its result or error."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=watch_parent, args=(parent,), daemon=True).start()
+    as_child(parent)
     multiprocessing.current_process().daemon = False  # a stage may start a child of its own (a Lucene worker)
     lock = threading.Lock()
     root = logging.getLogger()

@@ -37,6 +37,12 @@ def variable(name: str) -> str | None:
     return os.environ.get(name)
 
 
+def progress_bar() -> int:
+    from tqdm import tqdm
+
+    return sum(tqdm(range(3)))
+
+
 def write_item(checkpoint: Checkpoint) -> str:
     checkpoint.write_parquet("batch-0.parquet", __import__("pyarrow").table({"a": [1]}))
     return "written"
@@ -85,3 +91,22 @@ def test_a_checkpoint_in_a_child_writes_only_while_the_parent_holds_the_lease(tm
     assert (tmp_path / "partial" / "batch-0.parquet").is_file()
     with pytest.raises(LeaseLost, match="was taken over"):
         call_in_process(write_item, Checkpoint(tmp_path / "partial", lease))
+
+
+def test_a_child_that_showed_a_progress_bar_leaves_no_semaphore_behind(tmp_path):
+    """tqdm's bar in a child (model loading shows one) made a multiprocessing lock that the
+    child, ended with ``os._exit``, never unlinked: the resource tracker warned of a leaked
+    semaphore at every run's end."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    code = ("from rbench.core.processes import StageProcess\n"
+            "from tests.unit.test_processes import progress_bar\n"
+            "child = StageProcess()\n"
+            "print(child.call(progress_bar))\n"
+            "child.close()\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "3", proc.stderr[-2000:]
+    assert "leaked semaphore" not in proc.stderr, proc.stderr[-2000:]
