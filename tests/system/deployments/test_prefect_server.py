@@ -166,7 +166,7 @@ def test_a_cancelled_deployed_run_stops_within_seconds_and_releases_its_leases(s
             assert stopped < 15, f"{stopped:.1f}s from Cancelling to the leases released"
             assert len(list((store / "encode").glob("*/_manifest.json"))) < 8  # it stopped mid-build
             log = (tmp_path / "worker.log").read_text()
-            assert "SIGTERM: stopping" in log
+            assert "rbench: SIGTERM: stopped (" in log and "the process ends within 5s" in log
             assert "fatal error has been detected by the Java Runtime" not in log  # the JVM is in its own process
             assert not list(tmp_path.rglob("hs_err_pid*.log"))
     finally:
