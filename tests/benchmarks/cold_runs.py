@@ -164,14 +164,31 @@ class Deployed:
                         time.sleep(1)
                     wall = time.perf_counter() - started
             finally:
-                os.killpg(worker.pid, signal.SIGTERM)
-                _, status, usage = os.wait4(worker.pid, 0)
+                killed = stop(worker)
         stages = logged_stages(folder / "store", str(flow_run.id), folder)
         ran = sum(s["status"] == "ran" for s in stages)
         failed = len(stages) - ran - sum(s["status"] == "cached" for s in stages) if stages else -1
         (folder / "out.txt").write_text(f"flow run {flow_run.id}: {state.type.value} {state.message or ''}\n")
         return {"wall": wall, "rc": 0 if state.is_completed() else 1, "ran": ran, "failed": failed,
-                "rss": usage.ru_maxrss / 1024}
+                "rss": killed["rss"], "worker_stop": killed["how"]}
+
+
+def stop(worker: subprocess.Popen, grace: float = 30) -> dict:
+    """Stop ``worker``'s process group as an operator does: SIGTERM, then SIGKILL after ``grace``
+    seconds. Returns how it ended (``SIGTERM`` or ``SIGKILL``) and the peak RSS (MiB) of the
+    largest process it reaped."""
+    os.killpg(worker.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    how = "SIGTERM"
+    while True:
+        pid, status, usage = os.wait4(worker.pid, os.WNOHANG)
+        if pid:
+            return {"how": how, "rss": usage.ru_maxrss / 1024}
+        if how == "SIGTERM" and time.monotonic() > deadline:
+            print(f"note: the worker did not stop within {grace:.0f} s of SIGTERM: SIGKILL", flush=True)
+            os.killpg(worker.pid, signal.SIGKILL)
+            how = "SIGKILL"
+        time.sleep(0.2)
 
 
 def logged_stages(store: Path, flow_run_id: str, folder: Path) -> list[dict]:
