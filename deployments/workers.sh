@@ -14,7 +14,7 @@ pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; wait' INT TERM
 for ((i = 0; i < gpus; i++)); do
   CUDA_VISIBLE_DEVICES=$i PREFECT_WORKER_WEBSERVER_PORT=$((base + i)) \
-    prefect worker start --pool "$pool" --name "$(hostname)-gpu$i" --with-healthcheck &
+    rbench worker --pool "$pool" --name "$(hostname)-gpu$i" --with-healthcheck &
   pids+=($!)
   echo "worker $(hostname)-gpu$i: CUDA_VISIBLE_DEVICES=$i, health on port $((base + i))"
 done

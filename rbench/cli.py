@@ -394,6 +394,27 @@ def cmd_log(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_worker(args: argparse.Namespace) -> int:
+    from rbench.worker import Supervisor
+
+    worker_args = ["--pool", args.pool, *(["--name", args.name] if args.name else []),
+                   *(a for q in args.work_queue for a in ("--work-queue", q)),
+                   *(["--limit", str(args.limit)] if args.limit else []),
+                   *(["--with-healthcheck"] if args.with_healthcheck else [])]
+    return Supervisor(worker_args, grace=args.grace).run()
+
+
+def _positive(text: str) -> float:
+    """An argparse type: a positive number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``rbench`` command."""
     parser = argparse.ArgumentParser(prog="rbench", description=__doc__)
@@ -477,6 +498,16 @@ def build_parser() -> argparse.ArgumentParser:
     logging_.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the "
                           "recorded one)")
     logging_.set_defaults(func=cmd_log)
+    worker = sub.add_parser("worker", help="a Prefect process worker whose shutdown (SIGTERM, Ctrl-C) stops its "
+                            "flow runs as rbench stops: leases released, one line, resumable")
+    worker.add_argument("--pool", required=True, help="the work pool to take flow runs from")
+    worker.add_argument("--name", help="the worker's name (default: Prefect's)")
+    worker.add_argument("--work-queue", action="append", default=[], help="a work queue of the pool (repeatable)")
+    worker.add_argument("--limit", type=int, help="the most flow runs at once")
+    worker.add_argument("--with-healthcheck", action="store_true", help="serve Prefect's /health endpoint")
+    worker.add_argument("--grace", type=_positive, default=10.0, help="seconds a stopping flow run, then the "
+                        "worker, is given before it is killed (default 10)")
+    worker.set_defaults(func=cmd_worker)
     return parser
 
 

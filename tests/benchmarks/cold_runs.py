@@ -11,7 +11,7 @@ it (no CLI pre-flight, no rbench signal handler; Prefect's engine owns the proce
 deployment's defaults (stage processes on, the config's runner); and ``deployment``: a real one.
 For it the script starts a Prefect server (``prefect server start``, one for all runs), creates
 a process work pool and deploys ``deployments/prefect.yaml`` with this checkout's ``HEAD`` as the
-code to clone; each run starts a fresh worker (``prefect worker start``) with a fresh store and
+code to clone; each run starts a fresh worker (``rbench worker``) with a fresh store and
 Prefect home, asks the ``adhoc`` deployment for a flow run through the API, waits for its final
 state, stops the worker, and reads the stage report that the run logged to MLflow.
 
@@ -152,7 +152,7 @@ class Deployed:
         env.pop("RBENCH_MIRROR", None)
         env.update({"RBENCH_MIRROR": str(Path(mirror).resolve())} if mirror else {})
         with open(folder / "err.txt", "w") as log:
-            worker = subprocess.Popen([str(BIN / "prefect"), "worker", "start", "--pool", "gpu-pool"], cwd=folder,
+            worker = subprocess.Popen([str(BIN / "rbench"), "worker", "--pool", "gpu-pool"], cwd=folder,
                                       env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             try:
                 with temporary_settings({PREFECT_API_URL: self.url}), get_client(sync_client=True) as client:

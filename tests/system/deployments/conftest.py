@@ -90,8 +90,13 @@ def wait_healthy(url: str, timeout: float, log: Path, proc: subprocess.Popen | N
 
 def stop_group(proc: subprocess.Popen, timeout: float = 30) -> None:
     """SIGTERM to ``proc``'s process group, as an operator stops workers; SIGKILL what is left
-    after ``timeout`` s (a worker under load can take longer to shut down gracefully)."""
-    os.killpg(proc.pid, 15)
+    after ``timeout`` s (a worker under load can take longer to shut down gracefully). A group
+    that has ended already is only waited for."""
+    try:
+        os.killpg(proc.pid, 15)
+    except ProcessLookupError:
+        proc.wait(timeout=timeout)
+        return
     try:
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:

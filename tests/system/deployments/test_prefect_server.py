@@ -12,10 +12,17 @@ import time
 import pytest
 import yaml
 
+from rbench.worker import alive, children
 from tests.conftest import CORPUS, QUERIES, REPO, tiny_cross_encoder, tiny_dataset, write_jsonl
 from tests.system.deployments.conftest import BIN, free_port, git, prefect, stop_group, wait_final, wait_healthy
 
 pytestmark = pytest.mark.slow
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid``."""
+    found = children(pid)
+    return [p for child in found for p in (child, *descendants(child))]
 
 
 def _killed_attempt():
@@ -121,10 +128,14 @@ def test_deployment_schedules_runs_fails_alone_and_retries_from_the_ui(server, t
     assert (store / "_prefect-results").is_dir()  # Prefect's records live in the shared store
 
 
-def test_a_cancelled_deployed_run_stops_within_seconds_and_releases_its_leases(server, tmp_path):
-    """`prefect flow-run cancel` (or Cancel in the UI): the worker sends SIGTERM, Prefect raises
-    TerminationSignal in the flow, and rbench releases its leases and ends the process, though a
-    dense encode is still running in a worker thread, and no JVM crashes (BM25's runs in a Lucene
+@pytest.mark.parametrize("stop", ["cancel", "worker-shutdown"])
+def test_a_stopped_deployed_run_ends_within_seconds_and_releases_its_leases(server, tmp_path, stop):
+    """``cancel``: `prefect flow-run cancel` (or Cancel in the UI): the worker sends SIGTERM, Prefect
+    raises TerminationSignal in the flow, and rbench releases its leases and ends the process, though
+    a dense encode is still running in a worker thread. ``worker-shutdown``: SIGTERM to `rbench
+    worker` alone, as Kubernetes stops a pod or an operator its worker: it sends SIGTERM to its flow
+    runs before it stops the Prefect worker (which would kill them), and the run ends the same way,
+    with no process of the worker's tree left. Either way no JVM crashes (BM25's runs in a Lucene
     worker process)."""
     from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -138,12 +149,12 @@ def test_a_cancelled_deployed_run_stops_within_seconds_and_releases_its_leases(s
     corpus, queries = write_jsonl(tmp_path / "corpus.jsonl", rows), write_jsonl(tmp_path / "queries.jsonl", QUERIES)
     config = tmp_path / "exp.yaml"
     config.write_text(yaml.safe_dump({
-        "name": "cancelled", "depth": 10, "subsample": {"size": 5}, "datasets": [tiny_dataset(corpus, queries)],
+        "name": "stopped", "depth": 10, "subsample": {"size": 5}, "datasets": [tiny_dataset(corpus, queries)],
         "retrievers": [{"name": "bm25"}, {"name": "dense", "params": {"model": "minilm"}}],
         "execution": {"runner": "threads", "max_workers": 2, "shard_size": 150}}))
     store = tmp_path / "store"
     worker_log = open(tmp_path / "worker.log", "w")
-    worker = subprocess.Popen([str(BIN / "prefect"), "worker", "start", "--pool", "gpu-pool"], cwd=tmp_path,
+    worker = subprocess.Popen([str(BIN / "rbench"), "worker", "--pool", "gpu-pool"], cwd=tmp_path,
                               env={**server, "RBENCH_STORE": str(store), "PREFECT_HOME": str(tmp_path / "worker-home")},
                               stdout=worker_log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -154,19 +165,31 @@ def test_a_cancelled_deployed_run_stops_within_seconds_and_releases_its_leases(s
             while len(list((store / "encode").glob("*/_manifest.json"))) < 2:
                 assert time.time() < deadline, (tmp_path / "worker.log").read_text()[-3000:]
                 time.sleep(0.2)
+            tree = descendants(worker.pid)
             told = time.monotonic()
-            client.set_flow_run_state(run.id, Cancelling(message="cancelled from the UI"))
-            cancelled = wait_final(client, run.id, timeout=120)
+            if stop == "cancel":
+                client.set_flow_run_state(run.id, Cancelling(message="cancelled from the UI"))
+            else:
+                worker.send_signal(15)
             leases = lambda: [p for p in store.glob("*/.locks/*") if p.is_file()]  # noqa: E731
             while leases() and time.monotonic() - told < 60:
                 time.sleep(0.2)
             stopped = time.monotonic() - told
-            assert cancelled.state.is_cancelled(), (cancelled.state, (tmp_path / "worker.log").read_text()[-3000:])
             assert not leases()
-            assert stopped < 15, f"{stopped:.1f}s from Cancelling to the leases released"
+            assert stopped < 15, f"{stopped:.1f}s from the stop to the leases released"
+            if stop == "cancel":
+                cancelled = wait_final(client, run.id, timeout=120)
+                assert cancelled.state.is_cancelled(), (cancelled.state, (tmp_path / "worker.log").read_text()[-3000:])
+            else:
+                assert worker.wait(timeout=max(1.0, 15 - (time.monotonic() - told))) == 143
+                while [p for p in tree if alive(p)] and time.monotonic() - told < 15:
+                    time.sleep(0.2)
+                assert len(tree) >= 3 and not [p for p in tree if alive(p)]  # the Prefect worker, a flow run, ...
+                assert time.monotonic() - told < 15
             assert len(list((store / "encode").glob("*/_manifest.json"))) < 8  # it stopped mid-build
             log = (tmp_path / "worker.log").read_text()
-            assert "rbench: SIGTERM: stopped (" in log and "the process ends within 5s" in log
+            assert stop == "cancel" or "rbench worker: SIGTERM: stopping 1 flow run process(es)" in log
+            assert "rbench: SIGTERM: stopped (" in log and "the process ends within 5s" in log, log[-3000:]
             assert "fatal error has been detected by the Java Runtime" not in log  # the JVM is in its own process
             assert not list(tmp_path.rglob("hs_err_pid*.log"))
     finally:
