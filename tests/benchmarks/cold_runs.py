@@ -16,8 +16,9 @@ Prefect home, asks the ``adhoc`` deployment for a flow run through the API, wait
 state, stops the worker, and reads the stage report that the run logged to MLflow.
 
 Prints one line per run (variant, wall seconds, exit code, stages ran / failed, peak RSS of the
-largest process of the run), then per variant how many runs had no failed stage, the median
-wall time, and the ratio of the medians, with the machine and the settings. ``--log FILE``
+largest process of the run, the dense encode's own seconds from its stage line), then per
+variant how many runs had no failed stage, the median wall time, and the ratio of the medians,
+with the machine and the settings. ``--log FILE``
 appends each run as a JSON line (with the date, commit, machine and settings) and prints the
 tally of every run in the file as well, so that runs measured on different days add up.
 
@@ -62,6 +63,16 @@ FLOW = ("import sys\n"
         "print(f'stages: {ran} ran, {cached} cached, {len(rows) - ran - cached} failed')\n"
         "sys.exit(0 if state.is_completed() else 1)\n")
 STAGES = re.compile(r"^stages: (\d+) ran, (\d+) cached, (\d+) failed", re.M)
+ENCODE = re.compile(r"encode_seconds=([\d.]+)")
+
+
+def encode_seconds(folder: Path) -> float | None:
+    """The dense encode's own seconds, from the stage line a run printed (``out.txt``, ``err.txt``)."""
+    for name in ("out.txt", "err.txt"):
+        found = ENCODE.search((folder / name).read_text(errors="replace")) if (folder / name).exists() else None
+        if found:
+            return float(found.group(1))
+    return None
 
 
 def spin() -> None:
@@ -92,6 +103,7 @@ def run_once(config: Path, mirror: str | None, folder: Path, flow: bool = False)
     found = STAGES.search(text)
     ran, failed = (int(found.group(1)), int(found.group(3))) if found else (0, -1)
     return {"wall": wall, "rc": os.waitstatus_to_exitcode(status), "ran": ran, "failed": failed,
+            "encode_seconds": encode_seconds(folder),
             "rss": usage.ru_maxrss / 1024}
 
 
@@ -170,6 +182,7 @@ class Deployed:
         failed = len(stages) - ran - sum(s["status"] == "cached" for s in stages) if stages else -1
         (folder / "out.txt").write_text(f"flow run {flow_run.id}: {state.type.value} {state.message or ''}\n")
         return {"wall": wall, "rc": 0 if state.is_completed() else 1, "ran": ran, "failed": failed,
+                "encode_seconds": encode_seconds(folder),
                 "rss": killed["rss"], "worker_stop": killed["how"]}
 
 
@@ -271,7 +284,8 @@ def main() -> None:
                         with open(args.log, "a") as f:
                             f.write(json.dumps(row) + "\n")
                     print(f"run {i + 1:2d} {variant:9s} {row['wall']:7.1f} s  rc {row['rc']}  stages ran {row['ran']}, "
-                          f"failed {row['failed']}  peak RSS {row['rss']:.0f} MiB", flush=True)
+                          f"failed {row['failed']}  peak RSS {row['rss']:.0f} MiB  encode {row['encode_seconds']} s",
+                          flush=True)
                     if row["rc"] != 0 or row["failed"] != 0:
                         print((folder / "err.txt").read_text()[-3000:], flush=True)
                         shutil.copytree(folder, Path(tempfile.gettempdir()) / f"rbench-cold-failed-{variant}-{i}",
