@@ -40,16 +40,16 @@ import platform
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import yaml
+
+from tests.system.deployments.conftest import free_port, wait_healthy
 
 VARIANTS = {"processes": True, "threads": False, "flow": True, "deployment": True}  # variant: stage_processes
 BIN = Path(sys.executable).parent
@@ -118,10 +118,7 @@ class Deployed:
 
     def __init__(self, folder: Path):
         self.folder = folder
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}/api"
+        self.url = f"http://127.0.0.1:{free_port()}/api"
         self.env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RBENCH_STORE")}
         self.env.update(PREFECT_HOME=str(folder / "server-home"), PREFECT_API_URL=self.url,
                         PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_WORKER_QUERY_SECONDS="2",
@@ -136,15 +133,7 @@ class Deployed:
         self.server = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port",
                                         self.url.split(":")[-1].split("/")[0]], env=self.env, stdout=log,
                                        stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.time() + 180
-        while True:
-            try:
-                urllib.request.urlopen(f"{self.url}/health", timeout=2).close()
-                break
-            except OSError:
-                if time.time() > deadline or self.server.poll() is not None:
-                    raise SystemExit(f"the Prefect server did not start; see {self.folder / 'server.log'}") from None
-                time.sleep(1)
+        wait_healthy(f"{self.url}/health", 180, self.folder / "server.log", self.server)
         for command in (["work-pool", "create", "gpu-pool", "--type", "process"],
                         ["deploy", "--all", "--prefect-file", "deployments/prefect.yaml"]):
             subprocess.run([str(BIN / "prefect"), *command], env=self.env, check=True, capture_output=True)
