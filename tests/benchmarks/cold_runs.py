@@ -3,7 +3,10 @@ failed stage, and what stage processes cost against running every build in the f
 
 Each run is ``rbench run CONFIG --store <fresh> [--mirror DIR]`` in a fresh process with a fresh
 Prefect home (so a temporary Prefect server of its own), while ``--busy`` processes spin on the
-CPU (default: two per core, as on a shared cluster node). The variants alternate run by run:
+CPU (default: two per core, as on a shared cluster node). Each run starts in a session of its own,
+as from an operator's shell beside other users' work, so that where the kernel groups CPU time by
+session (``sched_autogroup_enabled``) every variant gets the same share of it. The variants
+alternate run by run:
 ``processes`` (the default: builds that load torch, FAISS or an LLM client in stage processes),
 ``threads`` (``execution.stage_processes: false``, every build in the flow's threads) and
 ``flow``: the benchmark flow called in a fresh process as a deployment's flow-run process calls
@@ -96,15 +99,18 @@ def run_once(config: Path, mirror: str | None, folder: Path, flow: bool = False)
                    *(["--mirror", mirror] if mirror else [])]
     started = time.perf_counter()
     with open(folder / "out.txt", "w") as out, open(folder / "err.txt", "w") as err:
-        proc = subprocess.Popen(command, env=env, stdout=out, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
+        proc = subprocess.Popen(command, env=env, stdout=out, stderr=err, start_new_session=True)
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
     wall = time.perf_counter() - started
     text = (folder / "out.txt").read_text()
     found = STAGES.search(text)
     ran, failed = (int(found.group(1)), int(found.group(3))) if found else (0, -1)
     return {"wall": wall, "rc": os.waitstatus_to_exitcode(status), "ran": ran, "failed": failed,
-            "encode_seconds": encode_seconds(folder),
-            "rss": usage.ru_maxrss / 1024}
+            "encode_seconds": encode_seconds(folder), "rss": usage.ru_maxrss / 1024, "session": "own"}
 
 
 def git(*args: str) -> str:
@@ -172,7 +178,7 @@ class Deployed:
         (folder / "out.txt").write_text(f"flow run {flow_run.id}: {state.type.value} {state.message or ''}\n")
         return {"wall": wall, "rc": 0 if state.is_completed() else 1, "ran": ran, "failed": failed,
                 "encode_seconds": encode_seconds(folder),
-                "rss": killed["rss"], "worker_stop": killed["how"]}
+                "rss": killed["rss"], "worker_stop": killed["how"], "session": "own"}
 
 
 def stop(worker: subprocess.Popen, grace: float = 30) -> dict:
@@ -212,6 +218,15 @@ def logged_stages(store: Path, flow_run_id: str, folder: Path) -> list[dict]:
     return json.loads(Path(path).read_text())["stages"]
 
 
+def session_of(row: dict) -> str:
+    """Whether a logged run ran in a session of its own or (rows logged before the ``session``
+    field, through the CLI) in the busy processes' session, which shares their CPU time when the
+    kernel groups it by session (``sched_autogroup_enabled``)."""
+    if row.get("session") == "own" or row["variant"] == "deployment":
+        return "its own session"
+    return "the busy processes' session"
+
+
 def tally(rows: list[dict], title: str) -> dict[str, float]:
     """Print per variant how many of ``rows`` had no failed stage, the median wall time and the
     peak RSS; return the median wall time per variant."""
@@ -224,6 +239,10 @@ def tally(rows: list[dict], title: str) -> dict[str, float]:
         commits = sorted({r.get("commit", "?")[:8] for r in mine})
         print(f"  {variant:10s} {clean}/{len(mine)} runs without a failed stage; median wall {medians[variant]:.1f} s; "
               f"peak RSS {max(r['rss'] for r in mine):.0f} MiB; commits {', '.join(commits)}")
+        for session in sorted({session_of(r) for r in mine}) if len({session_of(r) for r in mine}) > 1 else ():
+            some = [r for r in mine if session_of(r) == session]
+            print(f"    run in {session:27s} {sum(r['rc'] == 0 and r['failed'] == 0 for r in some)}/{len(some)}; "
+                  f"median wall {statistics.median(r['wall'] for r in some):.1f} s")
     return medians
 
 
