@@ -71,7 +71,7 @@ class Supervisor:
     def __init__(self, worker_args: list[str], grace: float = 10.0, command: list[str] | None = None):
         if grace <= 0:
             raise ValueError(f"grace must be positive seconds, got {grace}")
-        self.command = command or [str(Path(sys.executable).parent / "prefect"), "worker", "start", *worker_args]
+        self.command = command or [sys.executable, "-m", "prefect", "worker", "start", *worker_args]
         self.grace = grace
         self.signal: int | None = None
         self.first = 0.0
