@@ -52,6 +52,7 @@ from pathlib import Path
 
 import yaml
 
+from rbench.worker import children
 from tests.system.deployments.conftest import free_port, wait_healthy
 
 VARIANTS = {"processes": True, "threads": False, "flow": True, "deployment": True}  # variant: stage_processes
@@ -170,6 +171,7 @@ class Deployed:
                     while not (state := client.read_flow_run(flow_run.id).state) or not state.is_final():
                         time.sleep(1)
                     wall = time.perf_counter() - started
+                settle(worker)
             finally:
                 killed = stop(worker)
         stages = logged_stages(folder / "store", str(flow_run.id), folder)
@@ -179,6 +181,15 @@ class Deployed:
         return {"wall": wall, "rc": 0 if state.is_completed() else 1, "ran": ran, "failed": failed,
                 "encode_seconds": encode_seconds(folder),
                 "rss": killed["rss"], "worker_stop": killed["how"], "session": "own"}
+
+
+def settle(worker: subprocess.Popen, timeout: float = 60) -> None:
+    """Wait up to ``timeout`` seconds for the flow-run processes under ``worker`` (an ``rbench
+    worker``) to end and be reaped: a flow run reports its final state before its process has
+    reaped its stage processes, and stopping it then would lose their peak RSS."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(children(w) for w in children(worker.pid)):
+        time.sleep(0.5)
 
 
 def stop(worker: subprocess.Popen, grace: float = 30) -> dict:
@@ -259,6 +270,8 @@ def main() -> None:
                         help="comma-separated: processes, threads, flow, deployment")
     parser.add_argument("--log", type=Path, help="a JSON-lines file to append each run to; its whole tally is printed")
     args = parser.parse_args()
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored when started in the background
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     variants = [v.strip() for v in args.variants.split(",")]
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
