@@ -250,7 +250,8 @@ def tally(rows: list[dict], title: str) -> dict[str, float]:
         commits = sorted({r.get("commit", "?")[:8] for r in mine})
         print(f"  {variant:10s} {clean}/{len(mine)} runs without a failed stage; median wall {medians[variant]:.1f} s; "
               f"peak RSS {max(r['rss'] for r in mine):.0f} MiB; commits {', '.join(commits)}")
-        for session in sorted({session_of(r) for r in mine}) if len({session_of(r) for r in mine}) > 1 else ():
+        sessions = sorted({session_of(r) for r in mine})
+        for session in sessions if len(sessions) > 1 else ():
             some = [r for r in mine if session_of(r) == session]
             print(f"    run in {session:27s} {sum(r['rc'] == 0 and r['failed'] == 0 for r in some)}/{len(some)}; "
                   f"median wall {statistics.median(r['wall'] for r in some):.1f} s")
