@@ -5,11 +5,11 @@ worker cancel its flow-run processes through anyio, which kills them (SIGKILL): 
 stay in the store until their TTL runs out, and nothing says what happened. :class:`Supervisor`
 runs the worker in a session of its own, so that a terminal's Ctrl-C reaches only the
 supervisor, and on the first SIGTERM or SIGINT it sends SIGTERM to each flow-run process (rbench
-releases its leases, stops its children and ends within 5 s), waits up to ``grace`` seconds for
-them, and only then stops the worker (SIGTERM; SIGKILL to its process group when it has not
-ended ``grace`` seconds later). A second signal, a second or more after the first, kills the
-worker's process group at once (one sooner is the same stop reaching it twice: a Ctrl-C to a
-group and a parent script forwarding it).
+releases its leases, stops its children and ends within 5 s), and to any the worker starts
+meanwhile, waits up to ``grace`` seconds for them, and only then stops the worker (SIGTERM;
+SIGKILL to its process group when it has not ended ``grace`` seconds later). A second signal, a
+second or more after the first, kills the worker's process group at once (one sooner is the same
+stop reaching it twice: a Ctrl-C to a group and a parent script forwarding it).
 """
 
 from __future__ import annotations
@@ -110,15 +110,14 @@ class Supervisor:
     def stop(self, worker: subprocess.Popen) -> None:
         """Stop ``worker``'s flow runs (SIGTERM, up to ``grace`` s), then ``worker`` itself."""
         name = signal.Signals(self.signal).name
-        runs = children(worker.pid)
+        runs: list[int] = []
+        self._terminate_new(worker, runs)
         self._say(f"{name}: stopping {len(runs)} flow run process(es) with SIGTERM, then the worker "
                   f"(up to {self.grace:g}s each; a second signal kills them)")
-        for pid in runs:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        left = self._wait(lambda: [p for p in runs if alive(p)])
+        first = len(runs)
+        left = self._wait(lambda: [p for p in self._terminate_new(worker, runs) if alive(p)])
+        if len(runs) > first:
+            self._say(f"SIGTERM to {len(runs) - first} flow run process(es) the worker started after the stop")
         if left:
             self._say(f"flow run process(es) {left} still running after {self.grace:g}s: the worker ends them")
         if worker.poll() is None:
@@ -127,6 +126,20 @@ class Supervisor:
             self._say(f"the worker did not stop within {self.grace:g}s of SIGTERM: SIGKILL")
         self._kill_group(worker)
         self._say(f"{name}: stopped")
+
+    @staticmethod
+    def _terminate_new(worker: subprocess.Popen, runs: list[int]) -> list[int]:
+        """SIGTERM to each of ``worker``'s child processes not yet in ``runs``, added to it: the
+        Prefect worker polls for flow runs until it is stopped, so one may start while the others
+        tidy up. Returns ``runs``."""
+        for pid in children(worker.pid):
+            if pid not in runs:
+                runs.append(pid)
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        return runs
 
     def _wait(self, pending):
         """Wait until ``pending()`` is falsy, ``grace`` seconds have passed, or a second signal came;
