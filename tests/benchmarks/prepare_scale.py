@@ -39,7 +39,8 @@ def generate(folder: Path, size_mb: int, seed: int = 0) -> Path:
             f.write(line)
             written += len(line)
             line_no += 1
-    queries = [{"query": f"query {i}", "document_ids": [f"Page {i}_table_0"]} for i in range(1000)]
+    pages = (line_no + 49) // 50  # a query per page, up to 1,000: every gold document exists at any size
+    queries = [{"query": f"query {i}", "document_ids": [f"Page {i}_table_0"]} for i in range(min(1000, pages))]
     bench = folder / "assets/all_data/benchmarks/feverous.json"
     bench.parent.mkdir(parents=True, exist_ok=True)
     bench.write_text(json.dumps(queries))
@@ -78,10 +79,13 @@ def main() -> None:
             generate(raw, size)
         actual_mb = data.stat().st_size / 1e6
         with tempfile.TemporaryDirectory(dir=args.workdir) as store:  # a fresh store: never a cache hit
-            out = subprocess.run([sys.executable, __file__, "--child", str(raw), "--workdir", store],
-                                 check=True, capture_output=True, text=True).stdout
-        m = json.loads(out.strip().splitlines()[-1])
-        print(f"{actual_mb:>8.0f} {m['objects']:>10} {m['seconds']:>8.1f} {actual_mb / m['seconds']:>7.1f} {m['peak_rss_mb']:>12.0f}")
+            done = subprocess.run([sys.executable, __file__, "--child", str(raw), "--workdir", store],
+                                  capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(f"prepare of the {size} MB corpus failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+        m = json.loads(done.stdout.strip().splitlines()[-1])
+        print(f"{actual_mb:>8.0f} {m['objects']:>10} {m['seconds']:>8.1f} {actual_mb / m['seconds']:>7.1f} "
+              f"{m['peak_rss_mb']:>12.0f}")
 
 
 if __name__ == "__main__":

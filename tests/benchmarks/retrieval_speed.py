@@ -5,7 +5,8 @@ BM25 search through rbench vs Pyserini's own ``batch_search`` on the same index 
 docid and score out of Java); bm25s vs
 Pyserini; dense encoding through rbench vs plain ``SentenceTransformer.encode`` (same model
 and batch size); dense search through rbench vs plain encode + ``faiss.Index.search``.
-Each pair is timed alternately, best of --repeats after a warm-up call. Prints each ratio (rbench / reference; 1.10 = 10% overhead).
+Each pair is timed alternately, best of --repeats after a warm-up call. Prints each ratio
+(rbench / reference; 1.10 = 10% overhead).
 
     python tests/benchmarks/retrieval_speed.py --mirror ../shared/data
 """
@@ -47,7 +48,8 @@ def prepare(mirror: Path, workdir: Path, queries: int):
     prepared = PREPARE.run(store, [raw], ds)
     subset = SUBSAMPLE.run(store, [prepared], SubsampleConfig(size=queries))
     table = pq.read_table(subset.file("queries.parquet"))
-    return prepared.file("corpus.parquet"), dict(zip(table.column("query_id").to_pylist(), table.column("text").to_pylist()))
+    texts = dict(zip(table.column("query_id").to_pylist(), table.column("text").to_pylist()))
+    return prepared.file("corpus.parquet"), texts
 
 
 def main() -> None:

@@ -97,10 +97,12 @@ def main() -> None:
 
     print(f"machine: {platform.node()}, {os.cpu_count()} cores, backend {llm.backend} ({llm.model}), "
           f"{args.queries} queries x {args.rounds} rounds, max_tokens {sampling.max_tokens}")
-    print(f"direct backend.generate: {direct_qps:.3f} queries/s  ({', '.join(f'{t:.1f}' for t in timings['direct'])} s)")
-    print(f"rbench rewrite stage:    {rbench_qps:.3f} queries/s  ({', '.join(f'{t:.1f}' for t in timings['rbench'])} s)")
+    runs = {name: ", ".join(f"{t:.1f}" for t in times) for name, times in timings.items()}
+    print(f"direct backend.generate: {direct_qps:.3f} queries/s  ({runs['direct']} s)")
+    print(f"rbench rewrite stage:    {rbench_qps:.3f} queries/s  ({runs['rbench']} s)")
     print(f"ratio rbench/direct: {rbench_qps / direct_qps:.2f}x (aim >= 0.9x)")
-    print(f"cached rerun (artifact reused): {reused * 1000:.0f} ms; rebuilt from the call cache: {all_hits * 1000:.0f} ms")
+    print(f"cached rerun (artifact reused): {reused * 1000:.0f} ms; "
+          f"rebuilt from the call cache: {all_hits * 1000:.0f} ms")
 
 
 if __name__ == "__main__":
