@@ -79,7 +79,7 @@ def ottqa_pools(mirror: Path, sizes: list[int], questions: int, tables: int, mod
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[30, 60, 100])
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--instances", type=int, default=5)

@@ -67,7 +67,7 @@ def start_server(home: Path) -> tuple[subprocess.Popen, str]:
 
 def main() -> None:
     """Command line: see the module docstring."""
-    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="configs/default.yaml")
     parser.add_argument("--mirror", help="mirror folder (default: $RBENCH_MIRROR)")
     parser.add_argument("--store", help="store folder (default: the config's)")

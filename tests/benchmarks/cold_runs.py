@@ -260,7 +260,7 @@ def tally(rows: list[dict], title: str) -> dict[str, float]:
 
 def main() -> None:
     """Command line: see the module docstring."""
-    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="configs/default.yaml")
     parser.add_argument("--mirror", default=os.environ.get("RBENCH_MIRROR") or
                         (str(Path("../shared/data")) if Path("../shared/data").is_dir() else None))

@@ -40,7 +40,7 @@ def untrained_minilm_cross_encoder(folder: Path) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--llm", default="smollm2")
     parser.add_argument("--cross-encoder", default=None)
     parser.add_argument("--store", default=str(REPO / ".rbench"))

@@ -238,7 +238,7 @@ def main() -> None:
         return run_stage(sys.argv[3], sys.argv[2])
     if len(sys.argv) > 1 and sys.argv[1] == "--reference":
         return reference(sys.argv[2], sys.argv[3])
-    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--retrievers", nargs="+", default=list(RETRIEVERS), choices=list(RETRIEVERS))
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/rbench-scale"))
