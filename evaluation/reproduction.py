@@ -9,7 +9,9 @@ run's per-query scores beside it: measured mean, published value, delta, a perce
 bootstrap 95% interval of the run's mean and, where the published sample size is known, a 95%
 interval of the difference that accounts for both samples and the published rounding. Each
 cell gets a verdict: ``inside``, ``outside``, ``not comparable`` (with the reason) or
-``missing``. Reviewed notes (``published/notes/<name>.yaml``) explain measured deviations.
+``missing``; a cell whose run is the same computation as the published one (the table's ``exact``
+requirements: a model-free method, the same corpus form, protocol and query sample) gets
+``equal`` (at the printed digits) or ``off by q of N queries`` instead of an interval. Reviewed notes (``published/notes/<name>.yaml``) explain measured deviations.
 """
 
 from __future__ import annotations
@@ -76,6 +78,10 @@ class Requirement(BaseModel):
     description: str = ""
     requires: dict[str, str | int | float | bool] = Field(default_factory=dict)
     any_of: list[dict[str, str | int | float | bool]] = Field(default_factory=list)
+    exact: list[dict[str, str | int | float | bool]] | None = None
+    """Alternative sets of further run parameters, one of which makes a comparable cell the same
+    computation as the published one (``[{}]``: whenever it is comparable); unset: never (a stand-in
+    model). A cell is exact when its system and its dataset both are."""
 
 
 def parse_cell(name: str) -> tuple[str, int]:
@@ -353,6 +359,8 @@ class Cell:
     verdict: str = "missing"
     reason: str = ""
     note: str = ""
+    exact: bool = False
+    off_by: int | None = None
 
 
 def _renames(pairs: Sequence[str], known: set[str]) -> dict[str, str]:
@@ -385,6 +393,37 @@ def difference_interval(per_query: Sequence[float], published: float, n_publishe
     var_pub = published * (1 - published) if binary else var_run
     half = z * math.sqrt(var_run / scores.size + var_pub / n_published) + rounding
     return mean - published - half, mean - published + half
+
+
+def queries_off(per_query: Sequence[float], published: float, half_unit: float) -> int:
+    """The fewest queries whose score must change to bring the mean of ``per_query`` (each in
+    [0, 1]) within ``half_unit`` of ``published``: each changed query moves the sum by at most
+    its room (``1 - v`` up, ``v`` down), so the queries with the most room are changed first.
+    0 when the mean already rounds to the published value."""
+    scores = np.asarray(per_query, dtype=float)
+    total, n = float(scores.sum()), scores.size
+    low, high = n * (published - half_unit), n * (published + half_unit)
+    eps = 1e-9 * max(1, n)
+    if low - eps <= total <= high + eps:
+        return 0
+    need, room = (low - total, np.sort(1 - scores)[::-1]) if total < low else (total - high, np.sort(scores)[::-1])
+    moved = np.cumsum(room)
+    reach = np.flatnonzero(moved >= need - eps)
+    return int(reach[0]) + 1 if reach.size else n
+
+
+def exact_verdict(per_query: Sequence[float], published: float, decimals: int) -> tuple[str, int]:
+    """``("equal", 0)`` when the mean of ``per_query`` rounds to ``published`` at ``decimals``,
+    else ``("off by q of N queries", q)`` with q from :func:`queries_off`."""
+    q = queries_off(per_query, published, 0.5 * 10.0 ** -decimals)
+    return ("equal", 0) if q == 0 else (f"off by {q} of {len(per_query)} queries", q)
+
+
+def same_computation(requirement: "Requirement | None", params: Mapping[str, str]) -> bool:
+    """Whether a run's child ``params`` meet one of ``requirement``'s ``exact`` sets (never when it has none)."""
+    if requirement is None or requirement.exact is None:
+        return False
+    return any(all(str(params.get(k)) == str(v) for k, v in option.items()) for option in requirement.exact)
 
 
 def unmet(requirement: "Requirement | None", params: Mapping[str, str], what: str) -> str:
@@ -448,6 +487,14 @@ def compare(table: PublishedTable, scores: Mapping[tuple[str, str], Mapping[tupl
         reason = reason or unmet(table.systems.get(system), child, system) or unmet(
             table.datasets.get(dataset), child, dataset)
         diff_low = diff_high = None
+        exact = (not reason and table.decimals is not None and sample is not None and not sample.inferred
+                 and len(per_query) == sample.n and same_computation(table.systems.get(system), child)
+                 and same_computation(table.datasets.get(dataset), child))
+        if exact:
+            verdict, off_by = exact_verdict(per_query, published, table.decimals)
+            out.append(Cell(**base, measured=measured, delta=measured - published, ci_low=low, ci_high=high,
+                            inside=off_by == 0, queries=len(per_query), verdict=verdict, exact=True, off_by=off_by))
+            continue
         if sample is not None:
             diff_low, diff_high = difference_interval(per_query, published, sample.n, table.rounding())
             held = diff_low <= 0 <= diff_high
@@ -538,27 +585,31 @@ def rows(doc: Mapping) -> list[list[str]]:
         verdict = c.get("verdict") or ("inside" if c["inside"] else "outside")
         if c.get("reason"):
             verdict += f": {c['reason']}"
-        out.append(names + [f"{c['measured']:.4f} ({c['queries']})", f"{c['delta']:+.4f}",
-                            f"[{low:+.4f}, {high:+.4f}]", verdict])
+        interval = "none: the same computation" if c.get("exact") else f"[{low:+.4f}, {high:+.4f}]"
+        out.append(names + [f"{c['measured']:.4f} ({c['queries']})", f"{c['delta']:+.4f}", interval, verdict])
     return out
 
 
 def cell_notes(doc: Mapping) -> list[str]:
-    """The distinct reviewed notes of the cells outside their interval, in cell order."""
+    """The distinct reviewed notes of the cells outside their interval or off by some queries, in cell order."""
     seen: list[str] = []
     for c in doc["cells"]:
-        if c.get("note") and c.get("verdict") == "outside" and c["note"] not in seen:
+        off = c.get("verdict") == "outside" or bool(c.get("off_by"))
+        if c.get("note") and off and c["note"] not in seen:
             seen.append(c["note"])
     return seen
 
 
 def summary(doc: Mapping) -> str:
-    """One line: how many measured cells hold the published value, how many are outside, not
-    comparable, or not in the run."""
+    """One line: how many measured cells equal the published value or are off by some queries (the
+    same computation), how many hold it in their interval or are outside, not comparable, or not
+    in the run."""
     verdicts = [c.get("verdict") or ("inside" if c["inside"] else "outside") if c["measured"] is not None
                 else "missing" for c in doc["cells"]]
-    count = {v: verdicts.count(v) for v in ("inside", "outside", "not comparable", "missing")}
-    return (f"{count['inside']} inside, {count['outside']} outside, {count['not comparable']} not comparable, "
+    off = sum(v.startswith("off by") for v in verdicts)
+    count = {v: verdicts.count(v) for v in ("equal", "inside", "outside", "not comparable", "missing")}
+    exact = f"{count['equal']} equal, {off} off by some queries, " if count["equal"] or off else ""
+    return (f"{exact}{count['inside']} inside, {count['outside']} outside, {count['not comparable']} not comparable, "
             f"{count['missing']} not in the run, of {len(verdicts)} published cells")
 
 
@@ -566,7 +617,9 @@ def caption(doc: Mapping) -> str:
     """The run, where the published numbers come from, and how the interval was drawn."""
     source, boot = doc["source"], doc["bootstrap"]
     return (f"Run {doc['run']}. Published: {source['reference']} ({source['url']}, read {source['read']}). "
-            "Interval: of the difference, run mean minus published mean, over both query samples (normal "
+            "Where the run is the same computation as the published one (same model-free method, corpus form, "
+            "protocol and queries), the verdict is exact: equal at the printed digits, or off by the fewest "
+            "queries whose score must change to explain the gap. Elsewhere the interval: of the difference, run mean minus published mean, over both query samples (normal "
             "approximation, widened by the published rounding) where the published sample size is known (~: "
             "inferred); else the run's percentile bootstrap interval of the mean "
             f"({boot['trials']} resamples, seed {boot['seed']}) minus the published value.")

@@ -40,6 +40,11 @@ class SubsampleConfig(Strict):
     """Queries kept (all of them when the dataset has fewer)."""
     seed: StrictInt = Field(0, ge=0, lt=2**32)
     """The k-means seed (32 bits)."""
+    method: Literal["members", "arm"] = "members"
+    """``members``: sublinear TF-IDF, one k-means start, per cluster its member nearest the centroid
+    (distinct queries); ``arm``: the ARM reproduction's ``src/utils/sample_queries.py`` (default
+    TF-IDF, scikit-learn's default starts, per centroid the nearest query of all, so a query nearest
+    two centroids counts twice; queries without gold documents dropped first)."""
 
 
 class MetricsConfig(Strict):
@@ -164,12 +169,23 @@ def _shown(value: Any) -> Any:
 PROTOCOLS: dict[str, dict[str, Any]] = {
     "standard": {},
     "arm": {"depth": 30, "metrics": {"k": [1, 3, 5, 10], "precision_denominator": "retrieved",
-                                     "recall_denominator": "gold"}},
+                                     "recall_denominator": "gold"},
+            "subsample": {"method": "arm", "size": 100, "seed": 42}},
 }
 """Named evaluation protocols: the settings each one fixes. ``arm`` is the ARM reproduction's
-evaluator (``scripts/run_all_evaluation.py`` and ``src/utils/evaluator.py`` of
-apostolhskouk/ARM at 5a6cb92): 30 objects per query, mapped to document ids, de-duplicated in
-rank order, the first k unique documents scored, precision over the documents kept."""
+(apostolhskouk/ARM at 5a6cb92): its evaluator (``scripts/run_all_evaluation.py``,
+``src/utils/evaluator.py``): 30 objects per query, mapped to document ids, de-duplicated in rank
+order, the first k unique documents scored, precision over the documents kept; and its query
+sample (``scripts/run_benchmark_subsampling.py``: ``subsample_json(..., k=100,
+skip_field="document_ids")``; ``src/utils/sample_queries.py``: ``KMeans(random_state=42)``).
+Datasets whose adapter has a ``form`` take ``form: target`` unless the file names another
+(see :data:`PROTOCOL_FORMS`)."""
+
+PROTOCOL_FORMS: dict[str, str] = {"arm": "target"}
+"""The corpus form a protocol gives each dataset whose adapter has a ``form`` parameter, unless
+the dataset sets one: ``target`` is TARGET's corpus serialized by ARM's
+``scripts/target/serialize_tables.py``. Another form (a measured variant) stays allowed; the
+published tables mark its cells as not the same computation."""
 
 
 def _apply_protocol(raw: dict) -> dict:
@@ -195,7 +211,24 @@ def _apply_protocol(raw: dict) -> dict:
                 raise ValueError(f"protocol {name!r} fixes {key} to {value!r}, but the file sets {out[key]!r}; remove "
                                  f"{key} or use protocol: standard")
             out[key] = value
+    form = PROTOCOL_FORMS.get(name)
+    if form and isinstance(out.get("datasets"), list):
+        out["datasets"] = [_with_form(ds, form) for ds in out["datasets"]]
     return out
+
+
+def _with_form(dataset: Any, form: str) -> Any:
+    """``dataset`` with ``params.form`` set to ``form`` when its adapter has that parameter and
+    the file does not set it."""
+    from rbench.tasks.datasets.base import ADAPTERS
+
+    if not isinstance(dataset, dict) or not isinstance(dataset.get("params", {}), dict):
+        return dataset
+    name = dataset.get("adapter") or dataset.get("name")
+    if name not in ADAPTERS or "form" not in ADAPTERS.get(name).Params.model_fields:
+        return dataset
+    params = dataset.get("params") or {}
+    return dataset if "form" in params else {**dataset, "params": {**params, "form": form}}
 
 
 class ExperimentConfig(Strict):

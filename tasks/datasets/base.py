@@ -278,6 +278,16 @@ def batches_of(objects: Iterable[CorpusObject], size: int = 10_000) -> Iterator[
         yield pa.RecordBatch.from_pylist(rows, schema=OBJECT_SCHEMA)
 
 
+def fix_form(params: BaseModel, fixed: dict[str, Any]) -> None:
+    """Set the parameters a corpus ``form`` fixes on the (frozen) ``params``; one the user set to
+    another value is an error naming both."""
+    for key, value in fixed.items():
+        if key in params.model_fields_set and getattr(params, key) != value:
+            raise ValueError(f"form: {getattr(params, 'form')} fixes {key} to {value!r}, but {key} is "
+                             f"{getattr(params, key)!r}; remove {key} or use form: rbench")
+        object.__setattr__(params, key, value)
+
+
 def doc_id(page_title: str, source: str) -> str:
     """The unit of evaluation: page title plus the item within the page."""
     return f"{page_title} :: {source}"

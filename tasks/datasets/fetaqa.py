@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from rbench.core.errors import DataError
 from rbench.tasks.datasets.base import (
@@ -15,10 +15,11 @@ from rbench.tasks.datasets.base import (
     FileSpec,
     Query,
     doc_id,
+    fix_form,
     manifest,
     read_jsonl,
 )
-from rbench.tasks.datasets.serialize import Granularity, table_objects
+from rbench.tasks.datasets.serialize import Granularity, arm_row_objects, table_objects
 
 COMMIT = "bbc441be807212d736c8c35a18146b530dde11d0"
 REQUIRED = ("feta_id", "table_page_title", "table_section_title", "table_array", "question")
@@ -35,25 +36,45 @@ def split_file(split: str) -> FileSpec:
 DEV = split_file("dev")
 
 
+TARGET_FORM = {"granularity": "row", "title": "page"}
+"""What ``form: target`` fixes: one object per row, headed by the page title (TARGET's FeTaQA
+context is ``{table_page_title, table_section_title}``, TARGET's README, "Note on corpus and
+corpus_entry Formatting"; ARM's ``serialize_tables.py`` names a row by ``table_page_title``)."""
+
+
 class FetaqaParams(BaseModel):
     """``split``: dev (1,001 questions, default), test (2,003) or train (7,326; unverified);
-    ``granularity``: serialize each table per row (default), per cell or whole;
-    ``title``: what heads each row: ``page_section`` ("page - section", default), ``page``, or ``none``."""
+    ``form``: ``rbench`` (default: the split's tables de-duplicated by page and section) or
+    ``target``, the corpus the ARM report searched: TARGET's FeTaQA, where every example is its own
+    table (``table_id`` = its ``table_source_json``, so a table two questions share is two
+    documents; test: 28,358 rows, the report's Table 1), rows as ARM's
+    ``scripts/target/serialize_tables.py`` writes them (``page [SEP] [H] col: val , ...``); it
+    fixes ``granularity`` and ``title``. ``granularity``: serialize each table per row (default),
+    per cell or whole; ``title``: what heads each row: ``page_section`` ("page - section",
+    default), ``page``, or ``none``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     split: Literal["dev", "test", "train"] = "dev"
+    form: Literal["rbench", "target"] = "rbench"
     granularity: Granularity = "row"
     title: Literal["page_section", "page", "none"] = "page_section"
 
+    @model_validator(mode="after")
+    def _target_form(self) -> "FetaqaParams":
+        if self.form == "target":
+            fix_form(self, TARGET_FORM)
+        return self
 
-def _records(path: Path) -> Iterator[dict]:
+
+def _records(path: Path, form: str = "rbench") -> Iterator[dict]:
+    required = REQUIRED + ("table_source_json",) if form == "target" else REQUIRED
     for line_no, record in read_jsonl(path):
-        missing = [k for k in REQUIRED if k not in record]
+        missing = [k for k in required if k not in record]
         if missing:
             raise DataError(
                 f"{path}:{line_no} lacks FeTaQA field(s) {missing}; "
-                f"expected {list(REQUIRED)}, found {sorted(record)}"
+                f"expected {list(required)}, found {sorted(record)}"
             )
         table = record["table_array"]
         if not isinstance(table, list) or not table or not isinstance(table[0], list):
@@ -61,7 +82,9 @@ def _records(path: Path) -> Iterator[dict]:
         yield record
 
 
-def _doc(record: dict) -> str:
+def _doc(record: dict, form: str = "rbench") -> str:
+    if form == "target":
+        return doc_id(record["table_page_title"], record["table_source_json"])
     return doc_id(record["table_page_title"], record["table_section_title"])
 
 
@@ -82,22 +105,24 @@ class Fetaqa(Adapter):
 
     def objects(self, raw: Path, params: FetaqaParams) -> Iterator[CorpusObject]:
         seen: set[str] = set()
-        for record in _records(raw / split_file(params.split).name):
-            doc = _doc(record)
+        for record in _records(raw / split_file(params.split).name, params.form):
+            doc = _doc(record, params.form)
             if doc in seen:
                 continue
             seen.add(doc)
             page, section = record["table_page_title"], record["table_section_title"]
             header, *rows = record["table_array"]
             title = _title(page, section, params.title)
-            for modality, position, text, meta in table_objects(title, header, rows, params.granularity):
+            objects = (arm_row_objects(title, header, rows) if params.form == "target"
+                       else table_objects(title, header, rows, params.granularity))
+            for modality, position, text, meta in objects:
                 yield CorpusObject(
                     text=text, doc_id=doc, page_title=page, source=section,
                     modality=modality, position=position, metadata=meta,
                 )
 
     def queries(self, raw: Path, params: FetaqaParams) -> Iterator[Query]:
-        for record in _records(raw / split_file(params.split).name):
+        for record in _records(raw / split_file(params.split).name, params.form):
             yield Query(
-                query_id=str(record["feta_id"]), text=record["question"], gold_doc_ids=[_doc(record)]
+                query_id=str(record["feta_id"]), text=record["question"], gold_doc_ids=[_doc(record, params.form)]
             )

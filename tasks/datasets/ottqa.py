@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterator, Literal
 from urllib.parse import unquote
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from rbench.core.errors import DataError
 from rbench.tasks.datasets.base import (
@@ -21,10 +21,11 @@ from rbench.tasks.datasets.base import (
     FileSpec,
     Query,
     doc_id,
+    fix_form,
     pinned_files,
 )
 from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_text
-from rbench.tasks.datasets.serialize import Granularity, serialize_text, table_objects
+from rbench.tasks.datasets.serialize import Granularity, arm_row_objects, serialize_text, table_objects
 
 COMMIT = "b289bcca691db21a5259c3420e6b9819a9be9ba3"
 UPSTREAM = {
@@ -42,19 +43,35 @@ def _url(name: str) -> str:
     raise ValueError(name)
 
 
+TARGET_FORM = {"passages": False, "granularity": "row", "title": "section"}
+"""What ``form: target`` fixes: TARGET's OTT-QA corpus is the dev tables alone, one object per
+row, and its context holds only ``section_title`` (TARGET's README, "Note on corpus and
+corpus_entry Formatting"), the name ARM's ``serialize_tables.py`` heads each row with."""
+
+
 class OttqaParams(BaseModel):
-    """``granularity`` for tables; ``chunker`` for the linked passages; ``passages``: false
-    keeps the tables alone, with each question's table as its only gold document (TARGET's
-    form, which the ARM report used); ``title``: what heads each row: ``page_section``
-    ("page - section", default), ``page``, ``section``, ``table_id`` (the table's uid, e.g.
-    ``Prime_Suspect_0``, one token to Lucene's analyzer) or ``none``."""
+    """``form``: ``rbench`` (default) or ``target``, the corpus the ARM report searched: TARGET's
+    OTT-QA (the 789 dev tables, no passages, each question's table its only gold) with rows as ARM's
+    ``scripts/target/serialize_tables.py`` writes them (``section [SEP] [H] col: val , ...``, every
+    cell, rows of the wrong length skipped); it fixes ``passages``, ``granularity`` and ``title``.
+    ``granularity`` for tables; ``chunker`` for the linked passages; ``passages``: false keeps the
+    tables alone, with each question's table as its only gold document; ``title``: what heads each
+    row: ``page_section`` ("page - section", default), ``page``, ``section``, ``table_id`` (the
+    table's uid, e.g. ``Prime_Suspect_0``, one token to Lucene's analyzer) or ``none``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    form: Literal["rbench", "target"] = "rbench"
     granularity: Granularity = "row"
     chunker: ChunkerConfig = ChunkerConfig()
     passages: bool = True
     title: Literal["page_section", "page", "section", "table_id", "none"] = "page_section"
+
+    @model_validator(mode="after")
+    def _target_form(self) -> "OttqaParams":
+        if self.form == "target":
+            fix_form(self, TARGET_FORM)
+        return self
 
 
 def passage_doc(link: str) -> str:
@@ -106,7 +123,9 @@ class Ottqa(Adapter):
             header = [h[0] for h in table["header"]]
             rows = [[cell[0] for cell in row] for row in table["data"]]
             title = table_title(table, params.title)
-            for modality, position, text, meta in table_objects(title, header, rows, params.granularity):
+            objects = (arm_row_objects(title, header, rows) if params.form == "target"
+                       else table_objects(title, header, rows, params.granularity))
+            for modality, position, text, meta in objects:
                 yield CorpusObject(text=text, doc_id=_table_doc(table), page_title=table["title"],
                                    source=table["uid"], modality=modality, position=position, metadata=meta)
             if not params.passages:

@@ -17,6 +17,38 @@ def serialize_row(title: str, header: Sequence[str], row: Sequence[str]) -> str:
     return f"{title} {SEP} " + " , ".join(_cells(header, row))
 
 
+def serialize_row_arm(name: str, header: Sequence[str], row: Sequence[str]) -> str | None:
+    """A row as the ARM reproduction's ``scripts/target/serialize_tables.py`` (apostolhskouk/ARM at
+    5a6cb92) writes it: ``name [SEP] [H] col1: val1 , [H] col2: val2 ...`` over every cell, empty
+    ones included (``f"[H] {str(h)}: {str(v)}"`` joined by ``" , "``); with no name, the cells
+    alone, without ``[SEP]``; None for a row whose cell count differs from the header's, which
+    that script skips."""
+    if len(row) != len(header):
+        return None
+    cells = " , ".join(f"[H] {h}: {v}" for h, v in zip(header, row))
+    return f"{name} {SEP} {cells}" if name else cells
+
+
+def arm_row_objects(name: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> Iterator[tuple[str, int, str, dict]]:
+    """``(modality, position, text, metadata)`` of each row :func:`serialize_row_arm` keeps; the
+    metadata's ``row`` is the row's place in the table, skipped rows included."""
+    position = 0
+    for i, row in enumerate(rows):
+        text = serialize_row_arm(name, header, row)
+        if text is not None:
+            yield "row", position, text, {"row": i}
+            position += 1
+
+
+def serialize_schema_arm(database_id: str, table_id: str, first_row: str) -> str:
+    """A table's metadata object as the ARM reproduction's ``scripts/run_extract_schemas.py``
+    writes it from the table's first serialized row: ``database [SEP] table [SEP] [H] col1 [H]
+    col2``, each column the text between ``[H]`` and the first ``:`` of that row (so a column
+    name holding ``:`` is cut there, as in that script)."""
+    columns = [part.split(":")[0].strip() for part in first_row.split("[H]")[1:]]
+    return f"{database_id} {SEP} {table_id} {SEP} [H] " + " [H] ".join(columns)
+
+
 def serialize_text(title: str, passage: str) -> str:
     """``title [SEP] passage``."""
     return f"{title} {SEP} {passage}"

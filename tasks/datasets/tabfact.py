@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Iterator, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from rbench.core.errors import DataError
 from rbench.tasks.datasets.base import (
@@ -26,10 +26,11 @@ from rbench.tasks.datasets.base import (
     ManifestFiles,
     Query,
     doc_id,
+    fix_form,
     manifest,
     pinned_files,
 )
-from rbench.tasks.datasets.serialize import Granularity, table_objects
+from rbench.tasks.datasets.serialize import Granularity, arm_row_objects, table_objects
 
 COMMIT = "2ab782ba42b5808076ac91fec846473aa5315a79"
 RAW = f"https://raw.githubusercontent.com/wenhuchen/Table-Fact-Checking/{COMMIT}"
@@ -40,15 +41,28 @@ class TabfactParams(BaseModel):
     ``tables``: the corpus of a full split: ``all`` 16,573 tables (default) or only the split's;
     ``granularity`` for tables; ``statements``: all, or only the entailed ones (label 1);
     ``title``: what heads each row: ``page`` (the Wikipedia page title, else the caption;
-    default), ``caption``, or ``none``."""
+    default), ``caption``, or ``none``. ``form``: ``rbench`` (default) or ``target``, the corpus
+    the ARM report searched: the split's tables alone (test: 1,695 tables, 22,768 rows, the
+    report's Table 1), one object per row as ARM's ``scripts/target/serialize_tables.py`` writes it
+    (``name [SEP] [H] col: val , ...``); it fixes ``tables`` and ``granularity``. TARGET's code does
+    not show what TabFact's ``context`` holds, so the row's name stays the ``title`` setting
+    (``page`` by default, ``caption`` and ``none`` the other candidates) and the statements the
+    ``statements`` setting."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     split: Literal["sample", "test", "val", "train"] = "sample"
+    form: Literal["rbench", "target"] = "rbench"
     tables: Literal["all", "split"] = "all"
     granularity: Granularity = "row"
     statements: Literal["all", "entailed"] = "all"
     title: Literal["page", "caption", "none"] = "page"
+
+    @model_validator(mode="after")
+    def _target_form(self) -> "TabfactParams":
+        if self.form == "target":
+            fix_form(self, {"tables": "split", "granularity": "row"})
+        return self
 
 
 class _Layout:
@@ -145,7 +159,9 @@ class Tabfact(Adapter):
             except (OSError, ValueError) as e:
                 raise DataError(f"TabFact table {table_id} cannot be read from {path} ({e})") from None
             title = {"page": page, "caption": caption, "none": ""}[params.title]
-            for modality, position, text, meta in table_objects(title, header, rows, params.granularity):
+            objects = (arm_row_objects(title, header, rows) if params.form == "target"
+                       else table_objects(title, header, rows, params.granularity))
+            for modality, position, text, meta in objects:
                 yield CorpusObject(text=text, doc_id=doc_id(page, table_id), page_title=page,
                                    source=table_id, modality=modality, position=position, metadata=meta)
 

@@ -24,7 +24,7 @@ from rbench.tasks.datasets.base import (
     Query,
     doc_id,
 )
-from rbench.tasks.datasets.serialize import Granularity, table_objects
+from rbench.tasks.datasets.serialize import Granularity, arm_row_objects, serialize_schema_arm, table_objects
 
 log = logging.getLogger("rbench")
 ORG = "target-benchmark"
@@ -40,11 +40,18 @@ class TargetParams(BaseModel):
     """``benchmark``: which TARGET dataset; ``granularity``: per row (default) or per schema
     (one object listing a table's columns, as BIRD needs); ``title``: what heads each row:
     ``context`` (the page and section titles from the ``context`` column, default; a table
-    without them falls back to its id, counted in a warning), ``table_id``, or ``none``."""
+    without them falls back to its id, counted in a warning), ``table_id``, or ``none``.
+    ``form``: ``rbench`` (default) or ``target``, the objects the ARM report searched: rows as
+    ARM's ``scripts/target/serialize_tables.py`` writes them (``name [SEP] [H] col: val , ...``,
+    the name the context's ``table_page_title``, else ``section_title``, else ``title``, else for
+    Spider and BIRD the table id; no name, no ``[SEP]``), and with ``granularity: schema`` the
+    metadata objects of ``scripts/run_extract_schemas.py`` (``database [SEP] table [SEP] [H] col
+    [H] col``); it ignores ``title``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     benchmark: Literal["ottqa", "fetaqa", "tabfact", "spider", "bird"]
+    form: Literal["rbench", "target"] = "rbench"
     granularity: Granularity = "row"
     title: Literal["context", "table_id", "none"] = "context"
     revision: str = "main"
@@ -69,6 +76,39 @@ def context_title(context) -> str:
     if page or section:
         return " - ".join(p for p in (page, section) if p)
     return " - ".join(values.values())
+
+
+TEXT_TO_SQL = ("spider", "bird")
+
+
+def arm_name(context, table_id: str, benchmark: str) -> str:
+    """The name ARM's ``serialize_tables.py`` heads a TARGET table's rows with: the context's
+    ``table_page_title``, else ``section_title``, else ``title``, else (text-to-SQL only) the table id."""
+    if isinstance(context, str) and context.strip().startswith("{"):
+        try:
+            context = json.loads(context)
+        except ValueError:
+            context = None
+    name = None
+    if isinstance(context, dict):
+        name = context.get("table_page_title") or context.get("section_title") or context.get("title")
+    if not name and benchmark in TEXT_TO_SQL:
+        name = str(table_id)
+    return str(name) if name else ""
+
+
+def _arm_objects(database: str, table_id: str, name: str, header: list[str], rows: list[list[str]],
+                 granularity: str) -> Iterator[tuple[str, int, str, dict]]:
+    """ARM's objects of one TARGET table: its rows, or its one metadata object (from its first kept row)."""
+    if granularity not in ("row", "schema"):
+        raise DataError(f"form: target has rows and schema objects only, not granularity {granularity!r}")
+    objects = arm_row_objects(name, header, rows)
+    if granularity == "row":
+        yield from objects
+        return
+    first = next(objects, None)
+    if first is not None:
+        yield "schema", 0, serialize_schema_arm(database, table_id, first[2]), {"columns": len(header)}
 
 
 def _rows(folder: Path, columns: tuple[str, ...]) -> Iterator[dict]:
@@ -111,10 +151,13 @@ class Target(Adapter):
             context = context_title(row.get("context"))
             untitled += not context
             title = {"table_id": table_id, "none": "", "context": context or table_id}[params.title]
-            for modality, position, text, meta in table_objects(title, header, rows, params.granularity):
+            objects = (_arm_objects(database, table_id, arm_name(row.get("context"), table_id, params.benchmark),
+                                    header, rows, params.granularity) if params.form == "target"
+                       else table_objects(title, header, rows, params.granularity))
+            for modality, position, text, meta in objects:
                 yield CorpusObject(text=text, doc_id=doc_id(database, table_id), page_title=context or database,
                                    source=table_id, modality=modality, position=position, metadata=meta)
-        if untitled and params.title == "context":
+        if untitled and params.title == "context" and params.form == "rbench":
             log.warning("TARGET %s: %d table(s) have no page or section title in their context column; "
                         "their rows are titled by table id", params.benchmark, untitled)
 
