@@ -319,3 +319,71 @@ def test_a_bad_grid_names_the_file(tmp_path, cells, message):
     assert "grid.yaml" in str(err.value)
     with pytest.raises(ConfigError, match="no published grid named 'seed'.*seed002-sotu-fixedtoken-minilm"):
         load_grid("seed")
+
+
+def test_queries_off_counts_the_fewest_queries_that_close_the_gap_hand_computed():
+    from rbench.evaluation.reproduction import exact_verdict, queries_off
+
+    hits = [1.0] * 44 + [0.0] * 56  # 0.44 against a printed 0.45: one more hit
+    assert queries_off(hits, 0.45, 0.0005) == 1 and exact_verdict(hits, 0.45, 3) == ("off by 1 of 100 queries", 1)
+    assert queries_off(hits, 0.40, 0.0005) == 4  # 44 hits down to 40
+    assert exact_verdict(hits, 0.44, 2) == ("equal", 0)
+    # graded: mean 20.1667 / 100 is within half a unit of .202: equal; against .210 the sum must rise by
+    # 20.95 - 20.1667 = 0.78, and a query at 0.0 has room 1.0: one query
+    graded = [1 / 3] * 59 + [0.5] + [0.0] * 40
+    assert round(float(np.mean(graded)), 4) == 0.2017 and exact_verdict(graded, 0.202, 3) == ("equal", 0)
+    assert queries_off(graded, 0.21, 0.0005) == 1
+    # downward: 0.9 of ten queries at 1.0 to 0.5 needs 4 of them to fall to 0 (each moves the sum by at most 1)
+    assert queries_off([1.0] * 9 + [0.0], 0.5, 0.0) == 4
+    # a gap no change of every query closes
+    assert queries_off([0.0, 0.0], 2.0, 0.0) == 2
+
+
+def test_exact_verdicts_for_the_same_computation_intervals_for_stand_ins(tmp_path):
+    path = _table(tmp_path, protocol="arm", decimals=3,
+                  queries={"*": {"n": 100, "basis": "the code samples 100"}},
+                  systems={"bm25": {"requires": {"retriever.name": "bm25"}, "exact": [{"retriever.params.k1": 0.9}]},
+                           "dr": {"requires": {"retriever.name": "dense"}}},
+                  datasets={"biology": {"requires": {"dataset.adapter": "ottqa"},
+                                        "exact": [{"dataset.params.form": "target"}]}},
+                  values={"bm25": {"biology": {"recall@1": 0.45, "recall@5": 0.65}},
+                          "dr": {"biology": {"recall@1": 0.45}}})
+    table = load_published(str(path))
+    hits = {("recall", 1, f"q{i}"): float(i < 44) for i in range(100)}
+    hits.update({("recall", 5, f"q{i}"): float(i < 65) for i in range(100)})
+    scores = {("biology", "bm25"): hits, ("biology", "dr"): hits}
+    same = {"dataset.adapter": "ottqa", "dataset.params.form": "target", "retriever.params.k1": "0.9"}
+    params = {("biology", "bm25"): {**same, "retriever.name": "bm25"},
+              ("biology", "dr"): {**same, "retriever.name": "dense"}}
+    cells = {(c.system, c.k): c for c in compare(table, scores, trials=200, params=params, protocol="arm")}
+    assert cells[("bm25", 1)].verdict == "off by 1 of 100 queries" and cells[("bm25", 1)].exact
+    assert cells[("bm25", 5)].verdict == "equal" and cells[("bm25", 5)].off_by == 0
+    assert cells[("dr", 1)].verdict == "inside" and not cells[("dr", 1)].exact  # no exact: a stand-in model
+    other_form = {k: {**v, "dataset.params.form": "rbench"} for k, v in params.items()}
+    assert compare(table, scores, trials=200, params=other_form, protocol="arm")[0].verdict == "inside"
+    fewer = {k: {key: v for key, v in s.items() if int(key[2][1:]) < 50} for k, s in scores.items()}
+    assert compare(table, fewer, trials=200, params=params, protocol="arm")[0].verdict != "equal"  # another sample
+    doc = document(table, list(cells.values()), "r", 200, 0)
+    assert summary(doc).startswith("1 equal, 1 off by some queries, 1 inside, 0 outside")
+    assert "| bm25 | biology | recall@1 | 0.4500 (100) | 0.4400 (100) | -0.0100 | none: the same computation | " \
+           "off by 1 of 100 queries |" in reproduction_markdown(doc)
+
+
+def test_the_arm_protocol_fixes_arms_sample_and_targets_corpus_form():
+    from rbench.config import parse_config
+
+    cfg = parse_config({"protocol": "arm", "datasets": [{"name": "ottqa"}, {"name": "feverous", "adapter": "arm",
+                                                                            "params": {"benchmark": "feverous"}}],
+                        "retrievers": [{"name": "bm25"}]})
+    assert (cfg.subsample.method, cfg.subsample.size, cfg.subsample.seed) == ("arm", 100, 42)
+    assert cfg.datasets[0].params["form"] == "target" and not cfg.datasets[0].params["passages"]
+    assert "form" not in cfg.datasets[1].params  # an adapter without corpus forms is left as it is
+    variant = parse_config({"protocol": "arm", "datasets": [{"name": "ottqa", "params": {"form": "rbench"}}],
+                            "retrievers": [{"name": "bm25"}]})
+    assert variant.datasets[0].params["form"] == "rbench"  # a measured variant stays possible
+    with pytest.raises(ConfigError, match="fixes subsample.size to 100, but the file sets 500"):
+        parse_config({"protocol": "arm", "subsample": {"size": 500}, "datasets": [{"name": "ottqa"}],
+                      "retrievers": [{"name": "bm25"}]})
+    with pytest.raises(ConfigError, match="form: target fixes passages to False, but passages is True"):
+        parse_config({"protocol": "arm", "datasets": [{"name": "ottqa", "params": {"passages": True}}],
+                      "retrievers": [{"name": "bm25"}]})

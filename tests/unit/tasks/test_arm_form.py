@@ -1,0 +1,183 @@
+"""The ARM report's own computation, pinned independently of rbench's code: ARM's row and
+metadata text (strings written by hand from ``scripts/target/serialize_tables.py`` and
+``scripts/run_extract_schemas.py`` of apostolhskouk/ARM at 5a6cb92), TARGET's corpus forms
+(``form: target``) on fixtures, and ARM's query sample (``src/utils/sample_queries.py``) against a
+plain transcription of that file on the real OTT-QA dev questions."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from rbench.config import SubsampleConfig
+from rbench.core.errors import ConfigError
+from rbench.core.store import Artifact, Store
+from rbench.tasks import subsample
+from rbench.tasks.datasets.serialize import arm_row_objects, serialize_row_arm, serialize_schema_arm
+from rbench.tasks.subsample import SUBSAMPLE, select_queries_arm
+from tests.conftest import write_jsonl
+from tests.unit.tasks.test_adapters import _ottqa_fixture, _prepare, _table, write_target
+
+
+def test_arms_row_text_byte_for_byte():
+    assert serialize_row_arm("Television", ["Year", "Title"], ["2007", "Prime Suspect 7"]) == (
+        "Television [SEP] [H] Year: 2007 , [H] Title: Prime Suspect 7")
+    assert serialize_row_arm("Results", ["Party", "Votes", "%"], ["Green", "", "1.2"]) == (
+        "Results [SEP] [H] Party: Green , [H] Votes:  , [H] %: 1.2")  # empty cells stay
+    assert serialize_row_arm("", ["a", "b"], ["1", "2"]) == "[H] a: 1 , [H] b: 2"  # no name, no [SEP]
+    assert serialize_row_arm("T", ["a", "b"], ["1"]) is None  # a row of the wrong length is skipped
+    objects = list(arm_row_objects("T", ["a", "b"], [["1", "2"], ["3"], ["5", "6"]]))
+    assert objects == [("row", 0, "T [SEP] [H] a: 1 , [H] b: 2", {"row": 0}),
+                       ("row", 1, "T [SEP] [H] a: 5 , [H] b: 6", {"row": 2})]
+
+
+def test_arms_metadata_text_cuts_a_column_at_its_first_colon():
+    first = serialize_row_arm("singer", ["name", "age: years"], ["Joe", "52"])
+    assert serialize_schema_arm("concert", "singer", first) == "concert [SEP] singer [SEP] [H] name [H] age"
+
+
+def test_ottqa_in_targets_form(tmp_path):
+    raw = tmp_path / "raw"
+    _ottqa_fixture(raw)
+    prepared = _prepare(tmp_path, raw, {"name": "ottqa", "params": {"form": "target"}})
+    assert [c["text"] for c in _table(prepared.file("corpus.parquet"))] == [
+        "Television [SEP] [H] Year: 2007 , [H] Title: Prime Suspect 7"]  # no passages; the section names the row
+    queries = {q["query_id"]: q["gold_doc_ids"] for q in _table(prepared.file("queries.parquet"))}
+    assert queries == {"q1": ["Nonso Anozie :: Nonso_Anozie_1"], "q2": ["Nonso Anozie :: Nonso_Anozie_1"]}
+
+
+def test_a_setting_the_form_fixes_is_refused():
+    from rbench.config import DatasetConfig
+
+    with pytest.raises(Exception, match="form: target fixes granularity to 'row', but granularity is 'cell'"):
+        DatasetConfig.model_validate({"name": "fetaqa", "params": {"form": "target", "granularity": "cell"}})
+
+
+def _fetaqa_fixture(raw):
+    """Two examples over one table (same page and section), and a third table."""
+    table = [["Year", "Club"], ["2001", "Ajax"], ["2002"]]
+    base = {"table_page_title": "Jan Smit", "table_section_title": "Career", "table_array": table,
+            "highlighted_cell_ids": [], "answer": "", "page_wikipedia_url": ""}
+    (raw / "fetaqa").mkdir(parents=True)
+    write_jsonl(raw / "fetaqa" / "fetaQA-v1_dev.jsonl", [
+        {**base, "feta_id": 1, "table_source_json": "totto_source/dev_json/example-1.json", "question": "Club in 2001?"},
+        {**base, "feta_id": 2, "table_source_json": "totto_source/dev_json/example-2.json", "question": "Which year?"},
+        {**base, "feta_id": 3, "table_source_json": "totto_source/dev_json/example-3.json", "question": "Votes?",
+         "table_page_title": "Vote", "table_section_title": "Result", "table_array": [["Party"], [""]]},
+    ])
+
+
+def test_fetaqa_in_targets_form_is_one_table_per_example(tmp_path):
+    raw = tmp_path / "raw"
+    _fetaqa_fixture(raw)
+    target = _prepare(tmp_path / "t", raw, {"name": "fetaqa", "params": {"form": "target"}})
+    corpus = _table(target.file("corpus.parquet"))
+    assert [(c["doc_id"], c["text"]) for c in corpus] == [
+        ("Jan Smit :: totto_source/dev_json/example-1.json", "Jan Smit [SEP] [H] Year: 2001 , [H] Club: Ajax"),
+        ("Jan Smit :: totto_source/dev_json/example-2.json", "Jan Smit [SEP] [H] Year: 2001 , [H] Club: Ajax"),
+        ("Vote :: totto_source/dev_json/example-3.json", "Vote [SEP] [H] Party: ")]
+    queries = {q["query_id"]: q["gold_doc_ids"] for q in _table(target.file("queries.parquet"))}
+    assert queries == {"1": ["Jan Smit :: totto_source/dev_json/example-1.json"],
+                       "2": ["Jan Smit :: totto_source/dev_json/example-2.json"],
+                       "3": ["Vote :: totto_source/dev_json/example-3.json"]}
+    own = _prepare(tmp_path / "r", raw, {"name": "fetaqa"})
+    assert {c["doc_id"] for c in _table(own.file("corpus.parquet"))} == {"Jan Smit :: Career", "Vote :: Result"}
+
+
+def test_tabfact_in_targets_form_keeps_the_splits_tables_in_arms_text(tmp_path):
+    raw = tmp_path / "raw"
+    (raw / "tabfact_sample" / "all_csv").mkdir(parents=True)
+    (raw / "tabfact_sample" / "all_csv" / "1-1-1.html.csv").write_text("rank#team\n1#\n2#tigers#x\n")
+    (raw / "tabfact_sample" / "val_examples_sample.json").write_text(json.dumps(
+        {"1-1-1.html.csv": [["the lions rank first"], [1], "none"]}))
+    (raw / "tabfact_sample" / "table_to_page_sample.json").write_text(json.dumps(
+        {"1-1-1.html.csv": ["league table", "https://en.wikipedia.org/wiki/League"]}))
+    prepared = _prepare(tmp_path, raw, {"name": "tabfact", "params": {"form": "target"}})
+    assert [c["text"] for c in _table(prepared.file("corpus.parquet"))] == ["league table [SEP] [H] rank: 1 , [H] team: "]
+
+
+def test_target_in_arms_form_names_rows_by_context_else_the_table_id(tmp_path):
+    raw = tmp_path / "raw"
+    write_target(raw, "spider", {
+        "database_id": ["concert", "concert"], "table_id": ["singer", "stadium"],
+        "table": [[["name", "age"], ["Joe", "52"]], [["stadium_id", "capacity"], ["1", "4000"]]],
+        "context": [json.dumps({"section_title": "Singers"}), json.dumps({})],
+    }, {"query_id": [0], "query": ["How old is Joe?"], "database_id": ["concert"], "table_id": [["singer"]],
+        "answer": ["52"]})
+    rows = _prepare(tmp_path / "r", raw, {"name": "spider", "adapter": "target",
+                                          "params": {"benchmark": "spider", "form": "target"}})
+    assert [c["text"] for c in _table(rows.file("corpus.parquet"))] == [
+        "Singers [SEP] [H] name: Joe , [H] age: 52", "stadium [SEP] [H] stadium_id: 1 , [H] capacity: 4000"]
+    schema = _prepare(tmp_path / "s", raw, {"name": "spider", "adapter": "target",
+                                            "params": {"benchmark": "spider", "form": "target", "granularity": "schema"}})
+    assert [c["text"] for c in _table(schema.file("corpus.parquet"))] == [
+        "concert [SEP] singer [SEP] [H] name [H] age", "concert [SEP] stadium [SEP] [H] stadium_id [H] capacity"]
+
+
+def _plain_sample_queries(items: list[dict], k: int) -> list[dict]:
+    """``subsample_json`` of ARM's ``src/utils/sample_queries.py``, transcribed as plainly as it reads."""
+    from sklearn.cluster import KMeans
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    items = [item for item in items if not ("document_ids" in item and item["document_ids"] == [])]
+    if len(items) <= k:
+        return items
+    queries = [item["query"] for item in items]
+    tfidf = TfidfVectorizer().fit_transform(queries)
+    kmeans = KMeans(n_clusters=k, random_state=42).fit(tfidf)
+    distances = kmeans.transform(tfidf)
+    return [items[int(distances[:, j].argmin())] for j in range(k)]
+
+
+def test_arms_100_picks_on_ottqa_dev_match_a_plain_transcription_of_its_sampler(shared_data, tmp_path):
+    questions = json.loads((shared_data / "ottqa" / "released_data" / "dev.json").read_text())
+    items = [{"query": q["question"], "document_ids": [q["table_id"]], "id": q["question_id"]} for q in questions]
+    expected = [item["id"] for item in _plain_sample_queries(items, 100)]
+    assert len(expected) == 100
+    picks = select_queries_arm([q["question"] for q in questions], 100, 42)
+    assert [questions[i]["question_id"] for i in picks] == expected
+
+    folder = tmp_path / "prep"
+    folder.mkdir()
+    gold = [[q["table_id"]] for q in questions]
+    gold[picks[0]] = []  # a query without gold is dropped before clustering, as ARM's skip_field does
+    pq.write_table(pa.table({"query_id": [q["question_id"] for q in questions],
+                             "text": [q["question"] for q in questions], "gold_doc_ids": gold}),
+                   folder / "queries.parquet")
+    art = SUBSAMPLE.run(Store(tmp_path / "s"), [Artifact("prepare", "p", folder)],
+                        SubsampleConfig(method="arm", size=100, seed=42))
+    kept = pq.read_table(art.file("queries.parquet")).column("query_id").to_pylist()
+    items[picks[0]]["document_ids"] = []
+    assert kept == [item["id"] for item in _plain_sample_queries(items, 100)]
+    assert art.info["without_gold"] == 1 and questions[picks[0]]["question_id"] not in kept
+
+
+def test_a_query_picked_for_two_centroids_counts_twice(tmp_path, monkeypatch):
+    monkeypatch.setattr(subsample, "select_queries_arm", lambda texts, size, seed: [2, 0, 2, 2])
+    folder = tmp_path / "prep"
+    folder.mkdir()
+    pq.write_table(pa.table({"query_id": ["a", "b", "c"], "text": ["x", "y", "z"],
+                             "gold_doc_ids": [["d"], ["d"], ["d"]]}), folder / "queries.parquet")
+    art = SUBSAMPLE.run(Store(tmp_path / "s"), [Artifact("prepare", "p", folder)],
+                        SubsampleConfig(method="arm", size=4, seed=42))
+    out = pq.read_table(art.file("queries.parquet"))
+    assert out.column("query_id").to_pylist() == ["c", "a", "c#2", "c#3"]
+    assert out.column("text").to_pylist() == ["z", "x", "z", "z"] and art.info["repeated"] == 2
+
+
+def test_the_default_methods_key_is_unchanged_by_the_method_setting():
+    from rbench.tasks.subsample import _key_view
+
+    assert _key_view(SubsampleConfig(size=5, seed=1)) == {"size": 5, "seed": 1}
+    assert _key_view(SubsampleConfig(size=5, seed=1, method="arm"))["method"] == "arm"
+
+
+def test_a_bad_method_is_refused():
+    from rbench.config import parse_config
+
+    with pytest.raises(ConfigError, match="subsample.method"):
+        parse_config({"subsample": {"method": "random"}, "datasets": [{"name": "fetaqa"}],
+                      "retrievers": [{"name": "bm25"}]})
