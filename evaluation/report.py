@@ -75,10 +75,10 @@ def reproduction_page(docs: Sequence[dict], title: str) -> tuple[str, str]:
     """Several comparisons as one page: ``(markdown, html)`` of ``reproduction.md``/``.html``."""
     md = "\n\n".join([f"# {title}", *("\n\n".join(_reproduction(d, "md")) for d in docs)]) + "\n"
     body = "".join("".join(_reproduction(d, "html")) for d in docs)
-    return md, _html_page(title, f"<h1>{html.escape(title)}</h1>{body}")
+    return md, html_page(title, f"<h1>{html.escape(title)}</h1>{body}")
 
 
-def _html_page(title: str, body: str) -> str:
+def html_page(title: str, body: str) -> str:
     """A whole HTML page around ``body``, in the reports' one style."""
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             "<style>body{font-family:sans-serif}td,th{padding:2px 8px;border-bottom:1px solid #ddd}"
@@ -143,5 +143,5 @@ def write_report(
     md = out / "report.md"
     md.write_text(parts["md"] + "\n", encoding="utf-8")
     page = out / "report.html"
-    page.write_text(_html_page(title, parts["html"]), encoding="utf-8")
+    page.write_text(html_page(title, parts["html"]), encoding="utf-8")
     return md, page

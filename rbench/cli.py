@@ -292,27 +292,42 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_compare(args: argparse.Namespace) -> int:
-    from rbench.evaluation.report import reproduction_page
-    from rbench.evaluation.reproduction import compare, document, load_notes, load_published, summary
-    from rbench.tasks.results import load_results, load_run_params, log_reproduction, log_reproduction_page
+def _compare_run(uri: str, run: str, experiment: str, tables: list, maps: list[str], trials: int,
+                 seed: int) -> tuple[object, list[dict]]:
+    """A run's parent and its comparison document against each published table."""
+    from rbench.evaluation.reproduction import compare, document, load_notes
+    from rbench.tasks.results import load_results, load_run_params
 
-    tables = [load_published(name) for name in args.against]
-    uri = _tracking_uri(args)
-    (parent,), _, scores = load_results(uri, [args.run], args.experiment, per_query=True)
-    protocol, params = load_run_params(uri, parent.info.run_id, args.experiment)
-    run = f"{parent.info.run_name} ({parent.info.run_id[:8]})"
-    docs = []
-    for table in tables:
-        cells = compare(table, scores, args.map, args.trials, args.seed, params=params, protocol=protocol,
-                        notes=load_notes(table))
-        docs.append(document(table, cells, run, args.trials, args.seed))
-    out = Path(args.out)
+    (parent,), _, scores = load_results(uri, [run], experiment, per_query=True)
+    protocol, params = load_run_params(uri, parent.info.run_id, experiment)
+    name = f"{parent.info.run_name} ({parent.info.run_id[:8]})"
+    return parent, [document(table, compare(table, scores, maps, trials, seed, params=params, protocol=protocol,
+                                            notes=load_notes(table)), name, trials, seed) for table in tables]
+
+
+def _log_comparisons(uri: str, run_id: str, tables: list, docs: list[dict], out: Path) -> None:
+    """Write each comparison as ``<table>.json`` into ``out`` and keep it on the MLflow run."""
+    from rbench.evaluation.reproduction import summary
+    from rbench.tasks.results import log_reproduction
+
     out.mkdir(parents=True, exist_ok=True)
     for table, doc in zip(tables, docs):
         data = json.dumps(doc, indent=1)
         (out / f"{table.name}.json").write_text(data, encoding="utf-8")
-        log_reproduction(uri, parent.info.run_id, table.name, data, summary(doc))
+        log_reproduction(uri, run_id, table.name, data, summary(doc))
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from rbench.evaluation.report import reproduction_page
+    from rbench.evaluation.reproduction import load_published
+    from rbench.tasks.results import log_reproduction_page
+
+    tables = [load_published(name) for name in args.against]
+    uri = _tracking_uri(args)
+    parent, docs = _compare_run(uri, args.run, args.experiment, tables, args.map, args.trials, args.seed)
+    out = Path(args.out)
+    _log_comparisons(uri, parent.info.run_id, tables, docs, out)
+    run = f"{parent.info.run_name} ({parent.info.run_id[:8]})"
     text, page = reproduction_page(docs, f"Reproduction of {', '.join(t.name for t in tables)}: run {run}")
     (out / "reproduction.md").write_text(text, encoding="utf-8")
     (out / "reproduction.html").write_text(page, encoding="utf-8")
@@ -320,6 +335,49 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(text)
     print(f"wrote {out / 'reproduction.md'}, .html and one JSON per table; logged to MLflow run {parent.info.run_id} "
           "as reproduction/ (rbench report shows it)")
+    return 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from rbench.evaluation.reproduce import load_reproduction, matrix, page
+    from rbench.experiment import resolve_experiment
+    from rbench.evaluation.reproduction import load_published
+    from rbench.tasks.results import log_reproduction_page
+
+    repro = load_reproduction(args.name)
+    tables = [load_published(name) for name in repro.tables]
+    out = Path(args.out)
+    docs, status, pairs, commands, runs = [], {}, {}, {}, []
+    for study in repro.studies:
+        cfg = resolve_experiment(str(study.path()), None, mirror=args.mirror, store=args.store)
+        pairs[study.config] = {(d.name, r.label) for d in cfg.datasets for r in cfg.retrievers}
+        commands[study.config] = study.command(args.mirror)
+        missing = study.missing(cfg.mirror)
+        if study.where == "cluster":
+            status[study.config] = "cluster: not run here"
+        elif missing:
+            status[study.config] = f"not run: the mirror lacks {', '.join(missing)}"
+        else:
+            print(f"rbench reproduce: {commands[study.config]}", flush=True)
+            run_args = argparse.Namespace(command="run", config=str(study.path()), mirror=args.mirror, store=args.store,
+                                          runner=None, address=None, force_flow=False)
+            cmd_run(run_args)
+            uri = cfg.tracking_uri()
+            parent, found = _compare_run(uri, "latest", cfg.mlflow.experiment, tables, [], args.trials, 0)
+            _log_comparisons(uri, parent.info.run_id, tables, found, out / Path(study.config).stem)
+            docs += found
+            runs.append((uri, parent.info.run_id))
+            status[study.config] = f"ran: MLflow run {parent.info.run_id}"
+    rows = matrix(repro, docs, pairs, commands, status)
+    text, html = page(repro, rows, [(s, status[s.config]) for s in repro.studies], args.mirror)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "reproduction.md").write_text(text, encoding="utf-8")
+    (out / "reproduction.html").write_text(html, encoding="utf-8")
+    (out / "reproduction.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    for uri, run_id in runs:
+        log_reproduction_page(uri, run_id, out)
+    print(text)
+    print(f"wrote {out / 'reproduction.md'}, .html and .json; logged to the MLflow run of each local study")
     return 0
 
 
@@ -471,6 +529,14 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     compare.add_argument("--out", default="reproduction", help="output folder (default: ./reproduction)")
     compare.set_defaults(func=cmd_compare)
+    reproduce = sub.add_parser("reproduce", help="run a published study's local configs and line every published "
+                               "cell up on one page (cluster configs listed with their commands)")
+    reproduce.add_argument("name", help="a reproduction rbench ships (arm-report) or a YAML file of its shape")
+    reproduce.add_argument("--mirror", help="local mirror folder of dataset files (default: $RBENCH_MIRROR)")
+    reproduce.add_argument("--store", help="artifact store folder (default: $RBENCH_STORE, else each config's)")
+    reproduce.add_argument("--trials", type=int, default=10_000, help="bootstrap resamples (default 10,000)")
+    reproduce.add_argument("--out", default="reproduction", help="output folder (default: ./reproduction)")
+    reproduce.set_defaults(func=cmd_reproduce)
     compare_grid = sub.add_parser("compare-grid", help="line a chunking grid run up against a published grid, "
                                   "cell by cell")
     compare_grid.add_argument("run", help="MLflow run id of `rbench chunking`, or 'latest'")
@@ -521,7 +587,7 @@ def _shown_default(field) -> str:
     return f"<{value.name}>" if isinstance(value, RetrieverSpec) else repr(value)
 
 
-WORKING_COMMANDS = frozenset({"run", "embeddings", "chunking", "search", "log"})
+WORKING_COMMANDS = frozenset({"run", "embeddings", "chunking", "search", "log", "reproduce"})
 
 
 def _stop_prefect_servers() -> None:

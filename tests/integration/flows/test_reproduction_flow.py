@@ -4,6 +4,7 @@ real layouts, then lined up against the tables by ``rbench compare`` and shown b
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -83,31 +84,48 @@ def test_the_xrr2_study_with_smollm2_on_a_fixture_is_compared(tmp_path):
     assert {c["system"]: c["measured"] for c in measured} == pytest.approx(ndcg)
 
 
-def test_the_arm_table6_study_reproduces_bm25_on_ottqa_from_the_shared_data(tmp_path, shared_data):
-    """Pinned like Pyserini's 2CR, against the report's printed numbers, not rbench's own: the
-    shipped study config (ARM's protocol, its 100 queries, TARGET's corpus form) on the real OTT-QA
-    dev tables, then ``rbench compare`` against Tables 6 and 7: every BM25 cell is the same
-    computation and equals the printed value (static-64d stands in for the dense model here, for
-    speed; a stand-in is marked not comparable)."""
+def test_rbench_reproduce_runs_the_arm_report_and_equals_its_bm25_cells_on_ottqa(tmp_path, shared_data, capsys):
+    """Pinned like Pyserini's 2CR, against the report's printed numbers, not rbench's own:
+    ``rbench reproduce`` with the shipped ARM reproduction's studies (ARM's protocol, its 100
+    queries, TARGET's corpus form) on the real OTT-QA dev tables. Every BM25 cell of Tables 6 and 7
+    is the same computation and equals the printed value; the test-split study is listed as not run
+    (its files are not in the mirror), the cluster study with its command. static-64d stands in
+    for the dense model here, for speed; a stand-in is marked not comparable."""
     raw = yaml.safe_load((REPO / "configs" / "studies" / "arm-table6-cpu.yaml").read_text())
     raw["retrievers"] = [r if r["name"] == "bm25" else {**r, "params": {"model": "static-64d"}}
                          for r in raw["retrievers"]]
     raw.update(store=str(tmp_path / "store"), mlflow={"experiment": "arm-table6"})
-    path = tmp_path / "arm-table6-cpu.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    result = benchmark(str(path), mirror=str(shared_data))
+    study = tmp_path / "arm-table6-cpu.yaml"
+    study.write_text(yaml.safe_dump(raw))
+    shipped = yaml.safe_load((REPO / "evaluation" / "published" / "reproductions" / "arm-report.yaml").read_text())
+    shipped["studies"][0]["config"] = str(study)
+    spec = tmp_path / "arm-report.yaml"
+    spec.write_text(yaml.safe_dump(shipped))
+    out = tmp_path / "reproduction"
+    assert main(["reproduce", str(spec), "--mirror", str(shared_data), "--trials", "200", "--out", str(out)]) == 0
 
-    doc = _compare(tmp_path, result, "arm-report-table6")
-    ottqa = [c for c in doc["cells"] if c["dataset"] == "ottqa"]
-    bm25 = [c for c in ottqa if c["system"] == "bm25"]
-    assert len(bm25) == 12 and all(c["exact"] and c["queries"] == 100 for c in bm25)
-    assert {c["verdict"] for c in bm25} == {"equal"}, [(c["metric"], c["k"], c["verdict"]) for c in bm25]
-    assert {c["verdict"] for c in ottqa if c["system"] == "dr"} == {"not comparable"}
-    page = (tmp_path / "reproduction" / "reproduction.md").read_text()
-    assert "| bm25 | ottqa | precision@3 | 0.2020 (100) | 0.2017 (100) | -0.0003 | none: the same computation | equal |" \
-        in page
-    table7 = _compare(tmp_path, result, "arm-report-table7")
-    assert {c["verdict"] for c in table7["cells"] if (c["system"], c["dataset"]) == ("bm25", "ottqa")} == {"equal"}
+    rows = json.loads((out / "reproduction.json").read_text())
+    for table, cells in (("arm-report-table6", 12), ("arm-report-table7", 4)):
+        (bm25,) = [r for r in rows if (r["table"], r["dataset"], r["system"]) == (table, "ottqa", "bm25")]
+        assert len(bm25["cells"]) == cells and {c["verdict"] for c in bm25["cells"].values()} == {"equal"}, bm25
+        assert bm25["command"].endswith(f"--mirror {shared_data} && rbench compare latest --against {table}")
+    (dr,) = [r for r in rows if (r["table"], r["dataset"], r["system"]) == ("arm-report-table6", "ottqa", "dr")]
+    assert {c["verdict"] for c in dr["cells"].values()} == {"not comparable"}
+    (bird,) = [r for r in rows if (r["table"], r["dataset"], r["system"]) == ("arm-report-table6", "bird", "bm25")]
+    assert bird["command"].startswith("rbench run configs/studies/arm-table6-gpu.yaml &&")
+    assert all(c["measured"] is None for c in bird["cells"].values())
+    page = (out / "reproduction.md").read_text()
+    assert "| ottqa | bm25 | 0.450 / 0.4500 equal | 0.450 / 0.4500 equal |" in page
+    assert "12 equal, 0 off by some queries" in page
+    assert "not run: the mirror lacks fetaqa/fetaQA-v1_test.jsonl, tabfact/test_examples.json" in page
+    doc = json.loads((out / "arm-table6-cpu" / "arm-report-table6.json").read_text())
+    assert all(c["exact"] and c["queries"] == 100 for c in doc["cells"]
+               if (c["system"], c["dataset"]) == ("bm25", "ottqa"))
+    parent = re.search(r"ran: MLflow run (\w+)", page).group(1)
+    client = MlflowClient(f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}")
+    tags = client.get_run(parent).data.tags
+    assert tags["rbench.reproduction.arm-report-table6"].startswith("12 equal, 0 off by some queries")
+    assert "reproduction.md" in {a.path.split("/")[-1] for a in client.list_artifacts(parent, "reproduction")}
 
 
 def test_the_seed_chunking_study_reproduces_every_cell_of_the_published_grid(tmp_path, shared_data):

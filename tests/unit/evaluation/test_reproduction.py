@@ -387,3 +387,32 @@ def test_the_arm_protocol_fixes_arms_sample_and_targets_corpus_form():
     with pytest.raises(ConfigError, match="form: target fixes passages to False, but passages is True"):
         parse_config({"protocol": "arm", "datasets": [{"name": "ottqa", "params": {"passages": True}}],
                       "retrievers": [{"name": "bm25"}]})
+
+
+def test_a_reproduction_page_lines_up_each_published_cell_with_its_command(tmp_path):
+    from rbench.evaluation.reproduce import Study, load_reproduction, matrix, page
+
+    repro = load_reproduction("arm-report")
+    assert repro.tables == ["arm-report-table6", "arm-report-table7"]
+    local, splits, cluster = repro.studies
+    assert (local.where, cluster.where) == ("local", "cluster") and all(s.path().is_file() for s in repro.studies)
+    assert splits.missing(tmp_path) == ["fetaqa/fetaQA-v1_test.jsonl", "tabfact/test_examples.json"]
+    assert splits.missing(None) == []  # without a mirror the files are downloaded
+    doc = {"against": "arm-report-table7", "cells": [
+        {"dataset": "ottqa", "system": "bm25", "metric": "recall", "k": 5, "published": 0.65, "measured": 0.65,
+         "verdict": "equal"},
+        {"dataset": "bird", "system": "bm25", "metric": "recall", "k": 5, "published": 0.73, "measured": None,
+         "verdict": "missing"}]}
+    pairs = {local.config: {("ottqa", "bm25")}, cluster.config: {("ottqa", "bm25"), ("bird", "bm25")}}
+    commands = {local.config: local.command("../shared/data"), cluster.config: cluster.command("../shared/data")}
+    rows = matrix(repro, [doc], pairs, commands, {local.config: "ran: MLflow run abc", cluster.config: "cluster"})
+    assert [(r["dataset"], r["study"]) for r in rows] == [("ottqa", local.config), ("bird", cluster.config)]
+    assert rows[0]["command"] == ("rbench run configs/studies/arm-table6-cpu.yaml --mirror ../shared/data && "
+                                  "rbench compare latest --against arm-report-table7")
+    assert rows[1]["command"].startswith("rbench run configs/studies/arm-table6-gpu.yaml &&")  # no mirror on a cluster
+    md, html = page(repro, rows, [(s, "x") for s in repro.studies], "../shared/data")
+    assert "| ottqa | bm25 | 0.650 / 0.6500 equal |" in md and "| bird | bm25 | 0.730 / - |" in md
+    assert "1 of 2 published cells measured here: 1 equal" in md and "<td>0.650 / 0.6500 equal</td>" in html
+    with pytest.raises(ConfigError, match="no reproduction named 'arm'; rbench ships arm-report"):
+        load_reproduction("arm")
+    assert Study(config="/abs/x.yaml").path() == Path("/abs/x.yaml")
