@@ -11,7 +11,8 @@ interval of the difference that accounts for both samples and the published roun
 cell gets a verdict: ``inside``, ``outside``, ``not comparable`` (with the reason) or
 ``missing``; a cell whose run is the same computation as the published one (the table's ``exact``
 requirements: a model-free method, the same corpus form, protocol and query sample) gets
-``equal`` (at the printed digits) or ``off by q of N queries`` instead of an interval. Reviewed notes (``published/notes/<name>.yaml``) explain measured deviations.
+``equal`` (at the printed digits) or ``off by q of N queries`` instead of an interval. Reviewed
+notes (``published/notes/<name>.yaml``) explain measured deviations.
 """
 
 from __future__ import annotations
@@ -619,7 +620,7 @@ def caption(doc: Mapping) -> str:
     return (f"Run {doc['run']}. Published: {source['reference']} ({source['url']}, read {source['read']}). "
             "Where the run is the same computation as the published one (same model-free method, corpus form, "
             "protocol and queries), the verdict is exact: equal at the printed digits, or off by the fewest "
-            "queries whose score must change to explain the gap. Elsewhere the interval: of the difference, run mean minus published mean, over both query samples (normal "
-            "approximation, widened by the published rounding) where the published sample size is known (~: "
-            "inferred); else the run's percentile bootstrap interval of the mean "
+            "queries whose score must change to explain the gap. Elsewhere the interval: of the difference, run "
+            "mean minus published mean, over both query samples (normal approximation, widened by the published "
+            "rounding) where the published sample size is known (~: inferred); else the run's percentile bootstrap interval of the mean "
             f"({boot['trials']} resamples, seed {boot['seed']}) minus the published value.")

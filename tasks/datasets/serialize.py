@@ -29,7 +29,8 @@ def serialize_row_arm(name: str, header: Sequence[str], row: Sequence[str]) -> s
     return f"{name} {SEP} {cells}" if name else cells
 
 
-def arm_row_objects(name: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> Iterator[tuple[str, int, str, dict]]:
+def arm_row_objects(name: str, header: Sequence[str],
+                    rows: Sequence[Sequence[str]]) -> Iterator[tuple[str, int, str, dict]]:
     """``(modality, position, text, metadata)`` of each row :func:`serialize_row_arm` keeps; the
     metadata's ``row`` is the row's place in the table, skipped rows included."""
     position = 0

@@ -187,7 +187,8 @@ def main() -> None:
                                              "--plain-out", str(work / "plain.json")]))
             else:
                 store = work / f"store-{i}"
-                times["rbench"].append(timed([rbench, "run", str(config), "--mirror", str(data), "--store", str(store)]))
+                times["rbench"].append(timed([rbench, "run", str(config), "--mirror", str(data),
+                                              "--store", str(store)]))
     print(f"machine: {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
           f"{args.rounds} cold rounds, alternating; BM25 on OTT-QA dev, ARM's protocol")
     median = {v: (statistics.median(w for w, _ in t), max(m for _, m in t)) for v, t in times.items()}
@@ -211,7 +212,8 @@ def main() -> None:
                 low, high = outcome_range(edge_runs.get(q, []), g, n, args.tie)
                 if low != high:
                     now = scores(edge_runs.get(q, []), g)[f"recall@{n}"]
-                    print(f"  {name}: query {q} @{n}: gold {g} found {now:.0f} now, {low:.0f}..{high:.0f} over its ties")
+                    print(f"  {name}: query {q} @{n}: gold {g} found {now:.0f} now, "
+                          f"{low:.0f}..{high:.0f} over its ties")
 
 
 if __name__ == "__main__":

@@ -63,7 +63,8 @@ def _fetaqa_fixture(raw):
             "highlighted_cell_ids": [], "answer": "", "page_wikipedia_url": ""}
     (raw / "fetaqa").mkdir(parents=True)
     write_jsonl(raw / "fetaqa" / "fetaQA-v1_dev.jsonl", [
-        {**base, "feta_id": 1, "table_source_json": "totto_source/dev_json/example-1.json", "question": "Club in 2001?"},
+        {**base, "feta_id": 1, "table_source_json": "totto_source/dev_json/example-1.json",
+         "question": "Club in 2001?"},
         {**base, "feta_id": 2, "table_source_json": "totto_source/dev_json/example-2.json", "question": "Which year?"},
         {**base, "feta_id": 3, "table_source_json": "totto_source/dev_json/example-3.json", "question": "Votes?",
          "table_page_title": "Vote", "table_section_title": "Result", "table_array": [["Party"], [""]]},
@@ -96,7 +97,8 @@ def test_tabfact_in_targets_form_keeps_the_splits_tables_in_arms_text(tmp_path):
     (raw / "tabfact_sample" / "table_to_page_sample.json").write_text(json.dumps(
         {"1-1-1.html.csv": ["league table", "https://en.wikipedia.org/wiki/League"]}))
     prepared = _prepare(tmp_path, raw, {"name": "tabfact", "params": {"form": "target"}})
-    assert [c["text"] for c in _table(prepared.file("corpus.parquet"))] == ["league table [SEP] [H] rank: 1 , [H] team: "]
+    assert [c["text"] for c in _table(prepared.file("corpus.parquet"))] == [
+        "league table [SEP] [H] rank: 1 , [H] team: "]
 
 
 def test_target_in_arms_form_names_rows_by_context_else_the_table_id(tmp_path):
@@ -111,8 +113,8 @@ def test_target_in_arms_form_names_rows_by_context_else_the_table_id(tmp_path):
                                           "params": {"benchmark": "spider", "form": "target"}})
     assert [c["text"] for c in _table(rows.file("corpus.parquet"))] == [
         "Singers [SEP] [H] name: Joe , [H] age: 52", "stadium [SEP] [H] stadium_id: 1 , [H] capacity: 4000"]
-    schema = _prepare(tmp_path / "s", raw, {"name": "spider", "adapter": "target",
-                                            "params": {"benchmark": "spider", "form": "target", "granularity": "schema"}})
+    params = {"benchmark": "spider", "form": "target", "granularity": "schema"}
+    schema = _prepare(tmp_path / "s", raw, {"name": "spider", "adapter": "target", "params": params})
     assert [c["text"] for c in _table(schema.file("corpus.parquet"))] == [
         "concert [SEP] singer [SEP] [H] name [H] age", "concert [SEP] stadium [SEP] [H] stadium_id [H] capacity"]
 
