@@ -113,12 +113,15 @@ def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -
     finally:
         places.unlink(missing_ok=True)
     if not len(keys):
-        raise DataError(f"dataset {config.name!r} produced an empty corpus from {corpus_sources(params, raw)}"
+        raise DataError(f"dataset {config.name!r} produced an empty corpus from {sources(params, raw)}"
                         f" ({empty} objects with blank text skipped): check the files and the field names (for "
                         "jsonl: text_field and doc_id_fields)")
     query_schema = pa.schema([*QUERY_SCHEMA, *([GRADES] if adapter.graded else []),
                               *([EXCLUDED] if adapter.excludes else [])])
     write_batches(folder / "queries.parquet", query_schema, query_rows())
+    if not pq.ParquetFile(folder / "queries.parquet").metadata.num_rows:
+        raise DataError(f"dataset {config.name!r} has no queries in {sources(params, raw, ('queries', 'topics'))}: "
+                        "check the queries file (one query per line; for jsonl: query_id_field and text_field)")
     digests = {"corpus": corpus_digest,
                "queries": table_digest(folder / "queries.parquet", query_schema.names)}
     report = validate(corpus, folder / "queries.parquet", config.name, empty, keys, records)
@@ -140,10 +143,11 @@ def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -
     return {**{k: v for k, v in report.items() if not isinstance(v, list)}, "digests": digests}
 
 
-def corpus_sources(params, raw: Artifact) -> str:
-    """The files a dataset's corpus was read from, as the user named them: its ``corpus`` or
-    ``path`` param where the user gave one, else the files of the download artifact."""
-    paths = [str(getattr(params, name)) for name in ("corpus", "path") if getattr(params, name, None) is not None]
+def sources(params, raw: Artifact, names: tuple[str, ...] = ("corpus", "path")) -> str:
+    """The files a dataset's corpus (or, with ``names`` such as ``("queries", "topics")``, its
+    queries) was read from, as the user named them: those params where the user gave one, else
+    the files of the download artifact."""
+    paths = [str(getattr(params, name)) for name in names if getattr(params, name, None) is not None]
     if paths:
         return ", ".join(paths)
     files = sorted(str(p.relative_to(raw.path)) for p in raw.path.rglob("*") if p.is_file() and

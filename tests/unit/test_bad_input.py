@@ -246,7 +246,7 @@ DATA_CASES = {
     "not-utf8": (json.dumps(CORPUS[0]).encode() + b"\n" + json.dumps(CORPUS[1]).replace("Andy", "And\\u00ff").encode()
                  .replace(b"\\u00ff", b"\xff") + b"\n", Q, "c.jsonl:2", "not UTF-8"),
     "empty-corpus": (["", "   "], Q, "empty corpus", "field names"),
-    "no-queries": (CORPUS, [""], "no queries", "queries file"),
+    "no-queries": (CORPUS, [""], "no queries in ", "q.jsonl"),
     "all-texts-empty": ([{**c, "object": "  "} for c in CORPUS], Q, "empty corpus", "field names"),
 }
 
