@@ -48,8 +48,11 @@ test-fast: setup
 docs: setup
 	$(BIN)/mkdocs build --strict --clean
 
+# Per-test times go to test-results/junit.xml, and a per-file table to test-results/durations-by-file.txt
+# (also printed), so that the next round plans the suite's time from this run.
 test: setup vllm-env
-	$(BIN)/pytest -ra --durations=40 tests/unit tests/integration tests/system
+	$(BIN)/pytest -ra --durations=40 --junitxml=test-results/junit.xml tests/unit tests/integration tests/system
+	$(BIN)/python -m tests.durations test-results/junit.xml --out test-results/durations-by-file.txt
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) .rbench site
