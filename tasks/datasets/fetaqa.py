@@ -39,7 +39,8 @@ DEV = split_file("dev")
 TARGET_FORM = {"granularity": "row", "title": "page"}
 """What ``form: target`` fixes: one object per row, headed by the page title (TARGET's FeTaQA
 context is ``{table_page_title, table_section_title}``, TARGET's README, "Note on corpus and
-corpus_entry Formatting"; ARM's ``serialize_tables.py`` names a row by ``table_page_title``)."""
+corpus_entry Formatting"; ARM's ``serialize_tables.py`` names a row by ``table_page_title``, and
+by nothing where that is empty: its fallback key is ``section_title``, which this context lacks)."""
 
 
 class FetaqaParams(BaseModel):
@@ -113,7 +114,7 @@ class Fetaqa(Adapter):
             page, section = record["table_page_title"], record["table_section_title"]
             header, *rows = record["table_array"]
             title = _title(page, section, params.title)
-            objects = (arm_row_objects(title, header, rows) if params.form == "target"
+            objects = (arm_row_objects(page, header, rows) if params.form == "target"
                        else table_objects(title, header, rows, params.granularity))
             for modality, position, text, meta in objects:
                 yield CorpusObject(
