@@ -340,8 +340,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from rbench.evaluation.reproduce import load_reproduction, matrix, page
-    from rbench.experiment import resolve_experiment
     from rbench.evaluation.reproduction import load_published
+    from rbench.experiment import resolve_experiment
     from rbench.tasks.results import log_reproduction_page
 
     repro = load_reproduction(args.name)
@@ -361,7 +361,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             print(f"rbench reproduce: {commands[study.config]}", flush=True)
             run_args = argparse.Namespace(command="run", config=str(study.path()), mirror=args.mirror, store=args.store,
                                           runner=None, address=None, force_flow=False)
-            cmd_run(run_args)
+            if cmd_run(run_args) != 0:
+                status[study.config] = "failed: see the run's output above"
+                continue
             uri = cfg.tracking_uri()
             parent, found = _compare_run(uri, "latest", cfg.mlflow.experiment, tables, [], args.trials, 0)
             _log_comparisons(uri, parent.info.run_id, tables, found, out / Path(study.config).stem)
@@ -378,7 +380,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         log_reproduction_page(uri, run_id, out)
     print(text)
     print(f"wrote {out / 'reproduction.md'}, .html and .json; logged to the MLflow run of each local study")
-    return 0
+    return 1 if any(state.startswith("failed") for state in status.values()) else 0
 
 
 def cmd_compare_grid(args: argparse.Namespace) -> int:
