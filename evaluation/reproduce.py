@@ -17,8 +17,7 @@ from typing import Literal, Mapping, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from rbench.core.configfile import validate_file
-from rbench.core.errors import ConfigError
-from rbench.evaluation.reproduction import PUBLISHED
+from rbench.evaluation.reproduction import PUBLISHED, shipped_file
 
 REPRODUCTIONS = PUBLISHED / "reproductions"
 REPO = Path(__file__).resolve().parents[1]
@@ -60,20 +59,9 @@ class Reproduction(BaseModel):
     studies: list[Study] = Field(min_length=1)
 
 
-def reproduction_names() -> list[str]:
-    """The reproductions rbench ships."""
-    return sorted(p.stem for p in REPRODUCTIONS.glob("*.yaml"))
-
-
 def load_reproduction(name_or_path: str) -> Reproduction:
     """A shipped reproduction by name (``arm-report``), or a YAML file of the same shape."""
-    path = Path(name_or_path)
-    if path.suffix not in (".yaml", ".yml"):
-        path = REPRODUCTIONS / f"{name_or_path}.yaml"
-        if not path.is_file():
-            raise ConfigError(f"no reproduction named {name_or_path!r}; rbench ships "
-                              f"{', '.join(reproduction_names())} (or pass the path of a YAML file in their shape)")
-    return validate_file(Reproduction, path, "reproduction")
+    return validate_file(Reproduction, shipped_file(name_or_path, REPRODUCTIONS, "reproduction"), "reproduction")
 
 
 def _covers(study_pairs: Mapping[str, set[tuple[str, str]]], dataset: str, system: str) -> str | None:

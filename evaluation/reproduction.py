@@ -207,14 +207,23 @@ class PublishedGrid(BaseModel):
         return [dict(zip(GRID_COLUMNS, cell)) for cell in self.cells]
 
 
+def shipped_file(name_or_path: str, folder: Path, what: str) -> Path:
+    """The YAML file of a shipped ``what`` named ``name_or_path`` in ``folder``, or the path itself
+    when it names a YAML file; an unknown name is a ConfigError listing the shipped ones."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml"):
+        return path
+    path = folder / f"{name_or_path}.yaml"
+    if not path.is_file():
+        shipped = ", ".join(sorted(p.stem for p in folder.glob("*.yaml")))
+        raise ConfigError(f"no {what} named {name_or_path!r}; rbench ships {shipped} (or pass the path of a YAML "
+                          "file in their shape)")
+    return path
+
+
 def load_grid(name_or_path: str) -> PublishedGrid:
     """A shipped chunking grid by name, or a YAML file of the same shape."""
-    path = Path(name_or_path)
-    if path.suffix not in (".yaml", ".yml"):
-        path = PUBLISHED / "grids" / f"{name_or_path}.yaml"
-        if not path.is_file():
-            shipped = ", ".join(sorted(p.stem for p in (PUBLISHED / "grids").glob("*.yaml")))
-            raise ConfigError(f"no published grid named {name_or_path!r}; rbench ships {shipped}")
+    path = shipped_file(name_or_path, PUBLISHED / "grids", "published grid")
     return validate_file(PublishedGrid, path, "published chunking grid")
 
 
@@ -302,12 +311,7 @@ def published_names() -> list[str]:
 
 def load_published(name_or_path: str) -> PublishedTable:
     """A shipped table by name (``anserini-bright-bm25``), or a YAML file of the same shape."""
-    path = Path(name_or_path)
-    if path.suffix not in (".yaml", ".yml"):
-        path = PUBLISHED / f"{name_or_path}.yaml"
-        if not path.is_file():
-            raise ConfigError(f"no published table named {name_or_path!r}; rbench ships {', '.join(published_names())} "
-                              "(or pass the path of a YAML file in their shape)")
+    path = shipped_file(name_or_path, PUBLISHED, "published table")
     table = validate_file(PublishedTable, path, "published table")
     if path.parent == PUBLISHED and table.name != path.stem:
         raise ConfigError(f"published table {path} is named {table.name!r}: name it {path.stem!r} like its file")

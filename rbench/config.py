@@ -176,8 +176,8 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
 (apostolhskouk/ARM at 5a6cb92): its evaluator (``scripts/run_all_evaluation.py``,
 ``src/utils/evaluator.py``): 30 objects per query, mapped to document ids, de-duplicated in rank
 order, the first k unique documents scored, precision over the documents kept; and its query
-sample (``scripts/run_benchmark_subsampling.py``: ``subsample_json(..., k=100,
-skip_field="document_ids")``; ``src/utils/sample_queries.py``: ``KMeans(random_state=42)``).
+sample (``scripts/run_benchmark_subsampling.py`` line 13: ``subsample_json(..., k=100,
+skip_field="document_ids")``; ``src/utils/sample_queries.py`` line 33: ``KMeans(random_state=42)``).
 Datasets whose adapter has a ``form`` take ``form: target`` unless the file names another
 (see :data:`PROTOCOL_FORMS`)."""
 

@@ -43,11 +43,11 @@ def select_queries(texts: list[str], size: int, seed: int) -> list[int]:
 
 def select_queries_arm(texts: list[str], size: int, seed: int = 42) -> list[int]:
     """The ARM reproduction's sample, in centroid order: ``subsample_json`` of
-    ``src/utils/sample_queries.py`` (apostolhskouk/ARM at 5a6cb92). ``TfidfVectorizer()`` with its
-    defaults, ``KMeans(n_clusters=size, random_state=seed)`` with scikit-learn's default starts, and
-    for each centroid ``j`` the query nearest it among all queries (``distances[:, j].argmin()``),
-    so one query can be picked for two centroids. Every query, in order, when there are at most
-    ``size`` (the file's ``if n_items > k``)."""
+    ``src/utils/sample_queries.py`` (apostolhskouk/ARM at 5a6cb92): ``TfidfVectorizer()`` with its
+    defaults (line 32), ``KMeans(n_clusters=size, random_state=seed)`` with scikit-learn's default
+    starts (line 33; ``random_state=42`` there), and for each centroid ``j`` the query nearest it
+    among all queries (``distances[:, j].argmin()``, line 35), so one query can be picked for two
+    centroids. Every query, in order, when there are at most ``size`` (``if n_items > k``)."""
     if len(texts) <= size:
         return list(range(len(texts)))
     torch_before_scipy()
@@ -60,7 +60,8 @@ def select_queries_arm(texts: list[str], size: int, seed: int = 42) -> list[int]
 
 
 def _arm_sample(queries: pa.Table, config: SubsampleConfig) -> tuple[pa.Table, dict]:
-    """ARM's sample of ``queries``: those with gold documents (its ``skip_field="document_ids"``),
+    """ARM's sample of ``queries``: those with gold documents (``skip_field="document_ids"``,
+    ``scripts/run_benchmark_subsampling.py`` line 13; dropped at ``sample_queries.py`` lines 20-24),
     then :func:`select_queries_arm`; a second pick of one query is kept as ``<id>#2`` (then ``#3``),
     so that it counts twice in every mean, as in ARM's evaluation."""
     with_gold = queries.filter(pc.greater(pc.list_value_length(queries.column("gold_doc_ids")), 0))

@@ -20,9 +20,9 @@ def serialize_row(title: str, header: Sequence[str], row: Sequence[str]) -> str:
 def serialize_row_arm(name: str, header: Sequence[str], row: Sequence[str]) -> str | None:
     """A row as the ARM reproduction's ``scripts/target/serialize_tables.py`` (apostolhskouk/ARM at
     5a6cb92) writes it: ``name [SEP] [H] col1: val1 , [H] col2: val2 ...`` over every cell, empty
-    ones included (``f"[H] {str(h)}: {str(v)}"`` joined by ``" , "``); with no name, the cells
-    alone, without ``[SEP]``; None for a row whose cell count differs from the header's, which
-    that script skips."""
+    ones included (``f"[H] {str(h)}: {str(v)}"`` joined by ``" , "``, lines 115-117); with no name,
+    the cells alone, without ``[SEP]`` (lines 120-123); None for a row whose cell count differs from
+    the header's, which that script skips (line 109)."""
     if len(row) != len(header):
         return None
     cells = " , ".join(f"[H] {h}: {v}" for h, v in zip(header, row))
@@ -43,7 +43,7 @@ def arm_row_objects(name: str, header: Sequence[str],
 
 def serialize_schema_arm(database_id: str, table_id: str, first_row: str) -> str:
     """A table's metadata object as the ARM reproduction's ``scripts/run_extract_schemas.py``
-    writes it from the table's first serialized row: ``database [SEP] table [SEP] [H] col1 [H]
+    (lines 21-25) writes it from the table's first serialized row: ``database [SEP] table [SEP] [H] col1 [H]
     col2``, each column the text between ``[H]`` and the first ``:`` of that row (so a column
     name holding ``:`` is cut there, as in that script)."""
     columns = [part.split(":")[0].strip() for part in first_row.split("[H]")[1:]]

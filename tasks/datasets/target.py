@@ -82,8 +82,9 @@ TEXT_TO_SQL = ("spider", "bird")
 
 
 def arm_name(context, table_id: str, benchmark: str) -> str:
-    """The name ARM's ``serialize_tables.py`` heads a TARGET table's rows with: the context's
-    ``table_page_title``, else ``section_title``, else ``title``, else (text-to-SQL only) the table id."""
+    """The name ARM's ``scripts/target/serialize_tables.py`` heads a TARGET table's rows with (lines
+    98-105): the context's ``table_page_title``, else ``section_title``, else ``title``, else
+    (text-to-SQL only) the table id."""
     if isinstance(context, str) and context.strip().startswith("{"):
         try:
             context = json.loads(context)
