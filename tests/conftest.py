@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,10 @@ import pytest
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Two stage threads per run (Prefect's default is unbounded): a stage thread that loads a model
+# does so in a stage process of its own, about 1.2 GB, and four xdist workers each running a
+# run of ten stages at once ran out of the machine's 24 GiB. Runs started by tests inherit it.
+os.environ.setdefault("PREFECT_TASKS_RUNNER_THREAD_POOL_MAX_WORKERS", "2")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -103,6 +108,18 @@ def prefect_server():
         yield
 
 
+@pytest.fixture(autouse=True)
+def idle_children_stopped():
+    """After each test, the idle stage processes and Lucene workers this process pooled are
+    stopped: each holds the models (or the JVM) its tests loaded, about 1 GB, and four xdist
+    workers keeping theirs for the whole session ran out of the machine's 24 GiB."""
+    yield
+    for module, name in (("rbench.core.processes", "STAGE_PROCESSES"), ("rbench.retrievers.lucene", "POOL")):
+        pool = getattr(sys.modules.get(module), name, None)
+        if pool is not None:
+            pool.close_idle()
+
+
 def tiny_cross_encoder(folder: Path) -> str:
     """A randomly initialised 1-layer BERT cross-encoder saved as a local model folder."""
     import torch
@@ -130,6 +147,53 @@ def tiny_cross_encoder(folder: Path) -> str:
     return str(folder)
 
 
+DURATIONS = REPO / "tests" / "durations.json"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``make test`` runs ``-n 4 --dist loadgroup``): tests marked ``timing`` (a
+    10 s or 15 s bound on a stop) form one group, so they run one after another on one worker and
+    never beside each other; and the work is ordered longest first by the last recorded per-test
+    durations (``tests/durations.json``), a group by the sum of its tests, so that the long tests
+    do not start last. Every worker computes the same order from the same file, as xdist requires.
+    A serial run keeps pytest's order (its module fixtures stay shared)."""
+    for item in items:
+        if item.get_closest_marker("timing"):
+            item.add_marker(pytest.mark.xdist_group("timing"))
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    recorded = json.loads(DURATIONS.read_text(encoding="utf-8"))["tests"] if DURATIONS.exists() else {}
+    group_of = {id(item): _group(item) for item in items}
+    cost: dict[str, float] = {}
+    for item in items:
+        group = group_of[id(item)]
+        cost[group] = cost.get(group, 0.0) + recorded.get(item.nodeid, 1.0)
+    order = {id(item): i for i, item in enumerate(items)}
+    items.sort(key=lambda item: (-cost[group_of[id(item)]], group_of[id(item)], order[id(item)]))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    """Refuse a parallel run whose grouping has no effect (xdist's ``loadgroup`` appends ``@group``
+    to each grouped test's node id; a pytest that names nodes otherwise leaves it out), since the
+    timing group would then run beside itself and its time bounds fail at random."""
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not session.config.getvalue("loadgroup"):
+        return
+    lost = [item.nodeid for item in session.items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+    if lost:
+        raise pytest.UsageError(f"pytest-xdist's --dist loadgroup did not group {lost[0]} (and {len(lost) - 1} more) "
+                                "with this pytest; install the versions pyproject.toml's `test` extra names")
+
+
+def _group(item) -> str:
+    """The xdist work unit of ``item``: its ``xdist_group`` name, or the test itself."""
+    mark = item.get_closest_marker("xdist_group")
+    if mark is None:
+        return item.nodeid
+    return "@" + str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+
+
 _EXIT_STATUS: list[int] = []
 
 
@@ -143,8 +207,6 @@ def pytest_unconfigure(config):
     interpreter's teardown: their native threads can crash it after every test has passed (seen
     once: a segmentation fault at exit, status 139). Every other session exits normally, so a
     real crash at exit shows."""
-    import sys
-
     native = "jnius" in sys.modules or "ray" in sys.modules
     if native and _EXIT_STATUS and not hasattr(sys, "ps1"):
         sys.stdout.flush()

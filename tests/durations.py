@@ -1,57 +1,119 @@
-"""Per-file test durations from a pytest JUnit XML report, longest first, so that each round can
-plan the suite's time from the last CI run instead of guessing.
+"""Per-test and per-file durations from a pytest JUnit XML report, and each file's time budget.
 
     python -m tests.durations test-results/junit.xml [--out test-results/durations-by-file.txt]
+        [--budgets tests/budgets.json] [--record tests/durations.json]
 
 Each test case's time (setup, call and teardown, pytest's default ``junit_duration_report``) is
-added to its file; the table lists seconds, tests and the share of the total per file.
+added to its file; the table lists seconds, tests, the share of the total and the file's budget.
+With ``--budgets`` the command fails when a file ran more than ``tolerance`` (0.5: half) over its
+budget, or has no budget: raise the budget in the same commit that makes the file slower, and the
+check passes again. ``--record`` writes the per-test times that order the next parallel run
+(longest first, see ``tests/conftest.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
 
 
-def by_file(report: Path) -> list[tuple[str, float, int]]:
-    """``(test file, seconds, tests)`` per file of a JUnit XML report, longest first."""
+def by_test(report: Path) -> dict[str, float]:
+    """Seconds per test node id (``tests/unit/test_a.py::test_one[x]``) of a JUnit XML report;
+    the ``@group`` suffix pytest-xdist adds under ``--dist loadgroup`` is dropped."""
     try:
         root = ET.parse(report).getroot()
     except (OSError, ET.ParseError) as e:
         raise SystemExit(f"{report} is not a readable JUnit XML report ({e}); run pytest with --junitxml={report}")
     seconds: dict[str, float] = defaultdict(float)
-    tests: dict[str, int] = defaultdict(int)
     for case in root.iter("testcase"):
         parts = case.get("classname", "").split(".")
-        module = [p for p in parts if not p[:1].isupper()]  # drop a test class name
-        name = "/".join(module) + ".py" if module else "(unknown)"
-        seconds[name] += float(case.get("time", 0) or 0)
+        module = [p for p in parts if not p[:1].isupper()]
+        classes = parts[len(module):]
+        path = "/".join(module) + ".py" if module else "(unknown)"
+        name = case.get("name", "")
+        if name.rfind("@") > name.rfind("]"):
+            name = name[:name.rfind("@")]
+        seconds["::".join([path, *classes, name])] += float(case.get("time", 0) or 0)
+    return dict(seconds)
+
+
+def by_file(report: Path) -> list[tuple[str, float, int]]:
+    """``(test file, seconds, tests)`` per file of a JUnit XML report, longest first."""
+    seconds: dict[str, float] = defaultdict(float)
+    tests: dict[str, int] = defaultdict(int)
+    for nodeid, s in by_test(report).items():
+        name = nodeid.split("::", 1)[0]
+        seconds[name] += s
         tests[name] += 1
     return sorted(((f, seconds[f], tests[f]) for f in seconds), key=lambda row: (-row[1], row[0]))
 
 
-def table(rows: list[tuple[str, float, int]]) -> str:
-    """The rows as aligned text with a total line."""
+def load_budgets(path: Path) -> tuple[dict[str, float], float]:
+    """``(seconds per test file, tolerance)`` from a budgets file, checked."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        files, tolerance = data["files"], float(data["tolerance"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SystemExit(f"{path}: not a budgets file ({e}); it holds {{\"tolerance\": 0.5, \"files\": "
+                         "{\"tests/unit/test_a.py\": 12, ...}}")
+    bad = {f: s for f, s in files.items() if not isinstance(s, (int, float)) or s <= 0}
+    if bad or tolerance < 0:
+        raise SystemExit(f"{path}: budgets are positive seconds and the tolerance is >= 0 (got {bad or tolerance})")
+    return {f: float(s) for f, s in files.items()}, tolerance
+
+
+def over_budget(rows: list[tuple[str, float, int]], budgets: dict[str, float], tolerance: float) -> list[str]:
+    """One line per file that ran past ``budget * (1 + tolerance)`` or has no budget."""
+    problems = []
+    for name, seconds, _ in rows:
+        budget = budgets.get(name)
+        if budget is None:
+            problems.append(f"{name}: {seconds:.0f} s and no budget; add it to the budgets file")
+        elif seconds > budget * (1 + tolerance):
+            problems.append(f"{name}: {seconds:.0f} s, over its budget of {budget:.0f} s by more than "
+                            f"{tolerance:.0%}; make it faster, or raise its budget in the same commit")
+    return problems
+
+
+def table(rows: list[tuple[str, float, int]], budgets: dict[str, float] | None = None) -> str:
+    """The rows as aligned text with a total line (and each file's budget, where given)."""
     total = sum(s for _, s, _ in rows) or 1.0
-    lines = [f"{'seconds':>9} {'tests':>6} {'share':>6}  file"]
-    lines += [f"{s:9.1f} {n:6d} {100 * s / total:5.1f}%  {f}" for f, s, n in rows]
-    lines.append(f"{sum(s for _, s, _ in rows):9.1f} {sum(n for *_, n in rows):6d} 100.0%  (all)")
+    lines = [f"{'seconds':>9} {'tests':>6} {'share':>6}{' budget' if budgets is not None else ''}  file"]
+    for f, s, n in rows:
+        budget = "" if budgets is None else f" {budgets[f]:6.0f}" if f in budgets else "      -"
+        lines.append(f"{s:9.1f} {n:6d} {100 * s / total:5.1f}%{budget}  {f}")
+    lines.append(f"{sum(s for _, s, _ in rows):9.1f} {sum(n for *_, n in rows):6d} 100.0%"
+                 f"{'       ' if budgets is not None else ''}  (all)")
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    """Print the table; write it, the per-test record, and check the budgets where asked."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("report", type=Path, help="a pytest --junitxml report")
     parser.add_argument("--out", type=Path, help="also write the table here")
-    args = parser.parse_args()
-    text = table(by_file(args.report))
+    parser.add_argument("--budgets", type=Path, help="fail when a file runs past its budget here (tests/budgets.json)")
+    parser.add_argument("--record", type=Path, help="write the per-test seconds here (tests/durations.json)")
+    args = parser.parse_args(argv)
+    rows = by_file(args.report)
+    budgets, tolerance = load_budgets(args.budgets) if args.budgets else (None, 0.0)
+    text = table(rows, budgets)
     print(text, end="")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text, encoding="utf-8")
+    if args.record:
+        tests = {k: round(v, 1) for k, v in sorted(by_test(args.report).items())}
+        args.record.write_text(json.dumps({"source": str(args.report), "tests": tests}, indent=1) + "\n",
+                               encoding="utf-8")
+    problems = over_budget(rows, budgets, tolerance) if budgets is not None else []
+    for line in problems:
+        print(f"budget: {line}")
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

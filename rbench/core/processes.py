@@ -256,6 +256,15 @@ class Pool:
             with self._lock:
                 self.idle.append(worker)
 
+    def close_idle(self) -> int:
+        """Stop the idle workers, freeing what they hold (a model, a JVM); the next :meth:`take`
+        starts a new one. Returns how many were stopped."""
+        with self._lock:
+            idle, self.idle = self.idle, []
+        for worker in idle:
+            worker.close()
+        return len(idle)
+
     def stop_all(self) -> None:
         """Kill and reap every worker this pool made (a signal is stopping the run)."""
         for worker in list(self._made):

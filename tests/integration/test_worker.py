@@ -69,6 +69,7 @@ def supervise(tmp_path: Path, worker: str, grace: float) -> tuple[int, list[int]
     return code, seen["tree"], time.monotonic() - seen["told"]
 
 
+@pytest.mark.timing
 def test_a_stop_ends_the_flow_run_with_sigterm_before_the_worker(tmp_path, capsys):
     code, tree, seconds = supervise(tmp_path, "polite", grace=10)
     assert code == 128 + signal.SIGTERM
@@ -81,6 +82,7 @@ def test_a_stop_ends_the_flow_run_with_sigterm_before_the_worker(tmp_path, capsy
     assert err.rstrip().endswith("rbench worker: SIGTERM: stopped")
 
 
+@pytest.mark.timing
 def test_a_flow_run_the_worker_takes_during_the_stop_gets_sigterm_too(tmp_path, capsys):
     code, tree, seconds = supervise(tmp_path, "greedy", grace=10)
     assert code == 128 + signal.SIGTERM
@@ -93,6 +95,7 @@ def test_a_flow_run_the_worker_takes_during_the_stop_gets_sigterm_too(tmp_path, 
     assert err.rstrip().endswith("rbench worker: SIGTERM: stopped")
 
 
+@pytest.mark.timing
 def test_a_worker_that_ignores_sigterm_is_killed_after_the_grace(tmp_path, capsys):
     code, tree, seconds = supervise(tmp_path, "stubborn", grace=1)
     assert code == 128 + signal.SIGTERM

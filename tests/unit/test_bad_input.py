@@ -406,7 +406,7 @@ def test_a_mirror_file_with_other_content_is_named_with_both_digests(tmp_path):
         _fetaqa_from(tmp_path / "mirror")
 
 
-def test_a_full_disk_while_creating_the_mlflow_database_keeps_its_cause(tmp_path, monkeypatch):
+def test_a_child_failing_as_on_a_full_disk_while_creating_the_mlflow_database_keeps_its_cause(tmp_path, monkeypatch):
     import sys
 
     from rbench.core.errors import RbenchError

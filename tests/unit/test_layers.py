@@ -5,6 +5,7 @@ layer or a lower one, and the module graph has no cycle."""
 
 from __future__ import annotations
 
+import os
 import sys
 import tomllib
 from pathlib import Path
@@ -57,10 +58,25 @@ def graph() -> dict[str, set[str]]:
     return {name: imported_modules(name, path, mods.get) - {name} for name, path in mods.items()}
 
 
-def test_one_top_level_package():
+def test_one_top_level_package_that_packages_every_source_folder():
+    """The wheel installs one name, ``rbench``, and every folder of the checkout that holds a
+    Python package (an ``__init__.py``) is in it: a folder left out would import from a checkout
+    and fail from the wheel."""
     config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert {p.split(".")[0] for p in config["packages"]} == {"rbench"}
-    assert set(config["package-dir"]) >= {"rbench.flows", "rbench.tasks", "rbench.retrievers", "rbench.evaluation"}
+    roots = config["package-dir"]
+
+    def folder(package: str) -> Path:
+        top = max((n for n in roots if package == n or package.startswith(n + ".")), key=len)
+        return (REPO / roots[top]).joinpath(*package[len(top):].split(".")[1:]).resolve()
+
+    packaged = {folder(p) for p in config["packages"]}
+    sources = set()
+    for here, dirs, files in os.walk(REPO):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("tests", "docs", "site", "build", "dist")]
+        if "__init__.py" in files:
+            sources.add(Path(here).resolve())
+    assert len(sources) >= 10 and not sources - packaged, sorted(str(p.relative_to(REPO)) for p in sources - packaged)
 
 
 def test_no_upward_imports():

@@ -3,6 +3,9 @@ plugins are named errors."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import pkgutil
 from importlib.metadata import EntryPoint
 
 import pytest
@@ -10,8 +13,8 @@ import pytest
 import rbench.core.registry as registry_module
 from rbench.core.errors import ConfigError
 from rbench.core.registry import Registry
-from rbench.retrievers.base import RETRIEVERS
-from rbench.tasks.datasets.base import ADAPTERS
+from rbench.retrievers.base import RETRIEVERS, Retriever
+from rbench.tasks.datasets.base import ADAPTERS, Adapter
 
 
 class A:
@@ -51,10 +54,25 @@ def test_entry_points_add_components_and_a_broken_one_is_named(monkeypatch):
         _registry(monkeypatch, broken).names()
 
 
+def _defined(package: str, base: type) -> set[type]:
+    """The concrete subclasses of ``base`` (those with a ``name``) defined in ``package``'s modules."""
+    found = set()
+    for info in pkgutil.iter_modules(importlib.import_module(package).__path__, f"{package}."):
+        module = importlib.import_module(info.name)
+        found |= {c for c in vars(module).values() if isinstance(c, type) and issubclass(c, base)
+                  and c.__module__ == module.__name__ and not inspect.isabstract(c) and "name" in vars(c)}
+    return found
+
+
 def test_every_builtin_registers_itself():
-    assert {"bm25", "bm25s", "dense", "rerank", "fusion", "decompose", "multi_query", "xrr2", "llm_rerank", "react",
-            "arm", "ngrams"} <= set(RETRIEVERS.names())
-    assert {"fetaqa", "ottqa", "tabfact", "arm", "target", "beir", "jsonl"} <= set(ADAPTERS.names())
+    """Each retriever and adapter class of the package is registered under its own name (a class
+    that forgets the decorator is named), and a name that is not a dataset points to ``jsonl``."""
+    for registry, package, base in ((RETRIEVERS, "rbench.retrievers", Retriever),
+                                    (ADAPTERS, "rbench.tasks.datasets", Adapter)):
+        defined = _defined(package, base)
+        assert len(defined) >= 9
+        unregistered = sorted(f"{c.__module__}.{c.__name__}" for c in defined if dict(registry.items()).get(c.name) is not c)
+        assert not unregistered, f"not registered: {unregistered}"
     with pytest.raises(ConfigError, match="For your own files use adapter 'jsonl'"):
         ADAPTERS.get("my-data")
 

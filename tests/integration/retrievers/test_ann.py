@@ -96,7 +96,7 @@ def test_on_disk_lists_merged_from_the_shards_search_as_the_index_in_memory(tmp_
         make_retriever("dense", {"model": "static-64d", "index": "hnsw", "on_disk": True})
 
 
-def test_the_ivf_k_means_runs_on_the_clustering_index_given_for_gpus(tmp_path, monkeypatch):
+def test_the_ivf_k_means_runs_on_a_cpu_stand_in_for_the_gpu_clustering_index(tmp_path, monkeypatch):
     import faiss
 
     from rbench.retrievers import dense

@@ -10,7 +10,7 @@ from rbench.tasks.orchestration import RESULTS_FOLDER, result_storage
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
 
-def test_a_block_save_that_loses_a_race_on_the_server_is_retried(tmp_path, monkeypatch):
+def test_a_block_save_that_fails_as_a_lost_race_does_is_retried(tmp_path, monkeypatch):
     """On a Postgres server, clients that save their first block at the same moment race to register
     the block type, and the losers' saves fail with ObjectNotFound (reproduced with three processes on
     a fresh server; see tests/benchmarks/server_database.py); the save is retried."""

@@ -128,6 +128,7 @@ def test_deployment_schedules_runs_fails_alone_and_retries_from_the_ui(server, t
     assert (store / "_prefect-results").is_dir()  # Prefect's records live in the shared store
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("stop", ["cancel", "worker-shutdown"])
 def test_a_stopped_deployed_run_ends_within_seconds_and_releases_its_leases(server, tmp_path, stop):
     """``cancel``: `prefect flow-run cancel` (or Cancel in the UI): the worker sends SIGTERM, Prefect

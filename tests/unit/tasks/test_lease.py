@@ -43,6 +43,7 @@ def test_two_processes_building_one_key_build_it_once(tmp_path):
     assert {r[2] for r in results} == {"done"}
 
 
+@pytest.mark.timing
 def test_a_lease_whose_process_died_is_broken_at_once(tmp_path):
     ctx = mp.get_context("spawn")
     path = tmp_path / "k.lease"
@@ -62,6 +63,7 @@ def _hold_forever(path: str) -> None:
     time.sleep(600)
 
 
+@pytest.mark.timing
 def test_a_lease_without_heartbeat_is_broken_after_the_ttl(tmp_path):
     path = tmp_path / "k.lease"
     path.write_text('{"owner": "other-node:1:x"}')  # a holder on another host that stopped beating
