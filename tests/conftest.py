@@ -152,7 +152,7 @@ DURATIONS = REPO / "tests" / "durations.json"
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (``make test`` runs ``-n 4 --dist loadgroup``): tests marked ``timing`` (a
+    """Under pytest-xdist (``make test`` runs ``-n 3 --dist loadgroup``): tests marked ``timing`` (a
     10 s or 15 s bound on a stop) form one group, so they run one after another on one worker and
     never beside each other; and the work is ordered longest first by the last recorded per-test
     durations (``tests/durations.json``), a group by the sum of its tests, so that the long tests

@@ -11,7 +11,7 @@ import pytest
 
 from rbench.core.errors import DataError
 from rbench.core.lease import Lease, LeaseLost
-from rbench.core.processes import STAGE_PROCESSES, StageProcess, StageProcessError, call_in_process
+from rbench.core.processes import STAGE_PROCESSES, Pool, StageProcess, StageProcessError, call_in_process
 from rbench.core.store import Checkpoint
 
 
@@ -110,3 +110,24 @@ def test_a_child_that_showed_a_progress_bar_leaves_no_semaphore_behind(tmp_path)
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "3", proc.stderr[-2000:]
     assert "leaked semaphore" not in proc.stderr, proc.stderr[-2000:]
+
+
+class _Worker:
+    def __init__(self):
+        self.open = True
+
+    def alive(self) -> bool:
+        return self.open
+
+    def close(self) -> None:
+        self.open = False
+
+
+def test_closing_idle_workers_leaves_busy_ones_alone():
+    pool = Pool(_Worker)
+    first, second, busy = pool.take(), pool.take(), pool.take()
+    pool.put(first)
+    pool.put(second)
+    assert pool.close_idle() == 2
+    assert not first.open and not second.open and busy.open
+    assert pool.take() is not first and pool.close_idle() == 0

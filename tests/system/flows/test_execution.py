@@ -26,6 +26,7 @@ from tests.conftest import (
     tiny_dataset,
     write_jsonl,
 )
+from tests.system.deployments.conftest import stop_group
 
 pytestmark = pytest.mark.usefixtures("prefect_server")  # one Prefect test server per session
 
@@ -412,8 +413,7 @@ def _mlflow_server(folder: Path, *extra: str):
                 time.sleep(1)
         yield port
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
+        stop_group(server)
 
 
 @pytest.mark.slow
