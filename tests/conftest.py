@@ -19,10 +19,6 @@ import pytest
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# Two stage threads per run (Prefect's default is unbounded): a stage thread that loads a model
-# does so in a stage process of its own, about 1.2 GB, and four xdist workers each running a
-# run of ten stages at once ran out of the machine's 24 GiB. Runs started by tests inherit it.
-os.environ.setdefault("PREFECT_TASKS_RUNNER_THREAD_POOL_MAX_WORKERS", "2")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -152,7 +148,7 @@ DURATIONS = REPO / "tests" / "durations.json"
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (``make test`` runs ``-n 3 --dist loadgroup``): tests marked ``timing`` (a
+    """Under pytest-xdist (``make test TEST_WORKERS=3`` runs ``-n 3 --dist loadgroup``): tests marked ``timing`` (a
     10 s or 15 s bound on a stop) form one group, so they run one after another on one worker and
     never beside each other; and the work is ordered longest first by the last recorded per-test
     durations (``tests/durations.json``), a group by the sum of its tests, so that the long tests

@@ -236,7 +236,7 @@ HOW = {"SIGTERM": signal.SIGTERM, "SIGINT": signal.SIGINT, "group-SIGINT": signa
 @pytest.mark.parametrize("moment", sorted(MOMENTS))
 def test_a_signal_at_any_moment_ends_the_run_within_ten_seconds(tmp_path, moment, how):
     """SIGTERM, SIGINT and Ctrl-C to the whole process group, while Lucene indexes (in its worker
-    process), while Lucene searches, and while torch encodes (two threads, once a shard of four is
+    process), while Lucene searches, and while torch encodes (once a shard of four is
     published): the run ends within 10 s with one line and no traceback, nothing of its process
     group is left, no lease, no JVM crash file, and a rerun finishes from what was kept (the
     encode's published shards are reused, the others built)."""
@@ -244,8 +244,7 @@ def test_a_signal_at_any_moment_ends_the_run_within_ten_seconds(tmp_path, moment
     rows = [{**CORPUS[i % len(CORPUS)], "object": f"{CORPUS[i % len(CORPUS)]['object']} variant {i}"}
             for i in range(600 if stage == "encode" else 40)]
     corpus, queries = write_jsonl(tmp_path / "corpus.jsonl", rows), write_jsonl(tmp_path / "queries.jsonl", QUERIES)
-    config = _write(tmp_path, _base(tmp_path, corpus, queries, retrievers,
-                                    execution={"shard_size": 150, "runner": "threads", "max_workers": 2}))
+    config = _write(tmp_path, _base(tmp_path, corpus, queries, retrievers, execution={"shard_size": 150}))
     proc = _cli(["run", config], tmp_path / "node")
     locks, shards = tmp_path / "store" / stage / ".locks", tmp_path / "store" / "encode"
     deadline = time.monotonic() + 300
