@@ -106,10 +106,13 @@ def prefect_server():
 
 @pytest.fixture(autouse=True)
 def idle_children_stopped():
-    """After each test, the idle stage processes and Lucene workers this process pooled are
-    stopped: each holds the models (or the JVM) its tests loaded, about 1 GB, and four xdist
-    workers keeping theirs for the whole session ran out of the machine's 24 GiB."""
+    """With several xdist workers, after each test the idle stage processes and Lucene workers
+    this process pooled are stopped: each holds the models (or the JVM) its tests loaded, about
+    1 GB, and four workers keeping theirs for the whole session ran out of the machine's 24 GiB.
+    One worker keeps them, as a serial run always did (a new one costs torch's import)."""
     yield
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1) < 2:
+        return
     for module, name in (("rbench.core.processes", "STAGE_PROCESSES"), ("rbench.retrievers.lucene", "POOL")):
         pool = getattr(sys.modules.get(module), name, None)
         if pool is not None:
