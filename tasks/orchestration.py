@@ -15,6 +15,7 @@ written on one node is valid on another that mounts the store elsewhere.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import logging
@@ -253,9 +254,7 @@ class Submitter:
         return future
 
     def _progress(self, stage: str, label: str, future: PrefectFuture) -> None:
-        try:
-            future.wait()  # done already: this fixes the future's final state (the API may still say Running)
-        except CancelledError:  # a stop cancelled it: the stop's own line says so
+        if not settle(future):  # a stop cancelled it: the stop's own line says so
             return
         row = describe(stage, label, future.state)
         level = logging.INFO if row["status"] in ("ran", "cached") else logging.WARNING
@@ -274,7 +273,7 @@ class Submitter:
                     break
                 except queue.Empty:
                     continue
-            future.wait()
+            settle(future)
             yield future
 
     def artifact(self, future: PrefectFuture) -> Artifact | None:
@@ -305,7 +304,19 @@ def wait_for(future: PrefectFuture) -> None:
     future.add_done_callback(lambda _: done.set())
     while not done.wait(WAKE_SECONDS):
         pass
-    future.wait()
+    settle(future)
+
+
+def settle(future: PrefectFuture) -> bool:
+    """Fix a finished future's final state (the API may still say Running); False when a stop
+    cancelled its task. Prefect cancels a task still queued in its thread pool with
+    ``asyncio.CancelledError``, a BaseException: raised from a done-callback, it escaped the
+    callback's guard and killed the pool's thread with a traceback."""
+    try:
+        future.wait()
+    except (CancelledError, asyncio.CancelledError):
+        return False
+    return True
 
 
 def _state_message(state) -> str:

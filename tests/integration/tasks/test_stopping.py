@@ -1,6 +1,7 @@
 """A stop's traces: one line that says the run stopped, whichever path ends the process, and no
 traceback from the stage futures the stop cancels."""
 
+import asyncio
 import logging
 import subprocess
 import sys
@@ -17,14 +18,25 @@ from rbench.tasks.orchestration import Submitter
 pytestmark = pytest.mark.usefixtures("prefect_server")  # one Prefect test server per session
 
 
-def test_a_stage_future_cancelled_by_a_stop_logs_no_traceback(tmp_path, caplog):
+def _cancel(wrapped: Future) -> None:
+    wrapped.cancel()
+
+
+def _cancel_queued(wrapped: Future) -> None:
+    """As Prefect's thread pool ends a task that was still queued when the stop came."""
+    wrapped.set_running_or_notify_cancel()
+    wrapped.set_exception(asyncio.CancelledError("Task run cancelled by the task runner"))
+
+
+@pytest.mark.parametrize("cancel", [_cancel, _cancel_queued], ids=["cancelled", "cancelled-while-queued"])
+def test_a_stage_future_cancelled_by_a_stop_logs_no_traceback(tmp_path, caplog, cancel):
     @flow
     def cancelled_stage() -> None:
         sub = Submitter(str(tmp_path / "store"), ExecutionConfig())
         wrapped: Future = Future()
         future = PrefectConcurrentFuture(task_run_id=uuid.uuid4(), wrapped_future=wrapped)
         future.add_done_callback(lambda f: sub._progress("encode", "shard-0", f))
-        wrapped.cancel()
+        cancel(wrapped)
 
     with caplog.at_level(logging.DEBUG):
         cancelled_stage()

@@ -249,10 +249,10 @@ def test_a_signal_stops_a_run_within_seconds_and_the_rerun_resumes(tmp_path, sig
     assert info["indexed"] == 1200
 
 
-MOMENTS = {  # the stage whose lease marks the moment, and the retrievers of the run
-    "lucene-index": ("index", [{"name": "bm25"}]),
-    "lucene-search": ("retrieve", [{"name": "bm25"}]),
-    "dense-encode": ("encode", [{"name": "dense", "params": {"model": "minilm"}}]),
+MOMENTS = {  # the stage whose lease marks the moment, the retrievers of the run, its stage threads
+    "lucene-index": ("index", [{"name": "bm25"}], None),
+    "lucene-search": ("retrieve", [{"name": "bm25"}], None),
+    "dense-encode": ("encode", [{"name": "dense", "params": {"model": "minilm"}}], 2),  # shards queued
 }
 HOW = {"SIGTERM": signal.SIGTERM, "SIGINT": signal.SIGINT, "group-SIGINT": signal.SIGINT}
 
@@ -265,12 +265,14 @@ def test_a_signal_at_any_moment_ends_the_run_within_ten_seconds(tmp_path, moment
     """SIGTERM, SIGINT and Ctrl-C to the whole process group, while Lucene indexes (in its worker
     process), while Lucene searches, and while torch encodes: the run ends within 10 s with one
     line and no traceback, nothing of its process group is left, no lease, no JVM crash file, and
-    a rerun finishes from what was kept."""
-    stage, retrievers = MOMENTS[moment]
+    a rerun finishes from what was kept. The encode cells run on two stage threads, so that
+    shards still queued are cancelled by the stop."""
+    stage, retrievers, threads = MOMENTS[moment]
     rows = [{**CORPUS[i % len(CORPUS)], "object": f"{CORPUS[i % len(CORPUS)]['object']} variant {i}"}
             for i in range(600 if stage == "encode" else 40)]
     corpus, queries = write_jsonl(tmp_path / "corpus.jsonl", rows), write_jsonl(tmp_path / "queries.jsonl", QUERIES)
-    config = _write(tmp_path, _base(tmp_path, corpus, queries, retrievers, execution={"shard_size": 150}))
+    config = _write(tmp_path, _base(tmp_path, corpus, queries, retrievers,
+                                    execution={"shard_size": 150, "max_workers": threads}))
     proc = _cli(["run", config], tmp_path / "node")
     locks = tmp_path / "store" / stage / ".locks"
     deadline = time.monotonic() + 300
