@@ -53,8 +53,8 @@ docs: setup
 # table (also printed) to test-results/durations-by-file.txt, this run's per-test record to
 # test-results/durations.json (copy it to tests/durations.json to reorder), and a file that ran past its budget in
 # tests/budgets.json by more than half fails the target.
-# 3 workers are 15% faster here, but a stop with queued stage tasks prints a traceback (docs/reliability.md).
-TEST_WORKERS ?= 1
+# Beside other workers, torch takes one thread and a run two stage threads (tests/conftest.py).
+TEST_WORKERS ?= 3
 test: setup vllm-env
 	$(BIN)/pytest -ra -n $(TEST_WORKERS) --dist loadgroup --durations=40 --junitxml=test-results/junit.xml \
 		tests/unit tests/integration tests/system

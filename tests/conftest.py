@@ -19,6 +19,16 @@ import pytest
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+SIDE_BY_SIDE = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1) >= 2
+"""Whether tests run on several xdist workers (the variable is set before this file is imported)."""
+TORCH_THREADS = 1 if SIDE_BY_SIDE else 2
+"""torch threads for a test's model. Beside other workers, one: OpenMP's threads spin while they
+wait, and two per worker on two cores made the SmolLM2 tests ten times slower (91 s alone, 880 s
+on three workers)."""
+if SIDE_BY_SIDE:  # inherited by every stage process, CLI run and server a test starts
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_name, "1")
+    os.environ.setdefault("PREFECT_TASKS_RUNNER_THREAD_POOL_MAX_WORKERS", "2")  # one stage process each
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -111,7 +121,7 @@ def idle_children_stopped():
     1 GB, and four workers keeping theirs for the whole session ran out of the machine's 24 GiB.
     One worker keeps them, as a serial run always did (a new one costs torch's import)."""
     yield
-    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1) < 2:
+    if not SIDE_BY_SIDE:
         return
     for module, name in (("rbench.core.processes", "STAGE_PROCESSES"), ("rbench.retrievers.lucene", "POOL")):
         pool = getattr(sys.modules.get(module), name, None)

@@ -15,6 +15,7 @@ from rbench.cli import main
 from rbench.flows.benchmark import benchmark
 from rbench.tasks.results import load_reproductions
 from tests.unit.tasks.test_bright import write_anserini, write_bright
+from tests.conftest import TORCH_THREADS
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -66,7 +67,7 @@ def test_the_anserini_bm25_study_on_a_fixture_is_compared_logged_and_reported(tm
 
 
 def test_the_xrr2_study_with_smollm2_on_a_fixture_is_compared(tmp_path):
-    smol = {"backend": "transformers", "model": "smollm2-135m", "threads": 2}
+    smol = {"backend": "transformers", "model": "smollm2-135m", "threads": TORCH_THREADS}
     small = {"llm": "smol", "expansion_tokens": 16, "topk0": 4, "topk1": 2, "passage_chars": 80, "max_tokens": 16}
     path = _study(tmp_path, "xrr2-bright.yaml", {"path": str(write_bright(tmp_path / "BRIGHT"))}, llms={"smol": smol},
                   retrievers=[{"name": "xrr2", "label": "xrr2-rr", "params": {**small, "rounds": 0}},

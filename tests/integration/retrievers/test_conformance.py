@@ -7,10 +7,10 @@ import json
 import pytest
 
 from rbench.retrievers.base import RETRIEVERS, make_retriever
-from tests.conftest import CORPUS, tiny_cross_encoder
+from tests.conftest import CORPUS, TORCH_THREADS, tiny_cross_encoder
 from tests.integration.retrievers.conftest import index_leaves
 
-SMOLLM2 = {"backend": "transformers", "model": "smollm2-135m", "threads": 2}
+SMOLLM2 = {"backend": "transformers", "model": "smollm2-135m", "threads": TORCH_THREADS}
 CASES = {name if not variant else f"{name}-{variant}": (name, params)
          for name, cls in RETRIEVERS.items() if cls.searchable for variant, params in cls.conformance.items()}
 
