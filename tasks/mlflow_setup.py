@@ -41,8 +41,8 @@ def prepare_tracking(uri: str) -> None:
 
     MLflow creates and migrates a new database on first use; two processes doing that
     together corrupt it, and a kill in the middle leaves it unusable. So a missing
-    database is created once, under a lease, in a separate process on a temporary file
-    that is renamed into place only when its schema is complete.
+    database is created once, under a lease, as a copy of an empty migrated database (see
+    :func:`empty_database`) on a temporary file that is renamed into place when complete.
     """
     if not uri.startswith("sqlite:///"):
         return
@@ -50,12 +50,10 @@ def prepare_tracking(uri: str) -> None:
     if path.exists():
         _check_sqlite(path)
         return
-    import subprocess
-    import sys
+    import shutil
 
     from rbench.core.errors import RbenchError
     from rbench.core.lease import Lease
-    from rbench.core.stopping import reaped_on_stop
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with Lease(path.with_name(f".{path.name}.lease")):
@@ -65,6 +63,46 @@ def prepare_tracking(uri: str) -> None:
             stale.unlink(missing_ok=True)
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
         try:
+            shutil.copyfile(empty_database(path), tmp)
+            _as_if_created_here(tmp)
+            tmp.replace(path)
+        except OSError as e:
+            raise RbenchError(f"could not create the MLflow database {path}: {e.strerror or e}") from None
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+def empty_database(path: Path) -> Path:
+    """An empty tracking database migrated by this MLflow version, created once per cache:
+    ``$RBENCH_CACHE/mlflow`` (default ``~/.cache/rbench/mlflow``), or beside ``path`` when that
+    folder cannot be written. Creating one runs MLflow's migrations in a child process, about
+    5 s; a copy takes milliseconds. A damaged one is made again."""
+    import subprocess
+    import sys
+    from importlib.metadata import version
+
+    from rbench.core.errors import RbenchError
+    from rbench.core.lease import Lease
+    from rbench.core.stopping import reaped_on_stop
+
+    root = Path(os.environ.get("RBENCH_CACHE") or Path.home() / ".cache" / "rbench").expanduser() / "mlflow"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        writable = os.access(root, os.W_OK)
+    except OSError:
+        writable = False
+    if not writable:
+        root = path.parent
+    template = root / f"empty-mlflow-{version('mlflow')}.db"
+    if _empty_and_sound(template):
+        return template
+    with Lease(root / f".{template.name}.lease"):
+        if _empty_and_sound(template):
+            return template
+        for stale in root.glob(f".{template.name}.*.tmp"):
+            stale.unlink(missing_ok=True)
+        tmp = root / f".{template.name}.{uuid.uuid4().hex[:8]}.tmp"
+        try:
             args = [sys.executable, "-c", "import sys; from mlflow.tracking import MlflowClient; "
                     "MlflowClient(sys.argv[1]).search_experiments()", f"sqlite:///{tmp}"]
             with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child, \
@@ -72,7 +110,7 @@ def prepare_tracking(uri: str) -> None:
                 out, err = child.communicate()
             if child.returncode:
                 raise subprocess.CalledProcessError(child.returncode, args, out, err)
-            tmp.replace(path)
+            tmp.replace(template)
         except subprocess.CalledProcessError as e:
             lines = e.stderr.strip().splitlines()
             cause = next((line for line in reversed(lines) if "No space left" in line or "disk" in line.lower()),
@@ -82,6 +120,37 @@ def prepare_tracking(uri: str) -> None:
             raise RbenchError(f"could not create the MLflow database {path}: {e.strerror or e}") from None
         finally:
             tmp.unlink(missing_ok=True)
+    return template
+
+
+def _empty_and_sound(template: Path) -> bool:
+    """Whether ``template`` is a sound, migrated tracking database holding only the Default experiment."""
+    import sqlite3
+    from contextlib import closing
+
+    if not template.is_file():
+        return False
+    try:
+        with closing(sqlite3.connect(f"file:{template}?mode=ro", uri=True, timeout=30)) as db:
+            sound = db.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+            migrated = db.execute("SELECT count(*) FROM alembic_version").fetchone()[0] == 1
+            experiments = db.execute("SELECT experiment_id FROM experiments").fetchall()
+    except sqlite3.DatabaseError:
+        return False
+    return sound and migrated and experiments == [(0,)]
+
+
+def _as_if_created_here(db: Path) -> None:
+    """Write what MLflow writes from its creating process into a copied database: the Default
+    experiment's artifact folder (``./mlruns`` of the working folder) and its creation time."""
+    import sqlite3
+    import time
+    from contextlib import closing
+
+    now = int(time.time() * 1000)
+    with closing(sqlite3.connect(db, timeout=30)) as connection, connection:
+        connection.execute("UPDATE experiments SET artifact_location = ?, creation_time = ?, last_update_time = ? "
+                           "WHERE experiment_id = 0", (str(Path.cwd() / "mlruns" / "0"), now, now))
 
 
 def _check_sqlite(path: Path) -> None:

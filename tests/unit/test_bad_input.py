@@ -417,10 +417,11 @@ def test_a_child_failing_as_on_a_full_disk_while_creating_the_mlflow_database_ke
                     "echo '  (Background on this error at: https://sqlalche.me/e/20/e3q8)' >&2\nexit 1\n")
     full.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(full))
+    monkeypatch.setenv("RBENCH_CACHE", str(tmp_path / "cache"))  # no empty database made before to copy
     with pytest.raises(RbenchError, match="could not create the MLflow database .*: sqlite3.OperationalError: "
                                           "database or disk is full$"):
         prepare_tracking(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    assert not list(tmp_path.glob(".mlflow.db.*.tmp"))
+    assert not list(tmp_path.glob(".mlflow.db.*.tmp")) and not list(tmp_path.rglob("*.tmp"))
 
 
 @pytest.mark.parametrize("status, body, expected", [

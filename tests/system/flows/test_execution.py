@@ -503,7 +503,8 @@ def test_a_run_killed_at_a_stage_boundary_or_in_mlflow_setup_resumes_identically
                                     execution={"runner": "sequential"}), "killed.yaml")
     for attempt in range(2):  # the kill point is polled: a run that outpaces the poll is retried once
         shutil.rmtree(tmp_path / "killed" / "store", ignore_errors=True)
-        proc = _cli(["run", killed], tmp_path / f"node{attempt}")
+        cache = {"RBENCH_CACHE": str(tmp_path / f"cache{attempt}")}  # no empty database to copy: MLflow migrates
+        proc = _cli(["run", killed], tmp_path / f"node{attempt}", cache)
         deadline = time.time() + 300
         while time.time() < deadline and proc.poll() is None and not ready(tmp_path / "killed" / "store"):
             time.sleep(0.02)

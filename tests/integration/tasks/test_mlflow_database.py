@@ -1,0 +1,75 @@
+"""A store's MLflow database is a copy of an empty one MLflow migrated once, and the copy is
+what MLflow itself would have created in this working folder. Costs about 10 s (two MLflow
+children that migrate a database)."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from contextlib import closing
+from pathlib import Path
+
+from rbench.tasks.mlflow_setup import empty_database, prepare_tracking
+
+
+def _contents(db: Path) -> dict:
+    """The schema (each statement's lines as a set: MLflow's own migrations order a table's
+    constraints differently from one database to the next) and every row, less the Default
+    experiment's creation times."""
+    with closing(sqlite3.connect(db)) as c:
+        objects = c.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
+        schema = {(kind, name): sorted(line.strip().rstrip(",") for line in (sql or "").splitlines())
+                  for kind, name, sql in objects}
+        rows = {name: sorted(c.execute(f'SELECT * FROM "{name}"').fetchall(), key=str)
+                for kind, name, _ in objects if kind == "table"}
+    rows["experiments"] = [row[:4] + row[6:] for row in rows["experiments"]]
+    return {"schema": schema, "rows": rows}
+
+
+def test_a_new_database_is_a_copy_equal_to_what_mlflow_creates_here(tmp_path, monkeypatch):
+    here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
+    here.mkdir(), elsewhere.mkdir()
+    monkeypatch.setenv("RBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(elsewhere)  # the empty database is made in another working folder
+    template = empty_database(tmp_path / "unused.db")
+    assert template.parent == tmp_path / "cache" / "mlflow"
+
+    monkeypatch.chdir(here)
+    full = tmp_path / "no-python"  # a copy needs no child process
+    full.write_text("#!/bin/sh\nexit 1\n")
+    full.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(full))
+    prepare_tracking(f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}")
+    monkeypatch.undo()
+
+    subprocess.run([sys.executable, "-c", "import sys; from mlflow.tracking import MlflowClient; "
+                    "MlflowClient(sys.argv[1]).search_experiments()", f"sqlite:///{tmp_path / 'mlflow.db'}"],
+                   cwd=here, check=True, capture_output=True)
+    copied, created = _contents(tmp_path / "store" / "mlflow.db"), _contents(tmp_path / "mlflow.db")
+    assert copied == created
+    assert created["rows"]["experiments"][0][2] == str(here / "mlruns" / "0")
+
+
+def test_a_damaged_empty_database_is_made_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("RBENCH_CACHE", str(tmp_path / "cache"))
+    template = empty_database(tmp_path / "unused.db")
+    template.write_bytes(b"not a database")
+    prepare_tracking(f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}")
+    with closing(sqlite3.connect(template)) as c:
+        assert c.execute("SELECT name FROM experiments").fetchall() == [("Default",)]
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}")
+    client.create_experiment("new")
+    assert {e.name for e in client.search_experiments()} == {"Default", "new"}
+    assert not list((tmp_path / "cache").rglob("*.tmp"))
+
+
+def test_an_unwritable_cache_keeps_the_empty_database_beside_the_store(tmp_path, monkeypatch):
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the cache folder should be")
+    monkeypatch.setenv("RBENCH_CACHE", str(blocked))
+    prepare_tracking(f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}")
+    assert (tmp_path / "store" / "mlflow.db").is_file()
+    assert [p.name for p in (tmp_path / "store").glob("empty-mlflow-*.db")]
