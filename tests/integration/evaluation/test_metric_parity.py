@@ -10,6 +10,8 @@ from rbench.evaluation.runs import to_qrels, to_ranx_run
 from tests.conftest import need
 from tests.unit.evaluation.test_metrics import _graded_case, _random_case
 
+pytestmark = pytest.mark.xdist_group("ranx")  # on one worker, which compiles ranx once
+
 
 @pytest.mark.parametrize("seed", [3, 4])
 def test_parity_with_ranx(seed):

@@ -23,6 +23,7 @@ from tests.unit.llm.test_call_cache import _queries_artifact
 
 VLLM_PYTHON = Path(os.environ.get("RBENCH_VLLM_PYTHON") or REPO / ".venv-vllm" / "bin" / "python")
 SERVED = "smollm2-135m-instruct"
+SERVER = pytest.mark.xdist_group("vllm-server")  # the tests of one server on one worker, which starts it once
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +50,7 @@ def vllm_url(tmp_path_factory):
         os.killpg(process.pid, signal.SIGKILL)
 
 
+@SERVER
 @pytest.mark.slow
 def test_rewrite_stage_through_a_vllm_server_matches_transformers(vllm_url, tmp_path):
     queries = _queries_artifact(tmp_path / "q", 8)
@@ -73,6 +75,7 @@ def test_rewrite_stage_through_a_vllm_server_matches_transformers(vllm_url, tmp_
     assert len(sampled[0]) == 2 and all(isinstance(t, str) for t in sampled[0])
 
 
+@SERVER
 @pytest.mark.slow
 def test_a_vllm_server_enforces_a_regex_constraint(vllm_url):
     import regex
@@ -90,6 +93,7 @@ def test_a_vllm_server_enforces_a_regex_constraint(vllm_url):
     assert llm.accounting.summary()["llm_calls"] == 3  # enforced by the server: no retry
 
 
+@SERVER
 @pytest.mark.slow
 def test_a_selection_prompt_is_fitted_to_the_servers_2048_tokens(vllm_url):
     from rbench.llm.listwise import select_top
