@@ -56,7 +56,7 @@ def test_a_bad_corpus_line_is_one_message_before_the_prefect_server(tmp_path):
 
     import yaml
 
-    from tests.conftest import CORPUS, QUERIES, REPO, tiny_dataset
+    from tests.conftest import CORPUS, QUERIES, REPO, prefect_home, tiny_dataset
 
     corpus, queries = tmp_path / "c.jsonl", tmp_path / "q.jsonl"
     lines = [json.dumps(c) for c in CORPUS]
@@ -66,7 +66,7 @@ def test_a_bad_corpus_line_is_one_message_before_the_prefect_server(tmp_path):
     config = tmp_path / "exp.yaml"
     config.write_text(yaml.safe_dump({"name": "bad", "store": str(tmp_path / "store"), "subsample": {"size": 3},
                                       "datasets": [tiny_dataset(corpus, queries)], "retrievers": [{"name": "bm25s"}]}))
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "home"), "PREFECT_LOGGING_LEVEL": "INFO"}
+    env = {**os.environ, "PREFECT_HOME": prefect_home(tmp_path / "home"), "PREFECT_LOGGING_LEVEL": "INFO"}
     env.pop("PREFECT_API_URL", None)
     env.pop("MLFLOW_TRACKING_URI", None)
     proc = subprocess.run([sys.executable, "-m", "rbench.cli", "run", str(config)], cwd=REPO, env=env,
@@ -87,7 +87,7 @@ def _tiny_run(tmp_path, **env_vars: str):
 
     import yaml
 
-    from tests.conftest import CORPUS, QUERIES, REPO, tiny_dataset
+    from tests.conftest import CORPUS, QUERIES, REPO, prefect_home, tiny_dataset
 
     corpus, queries = tmp_path / "c.jsonl", tmp_path / "q.jsonl"
     corpus.write_text("".join(json.dumps(c) + "\n" for c in CORPUS))
@@ -95,7 +95,7 @@ def _tiny_run(tmp_path, **env_vars: str):
     config = tmp_path / "exp.yaml"
     config.write_text(yaml.safe_dump({"name": "quiet", "store": str(tmp_path / "store"), "subsample": {"size": 3},
                                       "datasets": [tiny_dataset(corpus, queries)], "retrievers": [{"name": "bm25s"}]}))
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "home"), **env_vars}
+    env = {**os.environ, "PREFECT_HOME": prefect_home(tmp_path / "home"), **env_vars}
     env.pop("PREFECT_API_URL", None)
     env.pop("MLFLOW_TRACKING_URI", None)
     return subprocess.run([sys.executable, "-m", "rbench.cli", "run", str(config)], cwd=REPO, env=env,

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from rbench.flows.benchmark import benchmark, summary_of
-from tests.conftest import REPO, tiny_cross_encoder, tiny_dataset
+from tests.conftest import REPO, prefect_home, tiny_cross_encoder, tiny_dataset
 from tests.unit.llm.server import ChatServer
 
 KEY_ENV = "RBENCH_TEST_LLM_KEY"
@@ -104,7 +104,7 @@ def test_a_planted_api_key_reaches_the_server_and_nothing_else(tmp_path, tiny_fi
             {"name": "decompose", "params": {"llm": "server", "first_stage": {"name": "bm25s"}}},
         ])
         config = _write(tmp_path, cfg)
-        env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_LOGGING_LEVEL": "DEBUG", KEY_ENV: secret,
+        env = {**os.environ, "PREFECT_HOME": prefect_home(home), "PREFECT_LOGGING_LEVEL": "DEBUG", KEY_ENV: secret,
                "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
         env.pop("PREFECT_API_URL", None)
         env.pop("MLFLOW_TRACKING_URI", None)

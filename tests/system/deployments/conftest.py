@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, missing
+from tests.conftest import REPO, missing, prefect_home
 
 BIN = Path(sys.executable).parent
 
@@ -55,7 +55,7 @@ def server(tmp_path):
     if shutil.which("git") is None or not (REPO / ".git").exists():
         missing("the deployment clones the repository with git: needs git and a checkout")
     port = free_port()
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    env = {**os.environ, "PREFECT_HOME": prefect_home(tmp_path / "prefect-home"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "PREFECT_API_URL": f"http://127.0.0.1:{port}/api", "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "2",
            "PREFECT_LOGGING_LEVEL": "WARNING", "PREFECT_WORKER_QUERY_SECONDS": "2"}
     database = f"rbench_test_{port}" if os.environ.get(POSTGRES) else None
