@@ -51,6 +51,7 @@ def prepare_tracking(uri: str) -> None:
         _check_sqlite(path)
         return
     import shutil
+    import sqlite3
 
     from rbench.core.errors import RbenchError
     from rbench.core.lease import Lease
@@ -66,8 +67,9 @@ def prepare_tracking(uri: str) -> None:
             shutil.copyfile(empty_database(path), tmp)
             _as_if_created_here(tmp)
             tmp.replace(path)
-        except OSError as e:
-            raise RbenchError(f"could not create the MLflow database {path}: {e.strerror or e}") from None
+        except (OSError, sqlite3.Error) as e:
+            raise RbenchError(f"could not create the MLflow database {path}: "
+                              f"{getattr(e, 'strerror', None) or e}") from None
         finally:
             tmp.unlink(missing_ok=True)
 
