@@ -28,7 +28,7 @@ on three workers)."""
 if SIDE_BY_SIDE:  # inherited by every stage process, CLI run and server a test starts
     for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_name, "1")
-    os.environ.setdefault("PREFECT_TASKS_RUNNER_THREAD_POOL_MAX_WORKERS", "2")  # one stage process each
+    os.environ.setdefault("PREFECT_TASKS_RUNNER_THREAD_POOL_MAX_WORKERS", "2")  # each a ~1 GB stage process
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -188,7 +188,7 @@ DURATIONS = REPO / "tests" / "durations.json"
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (``make test TEST_WORKERS=3`` runs ``-n 3 --dist loadgroup``): tests marked ``timing`` (a
+    """Under pytest-xdist (``make test`` runs ``-n 3 --dist loadgroup``): tests marked ``timing`` (a
     10 s or 15 s bound on a stop) form one group, so they run one after another on one worker and
     never beside each other; and the work is ordered longest first by the last recorded per-test
     durations (``tests/durations.json``), a group by the sum of its tests, so that the long tests

@@ -189,10 +189,15 @@ def test_two_runs_on_one_store_at_once_build_each_artifact_once(tmp_path, tiny_f
     assert not list(store.glob("*/.tmp-*")) and not list(store.glob("*/.partial-*"))
 
 
+def _variants(n: int) -> list[dict]:
+    """``n`` corpus rows: the tiny corpus repeated, each object text made distinct."""
+    return [{**CORPUS[i % len(CORPUS)], "object": f"{CORPUS[i % len(CORPUS)]['object']} variant {i}"} for i in range(n)]
+
+
 def _dense_build_under_way(tmp_path: Path, execution: dict, shards_done: int):
     """``rbench run`` of a 600-row MiniLM index in 4 shards, once ``shards_done`` shards are
     published: (config path, the process, the encode stage folder)."""
-    rows = [{**CORPUS[i % len(CORPUS)], "object": f"{CORPUS[i % len(CORPUS)]['object']} variant {i}"} for i in range(600)]
+    rows = _variants(600)
     corpus, queries = write_jsonl(tmp_path / "corpus.jsonl", rows), write_jsonl(tmp_path / "queries.jsonl", QUERIES)
     config = _write(tmp_path, _base(tmp_path, corpus, queries, [{"name": "dense", "params": {"model": "minilm"}}],
                                     execution=execution))
@@ -243,8 +248,7 @@ def test_a_signal_at_any_moment_ends_the_run_within_ten_seconds(tmp_path, moment
     stop once a shard is published: the shards under way are stopped, those still queued are
     cancelled, and the rerun builds only the shards that were not published."""
     stage, retrievers, threads = MOMENTS[moment]
-    rows = [{**CORPUS[i % len(CORPUS)], "object": f"{CORPUS[i % len(CORPUS)]['object']} variant {i}"}
-            for i in range(600 if stage == "encode" else 40)]
+    rows = _variants(600 if stage == "encode" else 40)
     corpus, queries = write_jsonl(tmp_path / "corpus.jsonl", rows), write_jsonl(tmp_path / "queries.jsonl", QUERIES)
     config = _write(tmp_path, _base(tmp_path, corpus, queries, retrievers,
                                     execution={"shard_size": 150, "max_workers": threads}))
