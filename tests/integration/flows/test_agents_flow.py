@@ -24,7 +24,7 @@ def test_agents_run_in_the_flow_with_traces_costs_and_a_report(tmp_path, tiny_fi
     corpus, queries = tiny_files
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump({
-        "name": "agents", "store": str(tmp_path / "store"), "depth": 10, "subsample": {"size": 5},
+        "name": "agents", "store": str(tmp_path / "store"), "depth": 10, "subsample": {"size": 3},
         "metrics": {"k": [1, 3]}, "mlflow": {"experiment": "agents"}, "execution": {"runner": "sequential"},
         "llms": {"smol": SMOL}, "datasets": [tiny_dataset(corpus, queries)],
         "retrievers": [
@@ -40,7 +40,7 @@ def test_agents_run_in_the_flow_with_traces_costs_and_a_report(tmp_path, tiny_fi
     assert stages[("index", "tiny/ngrams")]["status"] == "ran"
     react_run = tmp_path / "store" / "retrieve" / stages[("retrieve", "tiny/react")]["key"]
     traces = pq.read_table(react_run / "traces.parquet").to_pylist()
-    assert len(traces) == 5 and all('"turns"' in t["trace"] for t in traces)
+    assert len(traces) == 3 and all('"turns"' in t["trace"] for t in traces)
     assert not (tmp_path / "store" / "retrieve" / stages[("retrieve", "tiny/arm")]["key"] / "traces.parquet").exists()
 
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"

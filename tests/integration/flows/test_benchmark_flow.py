@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 import yaml
 
 from rbench.flows.benchmark import benchmark, summary_of
-from tests.conftest import tiny_dataset
+from tests.conftest import CORPUS, QUERIES, tiny_dataset, write_jsonl
 
 pytestmark = pytest.mark.usefixtures("prefect_server")  # one Prefect test server per session
 
@@ -26,6 +29,24 @@ def _config(tmp_path, corpus, queries, model="static-64d"):
 
 def _status(result) -> dict[tuple[str, str], str]:
     return {(s["stage"], s["label"]): s["status"] for s in result["stages"]}
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory, prefect_server) -> tuple[Path, dict]:
+    """The tiny bm25 + static-64d run, built once for the tests that read it: its folder (with
+    ``store``) and its result. A test that changes a store works on :func:`_copy`."""
+    folder = tmp_path_factory.mktemp("finished")
+    corpus = write_jsonl(folder / "corpus.jsonl", CORPUS)
+    queries = write_jsonl(folder / "queries.jsonl", QUERIES)
+    result = benchmark(_config(folder, corpus, queries))
+    assert set(_status(result).values()) == {"ran"}
+    return folder, result
+
+
+def _copy(store: Path, to: Path) -> None:
+    """A copy of ``store``'s artifacts and Prefect records at ``to`` (its MLflow database, whose
+    artifact folder names the original, is left behind: the copy makes its own)."""
+    shutil.copytree(store, to, ignore=shutil.ignore_patterns("mlflow.db", "mlflow-artifacts"))
 
 
 def test_caching_end_to_end(tmp_path, tiny_files):
@@ -76,10 +97,11 @@ def test_caching_end_to_end(tmp_path, tiny_files):
     assert {k for k, s in _status(touched).items() if s == "cached"} == {("subsample", "tiny")}
 
 
-def test_swapped_prefect_records_are_checked_against_their_keys(tmp_path, tiny_files):
+def test_swapped_prefect_records_are_checked_against_their_keys(tmp_path, tiny_files, finished):
     corpus, queries = tiny_files
+    folder, first = finished
+    _copy(folder / "store", tmp_path / "store")
     config = _config(tmp_path, corpus, queries)
-    first = benchmark(config)
     records = tmp_path / "store" / "_prefect-results"
     for stage in ("evaluate", "index"):
         bm25, dense = (records / f"{stage}-{s['key']}" for s in first["stages"] if s["stage"] == stage)
@@ -93,11 +115,10 @@ def test_swapped_prefect_records_are_checked_against_their_keys(tmp_path, tiny_f
         {(s["stage"], s["label"]): s["key"] for s in first["stages"]}
 
 
-def test_mlflow_has_the_printed_numbers(tmp_path, tiny_files):
+def test_mlflow_has_the_printed_numbers(finished):
     from mlflow.tracking import MlflowClient
 
-    corpus, queries = tiny_files
-    result = benchmark(_config(tmp_path, corpus, queries))
+    _, result = finished
     client = MlflowClient(tracking_uri=result["tracking_uri"])
     parent = client.get_run(result["mlflow_run_id"])
     children = client.search_runs(
@@ -119,11 +140,10 @@ def test_mlflow_has_the_printed_numbers(tmp_path, tiny_files):
         assert any(k.startswith("index.") for k in stats)
 
 
-def test_cli_show_prints_the_logged_table(tmp_path, tiny_files, capsys):
+def test_cli_show_prints_the_logged_table(finished, capsys):
     from rbench.cli import main
 
-    corpus, queries = tiny_files
-    result = benchmark(_config(tmp_path, corpus, queries))
+    _, result = finished
     capsys.readouterr()
     assert main(["show", "latest", "--tracking-uri", result["tracking_uri"], "--experiment", "tiny"]) == 0
     out = capsys.readouterr().out
@@ -155,17 +175,17 @@ def test_embedding_benchmark_compares_models(tmp_path, tiny_files):
         "models.csv", "models.md", "recall_vs_qps.png", "recall_per_dataset.png"}
 
 
-def test_two_stores_never_share_artifacts(tmp_path, tiny_files):
-    import shutil
-
+def test_two_stores_never_share_artifacts(tmp_path, tiny_files, finished):
     corpus, queries = tiny_files
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    first = benchmark(_config(tmp_path / "a", corpus, queries))
-    second = benchmark(_config(tmp_path / "b", corpus, queries))
-    assert set(_status(second).values()) == {"ran"}  # same content keys, but store b is empty
-    shutil.rmtree(tmp_path / "a" / "store")
-    again = benchmark(_config(tmp_path / "b", corpus, queries))
+    folder, first = finished  # store a: the finished run's, with the same content keys
+    second = benchmark(_config(tmp_path, corpus, queries))
+    assert set(_status(second).values()) == {"ran"}  # same content keys, but this store is empty
+    away = folder / "store-away"
+    (folder / "store").rename(away)  # store a gone while this one reruns
+    try:
+        again = benchmark(_config(tmp_path, corpus, queries))
+    finally:
+        away.rename(folder / "store")
     assert set(_status(again).values()) == {"cached"}
     assert again["metrics"] == first["metrics"]
 

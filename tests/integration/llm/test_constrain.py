@@ -56,7 +56,7 @@ def test_every_generated_ngram_occurs_in_fetaqa_dev(smollm2, shared_data, tmp_pa
     store = Store(tmp_path / "store")
     prepared = PREPARE.run(store, [DOWNLOAD.run(store, [], DownloadConfig.of(ds, shared_data), mirror=shared_data)], ds)
     texts = pq.read_table(prepared.file("corpus.parquet"), columns=["text"]).column("text").to_pylist()
-    questions = pq.read_table(prepared.file("queries.parquet"), columns=["text"]).column("text").to_pylist()[:40]
+    questions = pq.read_table(prepared.file("queries.parquet"), columns=["text"]).column("text").to_pylist()[:20]
     tokenizer = backend_for(smollm2.config).tokenizer
     table = NgramTable.build(texts, tokenizer, max_len=5)
     path = tmp_path / "ngrams.npy"
@@ -66,8 +66,8 @@ def test_every_generated_ngram_occurs_in_fetaqa_dev(smollm2, shared_data, tmp_pa
                 ("user", f"Question: {q}\nPhrase:")] for q in questions]
     answers = smollm2.chat_one(prompts, Sampling(max_tokens=5, constraint=constraint, beams=5))
     phrases = [line for answer in answers for line in answer.split("\n")]
-    assert len(phrases) >= 200
+    assert len(phrases) >= 100
     corpus = "\n".join(_normalized(texts))
     for phrase in phrases:
         assert phrase.strip() and phrase in corpus, phrase
-    assert len(set(phrases)) > 40  # not one phrase repeated: the beams differ
+    assert len(set(phrases)) > 20  # not one phrase repeated: the beams differ

@@ -98,24 +98,34 @@ def test_index_shared_by_composites_is_built_once(tmp_path, tiny_files):
     assert stages.count("retrieve") == 3
 
 
-def test_sharded_and_whole_dense_index_agree(tmp_path, tiny_files):
+def test_sharded_and_whole_dense_index_agree(tmp_path, tiny_files, thread_run):
     corpus, queries = tiny_files
-    metrics = {}
-    for shard_size in (2, 1000):
-        cfg = _base(tmp_path / str(shard_size), corpus, queries, [{"name": "dense", "params": {"model": "static-64d"}}],
-                    execution={"shard_size": shard_size})
-        (tmp_path / str(shard_size)).mkdir()
-        metrics[shard_size] = benchmark(_write(tmp_path, cfg, f"{shard_size}.yaml"))["metrics"]
-    assert metrics[2] == metrics[1000]
+    _, whole = thread_run  # one shard of 50,000 rows
+    dense = [{"name": "dense", "params": {"model": "static-64d"}}]
+    sharded = benchmark(_write(tmp_path, _base(tmp_path, corpus, queries, dense, execution={"shard_size": 2})))
+    encoded = [s["label"] for s in sharded["stages"] if s["stage"] == "encode"]
+    assert encoded == [f"tiny/dense:tokenlearn-static-64d[{a}:{a + 2}]" for a in (0, 2, 4)]
+    assert sharded["metrics"] == [m for m in whole["metrics"] if m["retriever"] == "dense"]
+
+
+TWO_RETRIEVERS = [{"name": "bm25s"}, {"name": "dense", "params": {"model": "static-64d"}}]
+
+
+@pytest.fixture(scope="module")
+def thread_run(tmp_path_factory, prefect_server) -> tuple[Path, dict]:
+    """One uninterrupted run of bm25s and static-64d on the thread runner, built once per test
+    process for the tests that only read it: its folder (with ``store``) and its result."""
+    root = tmp_path_factory.mktemp("reference")
+    corpus, queries = write_jsonl(root / "corpus.jsonl", CORPUS), write_jsonl(root / "queries.jsonl", QUERIES)
+    return root, benchmark(_write(root, _base(root, corpus, queries, TWO_RETRIEVERS), "reference.yaml"))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("runner", ["dask", "ray"])
-def test_cluster_runners_match_the_thread_runner(tmp_path, tiny_files, runner):
+def test_cluster_runners_match_the_thread_runner(tmp_path, tiny_files, runner, thread_run):
     corpus, queries = tiny_files
-    retrievers = [{"name": "bm25s"}, {"name": "dense", "params": {"model": "static-64d"}}]
-    threads = benchmark(_write(tmp_path, _base(tmp_path / "t", corpus, queries, retrievers), "threads.yaml"))
-    cluster_cfg = _base(tmp_path / "c", corpus, queries, retrievers, execution={"runner": runner, "max_workers": 2})
+    _, threads = thread_run
+    cluster_cfg = _base(tmp_path / "c", corpus, queries, TWO_RETRIEVERS, execution={"runner": runner, "max_workers": 2})
     cluster = benchmark(_write(tmp_path, cluster_cfg, f"{runner}.yaml"))
     assert cluster["metrics"] == threads["metrics"]
     assert set(_status(cluster).values()) == {"ran"}
@@ -465,16 +475,11 @@ KILL_POINTS = {
 }
 
 
-KILL_RETRIEVERS = [{"name": "bm25s"}, {"name": "dense", "params": {"model": "static-64d"}}]
-
-
 @pytest.fixture(scope="module")
-def reference_evaluation(tmp_path_factory, prefect_server) -> dict[str, bytes]:
+def reference_evaluation(thread_run) -> dict[str, bytes]:
     """The evaluation files of one uninterrupted run, built once for every kill point (keys
     follow content, so the killed runs' own copies of the tiny files reach the same keys)."""
-    root = tmp_path_factory.mktemp("reference")
-    corpus, queries = write_jsonl(root / "corpus.jsonl", CORPUS), write_jsonl(root / "queries.jsonl", QUERIES)
-    benchmark(_write(root, _base(root, corpus, queries, KILL_RETRIEVERS), "reference.yaml"))
+    root, _ = thread_run
     expected = _evaluation_bytes(root / "store")
     assert len(expected) == 6
     return expected
@@ -486,7 +491,7 @@ def reference_evaluation(tmp_path_factory, prefect_server) -> dict[str, bytes]:
 def test_a_run_killed_at_a_stage_boundary_or_in_mlflow_setup_resumes_identically(tmp_path, tiny_files, ready,
                                                                                    reference_evaluation):
     corpus, queries = tiny_files
-    retrievers = KILL_RETRIEVERS
+    retrievers = TWO_RETRIEVERS
     (tmp_path / "killed").mkdir()
     killed = _write(tmp_path, _base(tmp_path / "killed", corpus, queries, retrievers,
                                     execution={"runner": "sequential"}), "killed.yaml")

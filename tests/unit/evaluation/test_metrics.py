@@ -121,6 +121,20 @@ def _graded_case(seed: int):
     return gold, grades, ranking
 
 
+@pytest.mark.parametrize("seed", [5, 6])
+def test_graded_ndcg_parity_with_pytrec_eval(seed):
+    pytrec_eval = need("pytrec_eval")
+    gold, grades, ranking = _graded_case(seed)
+    rows = evaluate_queries(ranking, gold, [1, 3, 5, 10], grades=grades)
+    ours = {(r["query_id"], r["k"]): r["value"] for r in rows if r["metric"] == "ndcg"}
+    qrels = to_qrels(gold, grades)
+    assert any(g > 1 for docs in qrels.values() for g in docs.values())
+    theirs = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.1,3,5,10"}).evaluate(to_ranx_run(ranking))
+    for qid in gold:
+        for k in (1, 3, 5, 10):
+            assert ours[(qid, k)] == pytest.approx(theirs.get(qid, {}).get(f"ndcg_cut_{k}", 0.0))
+
+
 def test_trec_qrels_round_trip(tmp_path):
     from rbench.evaluation.runs import to_trec_qrels
     from rbench.tasks.datasets.qrels import read_qrels
