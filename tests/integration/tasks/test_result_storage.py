@@ -29,3 +29,21 @@ def test_a_block_save_that_fails_as_a_lost_race_does_is_retried(tmp_path, monkey
     name = result_storage(Store(tmp_path / "store"))
     assert len(calls) == 2
     assert LocalFileSystem.load(name.split("/", 1)[1]).basepath == str((tmp_path / "store").resolve() / RESULTS_FOLDER)
+
+
+def test_a_store_block_is_saved_once_per_server_by_a_process(tmp_path, monkeypatch):
+    """A grid calls one stage at a time, each through a new Submitter: the store's block is saved on
+    the first call only (each save is a request the server answers), and a second store gets its own."""
+    from prefect.filesystems import LocalFileSystem
+
+    real, calls = LocalFileSystem.save, []
+
+    def counted(self, *args, **kwargs):
+        calls.append(self.basepath)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(LocalFileSystem, "save", counted)
+    first = [result_storage(Store(tmp_path / "a")) for _ in range(3)]
+    second = result_storage(Store(tmp_path / "b"))
+    assert len(set(first)) == 1 and second != first[0]
+    assert calls == [str((tmp_path / s).resolve() / RESULTS_FOLDER) for s in ("a", "b")]
