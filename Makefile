@@ -16,6 +16,9 @@ export NO_MKDOCS_2_WARNING ?= 1
 
 # --no-compile: pip would byte-compile every module of both environments (torch, vLLM, Ray, ...) at install, most
 # of setup's CPU; Python compiles the modules a run imports, once, on first import (56 s for both, from 2.5 min).
+# So that it keeps them, make's commands write bytecode even where PYTHONDONTWRITEBYTECODE is set (without the
+# cached bytecode, every stage process compiled torch again).
+unexport PYTHONDONTWRITEBYTECODE
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
