@@ -25,7 +25,7 @@ DEFAULT_TTL = float(os.environ.get("RBENCH_LEASE_TTL", "60"))
 
 
 _HELD: set["Lease"] = set()
-_HELD_LOCK = threading.Lock()
+_HELD_LOCK = threading.RLock()  # re-entered by a signal handler that runs on the thread holding it
 _STOPPING = threading.Event()
 
 
@@ -93,10 +93,12 @@ class Lease(LeaseCheck):
             if _STOPPING.is_set():
                 self.path.unlink(missing_ok=True)
                 raise Stopping(f"not taking the lease {self.path}: this process is stopping")
+            self._stop.clear()
+            self._beat = beat = threading.Thread(target=self._heartbeat, name=f"lease-{self.path.name}", daemon=True)
             _HELD.add(self)
-        self._stop.clear()
-        self._beat = threading.Thread(target=self._heartbeat, name=f"lease-{self.path.name}", daemon=True)
-        self._beat.start()
+            beat.start()
+            if self not in _HELD:  # a stop came as it was taken, and released it
+                raise Stopping(f"not taking the lease {self.path}: this process is stopping")
         return True
 
     def acquire(self, timeout: float | None = None) -> None:
@@ -167,9 +169,9 @@ class Lease(LeaseCheck):
         with _HELD_LOCK:
             _HELD.discard(self)
         self._stop.set()
-        if self._beat is not None:
-            self._beat.join()
-            self._beat = None
+        beat, self._beat = self._beat, None
+        if beat is not None and beat.ident is not None:  # a stop can come before the heartbeat started
+            beat.join()
         if self.holder() == self.token:
             self.path.unlink(missing_ok=True)
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from rbench.core.lease import Lease, LeaseLost
+from rbench.core import lease
+from rbench.core.lease import Lease, LeaseLost, Stopping
 from rbench.core.store import MANIFEST, Stage, Store
 
 
@@ -83,6 +85,36 @@ def test_a_live_lease_is_kept_alive_and_waited_for(tmp_path):
     first.release()
     assert second.try_acquire()
     second.release()
+
+
+def test_a_stop_between_registering_a_lease_and_starting_its_heartbeat_releases_it(tmp_path, monkeypatch):
+    """A stop (``release_all``, from a signal handler on the taking thread) that comes after the
+    lease is registered and before its heartbeat runs: the lease is released and the taker told
+    to stop. Seen once as ``cannot join thread before it is started`` on a cancelled deployed run."""
+
+    class StopOnAdd(set):
+        def add(self, item):
+            super().add(item)
+            lease.release_all()
+
+    monkeypatch.setattr(lease, "_HELD", StopOnAdd())
+    errors: list[BaseException] = []
+
+    def take():
+        try:
+            Lease(tmp_path / "k.lease").try_acquire()
+        except BaseException as e:
+            errors.append(e)
+
+    taker = threading.Thread(target=take, daemon=True)
+    taker.start()
+    taker.join(10)
+    try:
+        assert not taker.is_alive(), "taking the lease deadlocked with the stop"
+        assert [type(e) for e in errors] == [Stopping], errors
+        assert not (tmp_path / "k.lease").exists()
+    finally:
+        lease._STOPPING.clear()
 
 
 def test_a_builder_whose_lease_was_taken_publishes_nothing(tmp_path):
