@@ -118,14 +118,16 @@ def stage_task(stage: Stage):
     return task(run, name=stage.name, cache_policy=StageCachePolicy(stage=stage), persist_result=True)
 
 
-_SAVED: set[tuple[str, str]] = set()  # (server URL, block name): the blocks this process has saved
+_SAVED: dict[tuple[str, str], Any] = {}  # (server URL, block name) -> the block this process saved there
 
 
-def result_storage(store: Store) -> str | None:
+def result_storage(store: Store):
     """Where Prefect keeps cache records: inside the store, so every worker sharing the
-    store sees them (a block saved on the server, named after the store's path), unless
-    the user configured a default result storage block. A process saves a store's block on
-    a server once (a grid's loop of one-stage calls saved it 151 times, 17 s of 44)."""
+    store sees them (a ``LocalFileSystem`` block saved on the server, named after the store's
+    path), unless the user configured a default result storage block (then None). A process
+    saves a store's block on a server once (a grid's loop of one-stage calls saved it 151
+    times, 17 s of 44), and hands the saved block itself to each task: a name would be looked
+    up on the server by every task, twice."""
     if os.environ.get("PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK"):
         return None
     import hashlib
@@ -135,7 +137,7 @@ def result_storage(store: Store) -> str | None:
     name = f"rbench-results-{hashlib.sha256(str(store.root).encode()).hexdigest()[:12]}"
     saved = (_server_url(), name)
     if saved[0] and saved in _SAVED:
-        return f"local-file-system/{name}"
+        return _SAVED[saved]
     block = LocalFileSystem(basepath=str(store.root / RESULTS_FOLDER))
     for attempt in range(SAVE_ATTEMPTS):
         try:
@@ -145,15 +147,17 @@ def result_storage(store: Store) -> str | None:
             # Another client saved the same block at the same moment, or (on a Postgres server) registered
             # the block type at the same moment, which fails this save with ObjectNotFound: look, then retry.
             try:
-                if LocalFileSystem.load(name).basepath == block.basepath:
+                found = LocalFileSystem.load(name)
+                if found.basepath == block.basepath:
+                    block = found
                     break
             except ValueError:  # not saved yet
                 pass
             if attempt == SAVE_ATTEMPTS - 1:
                 raise
             time.sleep(0.2 * 2 ** attempt)
-    _SAVED.add(saved)
-    return f"local-file-system/{name}"
+    _SAVED[saved] = block
+    return block
 
 
 def _server_url() -> str | None:
