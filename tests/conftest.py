@@ -141,19 +141,25 @@ def prefect_server():
         yield
 
 
+KEEP_IDLE = {"rbench.core.processes": ("STAGE_PROCESSES", 1), "rbench.retrievers.lucene": ("POOL", 0)}
+"""Per pool, how many idle children a worker keeps between tests when workers run side by side."""
+
+
 @pytest.fixture(autouse=True)
 def idle_children_stopped():
-    """With several xdist workers, after each test the idle stage processes and Lucene workers
-    this process pooled are stopped: each holds the models (or the JVM) its tests loaded, about
-    1 GB, and four workers keeping theirs for the whole session ran out of the machine's 24 GiB.
-    One worker keeps them, as a serial run always did (a new one costs torch's import)."""
+    """With several xdist workers, after each test the idle children this process pooled are
+    stopped but the last used stage process: each holds the models (or the JVM) its tests loaded,
+    about 1 GB, and four workers keeping all of theirs for the whole session ran out of the
+    machine's 24 GiB. The stage process kept spares the next test of this worker torch's and
+    sentence-transformers' import (8-10 s of CPU). One worker keeps them all, as a serial run
+    always did."""
     yield
     if not SIDE_BY_SIDE:
         return
-    for module, name in (("rbench.core.processes", "STAGE_PROCESSES"), ("rbench.retrievers.lucene", "POOL")):
+    for module, (name, keep) in KEEP_IDLE.items():
         pool = getattr(sys.modules.get(module), name, None)
         if pool is not None:
-            pool.close_idle()
+            pool.close_idle(keep)
 
 
 def tiny_cross_encoder(folder: Path) -> str:

@@ -256,11 +256,12 @@ class Pool:
             with self._lock:
                 self.idle.append(worker)
 
-    def close_idle(self) -> int:
-        """Stop the idle workers, freeing what they hold (a model, a JVM); the next :meth:`take`
-        starts a new one. Returns how many were stopped."""
+    def close_idle(self, keep: int = 0) -> int:
+        """Stop the idle workers but the ``keep`` used last, freeing what they hold (a model, a
+        JVM); a :meth:`take` with none idle starts a new one. Returns how many were stopped."""
         with self._lock:
-            idle, self.idle = self.idle, []
+            kept = self.idle[len(self.idle) - keep:] if keep > 0 else []
+            idle, self.idle = self.idle[:len(self.idle) - len(kept)], kept
         for worker in idle:
             worker.close()
         return len(idle)

@@ -131,3 +131,13 @@ def test_closing_idle_workers_leaves_busy_ones_alone():
     assert pool.close_idle() == 2
     assert not first.open and not second.open and busy.open
     assert pool.take() is not first and pool.close_idle() == 0
+
+
+def test_closing_idle_workers_can_keep_the_last_used():
+    pool = Pool(_Worker)
+    first, second = pool.take(), pool.take()
+    pool.put(first)
+    pool.put(second)
+    assert pool.close_idle(keep=1) == 1
+    assert not first.open and second.open
+    assert pool.take() is second and pool.close_idle(keep=1) == 0
