@@ -122,10 +122,12 @@ def _serve(conn, parent: int, levels: dict[str, int]) -> None:
         logging.getLogger(name or None).setLevel(level)
     while True:
         try:
-            fn, args, kwargs, environ, folder = conn.recv()
+            fn, args, kwargs, environ, folder, levels = conn.recv()
         except (EOFError, OSError):
             os._exit(0)
         os.chdir(folder)
+        for name, level in levels.items():
+            logging.getLogger(name or None).setLevel(level)
         for name in set(os.environ) - set(environ):
             del os.environ[name]
         os.environ.update(environ)
@@ -199,14 +201,19 @@ class StageProcess(Child):
     role = "stage process"
 
     def __init__(self):
-        levels = {name: logging.getLogger(name or None).getEffectiveLevel() for name in ("", "rbench")}
-        super().__init__(_serve, "rbench-stage", levels)
+        super().__init__(_serve, "rbench-stage", _log_levels())
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``fn(*args, **kwargs)`` in the child (``fn`` importable by name, the arguments
-        picklable), with this process's environment variables and working folder as they are
-        now (as a thread would see them); its log records are handled here as they arrive."""
-        return self._request((fn, args, kwargs, dict(os.environ), os.getcwd()), getattr(fn, "__name__", str(fn)))
+        picklable), with this process's environment variables, working folder and log levels as
+        they are now (as a thread would see them); its log records are handled here as they arrive."""
+        return self._request((fn, args, kwargs, dict(os.environ), os.getcwd(), _log_levels()),
+                             getattr(fn, "__name__", str(fn)))
+
+
+def _log_levels() -> dict[str, int]:
+    """The root's and rbench's effective log levels here, for a stage process to log at."""
+    return {name: logging.getLogger(name or None).getEffectiveLevel() for name in ("", "rbench")}
 
 
 def build_call(stage, config: Any, processes: bool) -> Callable[..., Any] | None:

@@ -57,6 +57,18 @@ def test_a_call_runs_in_a_reused_child_and_its_log_records_reach_the_caller(capl
     assert first in {w.pid for w in STAGE_PROCESSES.idle}
 
 
+def test_a_call_logs_at_the_levels_set_when_the_call_is_made(caplog):
+    """A pooled child made while rbench logged warnings only still sends its info records
+    once the caller asks for them (a worker keeps its stage process across tests and runs)."""
+    STAGE_PROCESSES.close_idle()
+    caplog.set_level(logging.WARNING, logger="rbench")
+    first, _ = call_in_process(pid_and_log, 2)
+    caplog.set_level(logging.INFO, logger="rbench")
+    second, _ = call_in_process(pid_and_log, 3)
+    assert second == first
+    assert [r.getMessage() for r in caplog.records if r.name == "rbench"] == ["working on 3"]
+
+
 def test_a_call_sees_the_environment_as_it_is_when_the_call_is_made(monkeypatch):
     monkeypatch.delenv("RBENCH_TEST_KEY", raising=False)
     assert call_in_process(variable, "RBENCH_TEST_KEY") is None  # a child is pooled
