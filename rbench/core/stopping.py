@@ -1,5 +1,5 @@
-"""Stopping when told: SIGINT (Ctrl-C) and SIGTERM (``kill``, a pod deletion) end a run within
-seconds, wherever its threads are.
+"""Stopping when told: SIGINT (Ctrl-C), SIGTERM (``kill``, a pod deletion) and SIGHUP (a closed
+terminal, unless started under ``nohup``) end a run within seconds, wherever its threads are.
 
 Stage work runs in worker threads that Python cannot interrupt, and the interpreter waits
 for them before it exits: a plain ``KeyboardInterrupt`` left a run going for minutes. So the
@@ -79,27 +79,34 @@ def _run_cleanups(name: str) -> None:
 
 
 def stop_on_signals(*cleanups: Callable[[], None]) -> bool:
-    """Install the handler for SIGINT and SIGTERM (main thread only); return whether it was.
-    ``cleanups`` also run when a run ends through :func:`exit_soon`."""
+    """Install the handler for SIGINT, SIGTERM and SIGHUP (a closed terminal, a dropped ssh
+    session), in the main thread only; return whether it was. A SIGHUP that is ignored (a run
+    started under ``nohup``) stays ignored. ``cleanups`` also run when a run ends through
+    :func:`exit_soon`."""
     if threading.current_thread() is not threading.main_thread():
         return False
     _CLEANUPS[:] = cleanups
+    handled = [signal.SIGINT, signal.SIGTERM]
+    if signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:
+        handled.append(signal.SIGHUP)
 
     def stop(signum: int, frame) -> None:
         _STOPPING.set()
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for number in handled:
+            signal.signal(number, signal.SIG_IGN)
         name = signal.Signals(signum).name
         released = release_all()
         message = (f"rbench: {name}: stopped ({released} lease(s) released); finished stages and items are kept, "
                    "and the next run resumes from them\n")
-        os.write(2, message.encode())  # not print: a flow with log_prints turns it into a log record
+        with contextlib.suppress(OSError):  # after a hang-up the terminal may be gone
+            os.write(2, message.encode())  # not print: a flow with log_prints turns it into a log record
         _run_cleanups(name)
-        sys.stdout.flush()
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
         os._exit(128 + signum)
 
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
+    for number in handled:
+        signal.signal(number, stop)
     return True
 
 

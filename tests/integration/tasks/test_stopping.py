@@ -51,3 +51,42 @@ def test_a_run_that_prefect_stops_says_stopped_and_ends_with_the_signals_code():
     assert proc.returncode == 143
     assert proc.stderr.startswith("rbench: SIGTERM: stopped (0 lease(s) released)"), proc.stderr
     assert "next run resumes" in proc.stderr
+
+
+HOLD_A_LEASE = """
+import signal, sys, time
+from rbench.core.lease import Lease
+from rbench.core.stopping import stop_on_signals
+if sys.argv[2] == "nohup":
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+stop_on_signals()
+Lease(sys.argv[1]).acquire()
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("started", ["terminal", "nohup"])
+def test_a_hang_up_stops_like_sigterm_unless_started_under_nohup(tmp_path, started):
+    """SIGHUP (a closed terminal, a dropped ssh session) releases the leases and says so, as a
+    stop does; under ``nohup`` it is ignored and the run goes on until it is told otherwise."""
+    import signal
+
+    lease = tmp_path / "k.lease"
+    proc = subprocess.Popen([sys.executable, "-c", HOLD_A_LEASE, str(lease), started], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "held" and lease.exists()
+        proc.send_signal(signal.SIGHUP)
+        if started == "nohup":
+            with pytest.raises(subprocess.TimeoutExpired):
+                proc.wait(timeout=1)
+            assert lease.exists()
+            proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    name, code = ("SIGHUP", 129) if started == "terminal" else ("SIGTERM", 143)
+    assert proc.returncode == code, err
+    assert err.startswith(f"rbench: {name}: stopped (1 lease(s) released)"), err
+    assert not lease.exists()
