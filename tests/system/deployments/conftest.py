@@ -18,10 +18,20 @@ from tests.conftest import REPO, missing, prefect_home
 BIN = Path(sys.executable).parent
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port(count: int = 1) -> int:
+    """A free port, the first of ``count`` free consecutive ones (the workers' health ports bind
+    base, base + 1, ... on all interfaces; a taken base + 1 failed a run once)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        try:
+            for port in range(base, base + count):
+                with socket.socket() as s:
+                    s.bind(("0.0.0.0", port))
+            return base
+        except OSError:
+            continue
 
 
 def git(*args: str) -> str:

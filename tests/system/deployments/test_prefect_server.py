@@ -65,7 +65,7 @@ def test_deployment_schedules_runs_fails_alone_and_retries_from_the_ui(server, t
                        {"name": "rerank", "params": {"model": str(broken), "first_stage": {"name": "bm25s"}}}],
     }))
     store = tmp_path / "shared-store"
-    base = free_port()
+    base = free_port(2)
     ports = [base, base + 1]
     worker_log = open(tmp_path / "worker.log", "w")
     workers = subprocess.Popen(  # two workers on one host, as on a node with two GPUs: each pinned, own health port
