@@ -194,10 +194,10 @@ def _from_hub(spec: FileSpec, target: Path) -> None:
 
 
 def _fetch(spec: FileSpec, target: Path, mirror: Path | None) -> str:
-    link = spec.sha256 is not None or spec.link  # a pinned file is checked after linking
-    if spec.local is not None:
-        _copy(spec.local, target, link)
+    if spec.local is not None:  # a user's own file is copied (an edit in place must not change an artifact)
+        _copy(spec.local, target, spec.link)
         return str(spec.local)
+    link = spec.sha256 is not None or spec.link  # a pinned file is checked after linking
     source = spec.in_mirror(mirror)
     if source is not None:
         if source.is_dir() != bool(spec.patterns):

@@ -42,8 +42,10 @@ class FileSpec(BaseModel):
     flat, such as the development mirror's ``chunking_evaluation/``), tried after ``name``.
     ``observed`` is set when a download is planned (:meth:`DownloadConfig.resolved`): the
     fingerprint of an unpinned file's mirror copy, so that the key follows what is read.
-    A pinned file, or one marked ``link`` (a published release nobody edits in place, such as
-    MS MARCO's 25 GB of shards), is hard-linked into the store where the file system allows.
+    A pinned mirror file, or one marked ``link`` (a published release nobody edits in place, such
+    as MS MARCO's 25 GB of shards), is hard-linked into the store where the file system allows;
+    a user's own file (``local``) is copied unless marked ``link``, so that fixing it in place
+    never changes the bytes under a finished download artifact.
     """
 
     model_config = ConfigDict(frozen=True)

@@ -135,6 +135,30 @@ def test_subsample_stage_caps_and_keeps_columns(tmp_path):
     assert out.num_rows == 3 and out.column_names == ["query_id", "text", "gold_doc_ids"]
 
 
+def test_a_users_file_fixed_in_place_leaves_the_earlier_download_intact(tmp_path):
+    """A user's own file is copied, not hard-linked: rewriting it in place (``cat fixed > file``
+    keeps the inode) and rerunning leaves both download artifacts whole for ``rbench verify``."""
+    import os
+
+    from rbench.cli import main
+    from rbench.tasks.datasets.base import local_file
+
+    path = tmp_path / "corpus.jsonl"
+    path.write_text('{"id": "d1", "text": "broken\n')
+    store = Store(tmp_path / "s")
+    first = DOWNLOAD.run(store, [], DownloadConfig(files=[local_file("corpus.jsonl", path)]))
+    inode = path.stat().st_ino
+    with open(path, "w") as f:  # in place, as a shell redirection writes
+        f.write('{"id": "d1", "text": "fixed"}\n')
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert path.stat().st_ino == inode
+    second = DOWNLOAD.run(store, [], DownloadConfig(files=[local_file("corpus.jsonl", path)]))
+    assert second.key != first.key and first.file("corpus.jsonl").read_text().endswith("broken\n")
+    assert store.verify() == []
+    assert main(["verify", "--store", str(tmp_path / "s")]) == 0
+
+
 def test_a_users_file_is_hashed_once_per_process_until_it_changes(tmp_path, monkeypatch):
     import os
 
