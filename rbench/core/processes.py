@@ -44,11 +44,13 @@ def watch_parent(parent: int) -> None:
 
 
 def as_child(parent: int) -> None:
-    """Set up a spawned child of ``parent``: it ignores SIGINT (the parent decides when it
-    stops), ends itself when the parent is gone, and keeps progress bars' locks to its threads:
+    """Set up a spawned child of ``parent``: it ignores SIGINT and SIGHUP, which a Ctrl-C or a
+    closed terminal sends to the whole process group (the parent decides when it stops), ends
+    itself when the parent is gone, and keeps progress bars' locks to its threads:
     tqdm would make a multiprocessing lock, a semaphore that a child ended with ``os._exit``
     leaves for the resource tracker to warn about at shutdown."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     threading.Thread(target=watch_parent, args=(parent,), daemon=True).start()
     try:
         from tqdm import tqdm

@@ -243,20 +243,31 @@ MOMENTS = {  # the stage whose lease marks the moment, the retrievers of the run
     "lucene-search": ("retrieve", [{"name": "bm25"}], None),
     "dense-encode": ("encode", [{"name": "dense", "params": {"model": "minilm"}}], 2),  # shards queued
 }
-HOW = {"SIGTERM": signal.SIGTERM, "SIGINT": signal.SIGINT, "group-SIGINT": signal.SIGINT}
+HOW = {"SIGTERM": signal.SIGTERM, "SIGINT": signal.SIGINT, "group-SIGINT": signal.SIGINT,
+       "group-SIGHUP": signal.SIGHUP}
+CELLS = [  # every moment with a signal to the run alone and with Ctrl-C to its group; every signal
+    ("dense-encode", "SIGTERM"), ("dense-encode", "group-SIGINT"), ("dense-encode", "group-SIGHUP"),
+    ("lucene-index", "SIGINT"), ("lucene-index", "group-SIGINT"),
+    ("lucene-search", "SIGTERM"), ("lucene-search", "group-SIGINT"),
+]
 
 
 @pytest.mark.slow
 @pytest.mark.timing
-@pytest.mark.parametrize("how", sorted(HOW))
-@pytest.mark.parametrize("moment", sorted(MOMENTS))
+@pytest.mark.parametrize(("moment", "how"), CELLS, ids=[f"{m}-{h}" for m, h in CELLS])
 def test_a_signal_at_any_moment_ends_the_run_within_ten_seconds(tmp_path, moment, how):
-    """SIGTERM, SIGINT and Ctrl-C to the whole process group, while Lucene indexes (in its worker
-    process), while Lucene searches, and while torch encodes: the run ends within 10 s with one
-    line and no traceback, nothing of its process group is left, no lease, no JVM crash file, and
-    a rerun finishes from what was kept. The encode cells run 4 shards on two stage threads and
-    stop once a shard is published: the shards under way are stopped, those still queued are
-    cancelled, and the rerun builds only the shards that were not published."""
+    """A signal while Lucene indexes (in its worker process), while Lucene searches, and while
+    torch encodes: the run ends within 10 s with one line and no traceback, nothing of its
+    process group is left, no lease, no JVM crash file, and a rerun finishes from what was kept.
+    The encode cells run 4 shards on two stage threads and stop once a shard is published: the
+    shards under way are stopped, those still queued are cancelled, and the rerun builds only
+    the shards that were not published.
+
+    The cells: a signal to the run's process alone reaches one handler whatever the signal
+    (SIGTERM, SIGINT and SIGHUP share ``stop_on_signals``'s), so each moment has one such cell and
+    each signal one moment; a signal to the whole group (Ctrl-C, a closed terminal) also reaches
+    the stage and Lucene processes, which differ per moment, so Ctrl-C is sent at every moment,
+    and a hang-up mid-encode, where torch's stage processes run."""
     stage, retrievers, threads = MOMENTS[moment]
     rows = _variants(600 if stage == "encode" else 40)
     corpus, queries = write_jsonl(tmp_path / "corpus.jsonl", rows), write_jsonl(tmp_path / "queries.jsonl", QUERIES)
@@ -272,8 +283,8 @@ def test_a_signal_at_any_moment_ends_the_run_within_ten_seconds(tmp_path, moment
         time.sleep(0.05)
     time.sleep(0.5)
     told = time.monotonic()
-    if how == "group-SIGINT":
-        os.killpg(proc.pid, signal.SIGINT)
+    if how.startswith("group-"):
+        os.killpg(proc.pid, HOW[how])
     else:
         proc.send_signal(HOW[how])
     _, err = proc.communicate(timeout=60)
