@@ -250,9 +250,48 @@ def describe(stage: str, label: str, state) -> dict:
     return row
 
 
+class _InRun(logging.Filter):
+    """Passes the records made in a flow or task run (Prefect files them under that run)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from prefect.context import get_run_context
+        from prefect.exceptions import MissingContextError
+
+        if getattr(record, "flow_run_id", None):
+            return True
+        try:
+            get_run_context()
+        except MissingContextError:
+            return False
+        return True
+
+
+def forward_logs_to_prefect() -> bool:
+    """Against a Prefect server of one's own (``PREFECT_API_URL``: a deployed run, a worker), send
+    rbench's records made in a run (stage progress, from stage processes too) to that run's logs
+    in the Prefect API, and at INFO to the process's output (a worker's log), unless the user set
+    rbench's level. Records made outside a run (a lease's heartbeat) stay local; Prefect's handler
+    sends them in batches. ``rbench run``'s temporary server gets none: the terminal shows them.
+    Returns whether records are forwarded; a second call adds nothing."""
+    from prefect.logging.handlers import APILogHandler
+    from prefect.settings import get_current_settings
+
+    if not get_current_settings().api.url:
+        return False
+    logger = logging.getLogger("rbench")
+    if not any(isinstance(h, APILogHandler) for h in logger.handlers):
+        handler = APILogHandler()
+        handler.addFilter(_InRun())
+        logger.addHandler(handler)
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.INFO)
+    return True
+
+
 class Submitter:
     """Submits stage tasks through the flow's task runner, logs each as it finishes, and
-    reports how each ended."""
+    reports how each ended. Against a Prefect server of one's own, rbench's progress records
+    go to the run's logs too (:func:`forward_logs_to_prefect`)."""
 
     def __init__(self, store: str, execution: ExecutionConfig):
         self.store = Store(store)
@@ -260,6 +299,7 @@ class Submitter:
         self.submitted: list[Submitted] = []
         self._storage = result_storage(self.store)
         self._logger = get_run_logger()
+        forward_logs_to_prefect()
 
     def submit(self, stage: Stage, inputs: Sequence[Any], config: Any, label: str, gpu: bool = False,
                **options: Any) -> PrefectFuture:

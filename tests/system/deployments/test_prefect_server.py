@@ -137,7 +137,8 @@ def test_a_stopped_deployed_run_ends_within_seconds_and_releases_its_leases(serv
     worker` alone, as Kubernetes stops a pod or an operator its worker: it sends SIGTERM to its flow
     runs before it stops the Prefect worker (which would kill them), and the run ends the same way,
     with no process of the worker's tree left. Either way no JVM crashes (BM25's runs in a Lucene
-    worker process)."""
+    worker process), and the encode's progress lines are in the worker's output and in the run's
+    logs on the server."""
     from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_URL, temporary_settings
     from prefect.states import Cancelling
@@ -187,12 +188,19 @@ def test_a_stopped_deployed_run_ends_within_seconds_and_releases_its_leases(serv
                     time.sleep(0.2)
                 assert len(tree) >= 3 and not [p for p in tree if alive(p)]  # the Prefect worker, a flow run, ...
                 assert time.monotonic() - told < 15
+                crashed = wait_final(client, run.id, timeout=max(1.0, 30 - (time.monotonic() - told)))
+                assert crashed.state.is_crashed(), crashed.state  # rerunnable from the UI, not Running for good
             assert len(list((store / "encode").glob("*/_manifest.json"))) < 8  # it stopped mid-build
             log = (tmp_path / "worker.log").read_text()
             assert stop == "cancel" or "rbench worker: SIGTERM: stopping 1 flow run process(es)" in log
             assert "rbench: SIGTERM: stopped (" in log and "the process ends within 5s" in log, log[-3000:]
             assert "fatal error has been detected by the Java Runtime" not in log  # the JVM is in its own process
             assert not list(tmp_path.rglob("hs_err_pid*.log"))
+            progress = "dense: encoded rows"  # made in torch's stage processes, handed to the flow's process
+            assert progress in log, log[-3000:]  # the worker's output
+            messages = [record.message for offset in range(0, 2000, 200)
+                        for record in client.read_logs(limit=200, offset=offset)]
+            assert any(m.startswith(progress) for m in messages), messages[-20:]  # the run's logs in the UI
     finally:
         stop_group(worker)
         worker_log.close()
