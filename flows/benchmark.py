@@ -15,7 +15,7 @@ from rbench.experiment import config_text, preflight, resolve_experiment, run_na
 from rbench.tasks.attempts import bury_earlier_attempts
 from rbench.tasks.graph import submit_experiment, summarize_results
 from rbench.tasks.logged import remember_logged
-from rbench.tasks.orchestration import Submitter, ended_by_termination, task_runner
+from rbench.tasks.orchestration import StoppableThreads, Submitter, ended_by_termination, task_runner
 from rbench.tasks.pending import log_pending_for, save_pending
 from rbench.tasks.track import log_experiment, publish_run_link
 
@@ -85,7 +85,7 @@ def finish(cfg: ExperimentConfig, summary: dict):
     return Failed(message=message, data=PartialFailure(message, summary))
 
 
-@flow(name="rbench-benchmark", flow_run_name=run_name, log_prints=True)
+@flow(name="rbench-benchmark", flow_run_name=run_name, log_prints=True, task_runner=StoppableThreads())
 def benchmark(config_path: str | None = None, experiment: ExperimentConfig | None = None,
               mirror: str | None = None, store: str | None = None, tracking_uri: str | None = None,
               runner: str | None = None, address: str | None = None):
@@ -98,24 +98,24 @@ def benchmark(config_path: str | None = None, experiment: ExperimentConfig | Non
     is marked Crashed first.
     """
     quiet_user_errors()
-    bury_earlier_attempts()
-    cfg = resolve_experiment(config_path, experiment, mirror=mirror, store=store, tracking_uri=tracking_uri,
-                             runner=runner, address=address)
-    preflight(cfg)
-    with ended_by_termination():
+    with ended_by_termination():  # a stop anywhere in the flow, the MLflow logging included
+        bury_earlier_attempts()
+        cfg = resolve_experiment(config_path, experiment, mirror=mirror, store=store, tracking_uri=tracking_uri,
+                                 runner=runner, address=address)
+        preflight(cfg)
         results, failures, report = run_with_runner(cfg)
-    if not results:  # no pair finished: nothing to log, the failures say it all
-        return finish(cfg, summarize_results(cfg, results, report, None, failures))
-    text = redact(config_text(cfg, config_path if experiment is None else None))
-    logged = log_to_mlflow(cfg, results, report, text, failures=failures, reuse_parent=True, return_state=True)
-    run_id = logged.result() if logged.is_completed() else None
-    if run_id is not None:
-        publish_run_link(cfg, run_id)
-        if not failures:
-            remember_logged(cfg, results, text, run_id)
-        log_pending_for(cfg)
-    summary = summarize_results(cfg, results, report, run_id, failures)
-    if run_id is None:
-        summary["mlflow_error"] = redact(logged.message or "MLflow logging failed")
-        summary["mlflow_pending"] = str(save_pending(cfg, results, report, text, failures, summary["mlflow_error"]))
-    return finish(cfg, summary)
+        if not results:  # no pair finished: nothing to log, the failures say it all
+            return finish(cfg, summarize_results(cfg, results, report, None, failures))
+        text = redact(config_text(cfg, config_path if experiment is None else None))
+        logged = log_to_mlflow(cfg, results, report, text, failures=failures, reuse_parent=True, return_state=True)
+        run_id = logged.result() if logged.is_completed() else None
+        if run_id is not None:
+            publish_run_link(cfg, run_id)
+            if not failures:
+                remember_logged(cfg, results, text, run_id)
+            log_pending_for(cfg)
+        summary = summarize_results(cfg, results, report, run_id, failures)
+        if run_id is None:
+            summary["mlflow_error"] = redact(logged.message or "MLflow logging failed")
+            summary["mlflow_pending"] = str(save_pending(cfg, results, report, text, failures, summary["mlflow_error"]))
+        return finish(cfg, summary)

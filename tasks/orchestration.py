@@ -32,6 +32,7 @@ from typing import Any, Sequence
 from prefect import get_run_logger, task
 from prefect.cache_policies import CachePolicy
 from prefect.futures import PrefectFuture
+from prefect.task_runners import ThreadPoolTaskRunner
 
 from rbench.config import ExecutionConfig
 from rbench.core.errors import MissingExtraError
@@ -170,14 +171,31 @@ def _server_url() -> str | None:
     return str(url) if url else PREFECT_API_URL.value()
 
 
+class StoppableThreads(ThreadPoolTaskRunner):
+    """Prefect's thread-pool runner, except that a stop does not wait for its threads.
+
+    When Prefect turns a SIGTERM into ``TerminationSignal``, the flow engine cancels the
+    runner's tasks before it reports the run Crashed, and Prefect's ``cancel_all`` waits for
+    every running thread: a stage thread waiting on a dense encode held it past the process's
+    grace period, so the ``-stages`` subflow stayed Running for good. While rbench is stopping
+    (:func:`rbench.core.stopping.stopping`), the pool is shut down without waiting; the threads
+    end with the process."""
+
+    def cancel_all(self) -> None:
+        if not stopping() or self._executor is None:
+            return super().cancel_all()
+        for event in self._cancel_events.values():
+            event.set()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._executor = None
+
+
 def task_runner(execution: ExecutionConfig):
     """The Prefect task runner an experiment's ``execution`` section asks for."""
-    from prefect.task_runners import ThreadPoolTaskRunner
-
     if execution.runner == "sequential":
-        return ThreadPoolTaskRunner(max_workers=1)
+        return StoppableThreads(max_workers=1)
     if execution.runner == "threads":
-        return ThreadPoolTaskRunner(max_workers=execution.max_workers)
+        return StoppableThreads(max_workers=execution.max_workers)
     if execution.runner == "dask":
         try:
             from prefect_dask import DaskTaskRunner
@@ -403,17 +421,22 @@ def call_stage(stage: Stage, store: str, inputs: Sequence[Artifact], config: Any
 
 @contextlib.contextmanager
 def ended_by_termination(grace_seconds: float = 5.0):
-    """Around a deployed flow's work: when Prefect turns SIGTERM (a cancellation from the UI or
-    ``prefect flow-run cancel``, a pod deletion) into ``TerminationSignal``, leases are released
-    and the process ends ``grace_seconds`` later, after Prefect has recorded the state, instead
-    of waiting for the stages still running in worker threads. The next run resumes from the
-    last finished item."""
+    """Around a flow's work: when Prefect turns SIGTERM (a cancellation from the UI or ``prefect
+    flow-run cancel``, a pod deletion, a worker's stop) into ``TerminationSignal``, leases are
+    released and the process ends ``grace_seconds`` later, after Prefect has recorded the run's
+    state (Crashed, or Cancelled), instead of waiting for the stages still running in worker
+    threads. ``rbench run`` on its temporary server, whose states nobody reads, ends at once, as
+    a signal to it does outside a flow: one line, no "Crash detected" records. The next run
+    resumes from the last finished item."""
     from prefect.exceptions import TerminationSignal
+    from prefect.settings import get_current_settings
 
-    from rbench.core.stopping import exit_soon
+    from rbench.core.stopping import exit_soon, handles_signals, stop_now
 
     try:
         yield
     except TerminationSignal as e:
+        if handles_signals() and not get_current_settings().api.url:
+            stop_now(e.signal)
         exit_soon(128 + e.signal, grace_seconds, reason=signal.Signals(e.signal).name)
         raise

@@ -78,6 +78,35 @@ def _run_cleanups(name: str) -> None:
             log.debug("cleanup on %s failed: %s", name, e)
 
 
+_HANDLED: list[int] = []
+
+
+def stop_now(signum: int) -> None:
+    """End this process now, as a signal ``signum`` to it does once :func:`stop_on_signals` is
+    installed: leases released, one line (none when :func:`exit_soon` already said it), the
+    cleanups, exit code 128 + ``signum``."""
+    _STOPPING.set()
+    with contextlib.suppress(ValueError):  # outside the main thread the handlers stay
+        for number in _HANDLED:
+            signal.signal(number, signal.SIG_IGN)
+    name = signal.Signals(signum).name
+    released = release_all()
+    if _ENDING.acquire(blocking=False):
+        message = (f"rbench: {name}: stopped ({released} lease(s) released); finished stages and items are kept, "
+                   "and the next run resumes from them\n")
+        with contextlib.suppress(OSError):  # after a hang-up the terminal may be gone
+            os.write(2, message.encode())  # not print: a flow with log_prints turns it into a log record
+    _run_cleanups(name)
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    os._exit(128 + signum)
+
+
+def handles_signals() -> bool:
+    """Whether :func:`stop_on_signals` is installed in this process (``rbench run``)."""
+    return bool(_HANDLED)
+
+
 def stop_on_signals(*cleanups: Callable[[], None]) -> bool:
     """Install the handler for SIGINT, SIGTERM and SIGHUP (a closed terminal, a dropped ssh
     session), in the main thread only; return whether it was. A SIGHUP that is ignored (a run
@@ -86,27 +115,11 @@ def stop_on_signals(*cleanups: Callable[[], None]) -> bool:
     if threading.current_thread() is not threading.main_thread():
         return False
     _CLEANUPS[:] = cleanups
-    handled = [signal.SIGINT, signal.SIGTERM]
+    _HANDLED[:] = [signal.SIGINT, signal.SIGTERM]
     if signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:
-        handled.append(signal.SIGHUP)
-
-    def stop(signum: int, frame) -> None:
-        _STOPPING.set()
-        for number in handled:
-            signal.signal(number, signal.SIG_IGN)
-        name = signal.Signals(signum).name
-        released = release_all()
-        message = (f"rbench: {name}: stopped ({released} lease(s) released); finished stages and items are kept, "
-                   "and the next run resumes from them\n")
-        with contextlib.suppress(OSError):  # after a hang-up the terminal may be gone
-            os.write(2, message.encode())  # not print: a flow with log_prints turns it into a log record
-        _run_cleanups(name)
-        with contextlib.suppress(OSError, ValueError):
-            sys.stdout.flush()
-        os._exit(128 + signum)
-
-    for number in handled:
-        signal.signal(number, stop)
+        _HANDLED.append(signal.SIGHUP)
+    for number in _HANDLED:
+        signal.signal(number, lambda signum, frame: stop_now(signum))
     return True
 
 

@@ -3,8 +3,10 @@ traceback from the stage futures the stop cancels."""
 
 import asyncio
 import logging
+import os
 import subprocess
 import sys
+import time
 import uuid
 from concurrent.futures import Future
 
@@ -90,3 +92,49 @@ def test_a_hang_up_stops_like_sigterm_unless_started_under_nohup(tmp_path, start
     assert proc.returncode == code, err
     assert err.startswith(f"rbench: {name}: stopped (1 lease(s) released)"), err
     assert not lease.exists()
+
+
+STOPPED_MID_STAGE = """
+import os, signal, threading, time
+from prefect import flow, task
+from prefect.runtime import flow_run
+from rbench.config import ExecutionConfig
+from rbench.tasks.orchestration import ended_by_termination, task_runner
+
+started = threading.Event()
+
+@task
+def shard():
+    started.set()
+    threading.Event().wait()  # a shard under way, which a stop does not wait for
+
+@flow(task_runner=task_runner(ExecutionConfig(runner="threads", max_workers=2)))
+def stages():
+    print(flow_run.get_id(), flush=True)
+    with ended_by_termination(grace_seconds=5):
+        shard.submit()
+        started.wait(30)
+        os.kill(os.getpid(), signal.SIGTERM)  # as a worker's stop reaches a deployed run
+        time.sleep(60)
+
+stages()
+"""
+
+
+def test_a_deployed_run_stopped_mid_stage_is_crashed_in_prefect_before_it_ends():
+    """Prefect turns a SIGTERM into ``TerminationSignal`` and cancels the flow's tasks before it
+    reports the run Crashed; its thread pool waited for a running shard, past the 5 s grace after
+    which rbench ends the process, so the run (a deployment's ``-stages`` subflow) stayed Running.
+    The thread runner rbench builds does not wait for its threads once a stop is under way."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL
+
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_LOGGING_LEVEL": "CRITICAL"}
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", STOPPED_MID_STAGE], capture_output=True, text=True, timeout=60,
+                          env=env)
+    assert time.monotonic() - started < 45
+    assert proc.returncode in (-15, 143), proc.stderr[-2000:]
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(uuid.UUID(proc.stdout.split()[0]))
+    assert run.state.is_crashed(), (run.state, proc.stderr[-2000:])

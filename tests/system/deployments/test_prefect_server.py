@@ -136,10 +136,13 @@ def test_a_stopped_deployed_run_ends_within_seconds_and_releases_its_leases(serv
     a dense encode is still running in a worker thread. ``worker-shutdown``: SIGTERM to `rbench
     worker` alone, as Kubernetes stops a pod or an operator its worker: it sends SIGTERM to its flow
     runs before it stops the Prefect worker (which would kill them), and the run ends the same way,
-    with no process of the worker's tree left. Either way no JVM crashes (BM25's runs in a Lucene
+    with no process of the worker's tree left. Either way the run and its ``-stages`` subflow end
+    Cancelled or Crashed (within 30 s of a worker's stop), no JVM crashes (BM25's runs in a Lucene
     worker process), and the encode's progress lines are in the worker's output and in the run's
-    logs on the server."""
+    logs on the server. After the worker's stop, a retry from the API on a new worker builds only
+    what was left unfinished."""
     from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
     from prefect.settings import PREFECT_API_URL, temporary_settings
     from prefect.states import Cancelling
 
@@ -182,6 +185,10 @@ def test_a_stopped_deployed_run_ends_within_seconds_and_releases_its_leases(serv
             if stop == "cancel":
                 cancelled = wait_final(client, run.id, timeout=120)
                 assert cancelled.state.is_cancelled(), (cancelled.state, (tmp_path / "worker.log").read_text()[-3000:])
+                (stages,) = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+                    parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run.id])))
+                stages = wait_final(client, stages.id, timeout=30)
+                assert stages.state.is_cancelled(), stages.state
             else:
                 assert worker.wait(timeout=max(1.0, 15 - (time.monotonic() - told))) == 143
                 while [p for p in tree if alive(p)] and time.monotonic() - told < 15:
@@ -190,6 +197,10 @@ def test_a_stopped_deployed_run_ends_within_seconds_and_releases_its_leases(serv
                 assert time.monotonic() - told < 15
                 crashed = wait_final(client, run.id, timeout=max(1.0, 30 - (time.monotonic() - told)))
                 assert crashed.state.is_crashed(), crashed.state  # rerunnable from the UI, not Running for good
+                (stages,) = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+                    parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run.id])))
+                stages = wait_final(client, stages.id, timeout=max(1.0, 30 - (time.monotonic() - told)))
+                assert stages.state.is_crashed(), stages.state  # it stayed Running for good in 3 of 6 stops
             assert len(list((store / "encode").glob("*/_manifest.json"))) < 8  # it stopped mid-build
             log = (tmp_path / "worker.log").read_text()
             assert stop == "cancel" or "rbench worker: SIGTERM: stopping 1 flow run process(es)" in log
@@ -201,6 +212,34 @@ def test_a_stopped_deployed_run_ends_within_seconds_and_releases_its_leases(serv
             messages = [record.message for offset in range(0, 2000, 200)
                         for record in client.read_logs(limit=200, offset=offset)]
             assert any(m.startswith(progress) for m in messages), messages[-20:]  # the run's logs in the UI
+            if stop == "worker-shutdown":
+                worker = _retry_on_a_new_worker(client, run.id, server, store, tmp_path, worker_log)
     finally:
         stop_group(worker)
         worker_log.close()
+
+
+def _retry_on_a_new_worker(client, run_id, server, store, tmp_path, worker_log) -> subprocess.Popen:
+    """Retry a crashed run from the API on a new worker, as the UI's Retry does after a node came
+    back; check that it builds only what the stopped attempt left unfinished: every artifact
+    published before the stop is reported cached and left as it was (the encode resumes from its
+    published shards). Returns the new worker."""
+    from mlflow.tracking import MlflowClient
+    from prefect.states import AwaitingRetry
+
+    published = {p: p.stat().st_mtime_ns for p in store.glob("*/*/_manifest.json")}
+    shards = len(list((store / "encode").glob("*/_manifest.json")))
+    worker = subprocess.Popen([str(BIN / "rbench"), "worker", "--pool", "gpu-pool"], cwd=tmp_path,
+                              env={**server, "RBENCH_STORE": str(store), "PREFECT_HOME": str(tmp_path / "worker-home")},
+                              stdout=worker_log, stderr=subprocess.STDOUT, start_new_session=True)
+    client.set_flow_run_state(run_id, AwaitingRetry(message="Retry from the UI"), force=True)
+    retried = wait_final(client, run_id)
+    assert retried.state.is_completed(), (retried.state, (tmp_path / "worker.log").read_text()[-3000:])
+    assert {p: p.stat().st_mtime_ns for p in published} == published
+    assert len(list((store / "encode").glob("*/_manifest.json"))) == 8
+    mlflow = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    (parent,) = [r for r in mlflow.search_runs([e.experiment_id for e in mlflow.search_experiments()])
+                 if "mlflow.parentRunId" not in r.data.tags]
+    assert parent.data.metrics["stages_cached"] == len(published), (parent.data.metrics, sorted(map(str, published)))
+    assert parent.data.metrics["stages_ran"] >= 8 - shards + 2  # the missing shards, the dense index and search
+    return worker
