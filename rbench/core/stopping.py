@@ -70,8 +70,8 @@ def _reap_children() -> None:
             pass
 
 
-def _run_cleanups(name: str) -> None:
-    for cleanup in [_reap_children, *_ON_STOP, *_CLEANUPS]:
+def _run_cleanups(name: str, children: bool = True, cleanups: bool = True) -> None:
+    for cleanup in [*([_reap_children, *_ON_STOP] if children else []), *(_CLEANUPS if cleanups else [])]:
         try:
             cleanup()
         except Exception as e:  # stopping goes on whatever a cleanup does
@@ -128,7 +128,8 @@ def exit_soon(code: int, grace_seconds: float = 5.0, reason: str = "told to stop
     whatever its worker threads are doing: for a deployed run that Prefect told to stop (a
     cancellation, a pod deletion), where Prefect owns the signal handler and needs a moment to
     report the run's state, but the interpreter would then wait minutes for running stages.
-    The cleanups given to :func:`stop_on_signals` (the temporary Prefect server) run at the end.
+    Child processes (stage processes, Lucene workers) are stopped at once; the cleanups given to
+    :func:`stop_on_signals` (the temporary Prefect server) run at the end.
     A second call while the first is pending does nothing."""
     if not _ENDING.acquire(blocking=False):
         return
@@ -137,9 +138,10 @@ def exit_soon(code: int, grace_seconds: float = 5.0, reason: str = "told to stop
     os.write(2, (f"rbench: {reason}: stopped ({released} lease(s) released); the process ends within "
                  f"{grace_seconds:.0f}s; finished stages and items are kept, and the next run resumes from them\n"
                  ).encode())
+    _run_cleanups(reason, cleanups=False)  # the children stop now: no progress after the line
 
     def end() -> None:
-        _run_cleanups(reason)
+        _run_cleanups(reason, children=False)
         sys.stdout.flush()
         os._exit(code)
 

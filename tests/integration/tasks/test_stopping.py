@@ -55,6 +55,26 @@ def test_a_run_that_prefect_stops_says_stopped_and_ends_with_the_signals_code():
     assert "next run resumes" in proc.stderr
 
 
+CHILD_DURING_THE_GRACE = """
+import subprocess, sys, time
+from rbench.core.stopping import exit_soon, reaped_on_stop
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+with reaped_on_stop(child):
+    exit_soon(143, 3.0, reason="SIGTERM")
+    print("child ended" if child.poll() is not None else "child running", flush=True)
+    time.sleep(30)
+"""
+
+
+def test_a_deployed_stop_ends_the_child_processes_before_its_grace_period():
+    """A deployed run stopped by Prefect keeps its process for a few seconds so that Prefect can
+    record the run's state; its stage and Lucene processes stop with the stop's line, so no
+    progress or JVM output follows it."""
+    proc = subprocess.run([sys.executable, "-c", CHILD_DURING_THE_GRACE], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 143, proc.stderr
+    assert proc.stdout.strip() == "child ended"
+
+
 HOLD_A_LEASE = """
 import signal, sys, time
 from rbench.core.lease import Lease
