@@ -425,18 +425,22 @@ def ended_by_termination(grace_seconds: float = 5.0):
     flow-run cancel``, a pod deletion, a worker's stop) into ``TerminationSignal``, leases are
     released and the process ends ``grace_seconds`` later, after Prefect has recorded the run's
     state (Crashed, or Cancelled), instead of waiting for the stages still running in worker
-    threads. ``rbench run`` on its temporary server, whose states nobody reads, ends at once, as
-    a signal to it does outside a flow: one line, no "Crash detected" records. The next run
-    resumes from the last finished item."""
+    threads. In ``rbench run`` on its temporary server, whose states nobody reads, SIGTERM stays
+    rbench's own from here to the flow's end, so it ends the run at once as it does outside a
+    flow: one line, no "Crash detected" record per flow level. The next run resumes from the last
+    finished item."""
     from prefect.exceptions import TerminationSignal
     from prefect.settings import get_current_settings
 
-    from rbench.core.stopping import exit_soon, handles_signals, stop_now
+    from rbench.core.stopping import exit_soon, handles_signals, stop_now, take_back_sigterm
 
+    temporary_server = handles_signals() and not get_current_settings().api.url
+    if temporary_server:
+        take_back_sigterm()
     try:
         yield
     except TerminationSignal as e:
-        if handles_signals() and not get_current_settings().api.url:
+        if temporary_server:  # it came while Prefect held SIGTERM: a subflow was starting
             stop_now(e.signal)
         exit_soon(128 + e.signal, grace_seconds, reason=signal.Signals(e.signal).name)
         raise

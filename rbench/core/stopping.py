@@ -107,6 +107,20 @@ def handles_signals() -> bool:
     return bool(_HANDLED)
 
 
+def _handler(signum: int, frame) -> None:
+    stop_now(signum)
+
+
+def take_back_sigterm() -> bool:
+    """Install :func:`stop_on_signals`'s handler for SIGTERM again, over one a library installed
+    since (Prefect's flow engine turns SIGTERM into an exception that unwinds the flow and logs a
+    crash per flow level); only where it was installed, in the main thread. Returns whether it was."""
+    if signal.SIGTERM not in _HANDLED or threading.current_thread() is not threading.main_thread():
+        return False
+    signal.signal(signal.SIGTERM, _handler)
+    return True
+
+
 def stop_on_signals(*cleanups: Callable[[], None]) -> bool:
     """Install the handler for SIGINT, SIGTERM and SIGHUP (a closed terminal, a dropped ssh
     session), in the main thread only; return whether it was. A SIGHUP that is ignored (a run
@@ -119,7 +133,7 @@ def stop_on_signals(*cleanups: Callable[[], None]) -> bool:
     if signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:
         _HANDLED.append(signal.SIGHUP)
     for number in _HANDLED:
-        signal.signal(number, lambda signum, frame: stop_now(signum))
+        signal.signal(number, _handler)
     return True
 
 
