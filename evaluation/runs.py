@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Iterable, Mapping
 from urllib.parse import quote
 
@@ -61,11 +62,56 @@ def trec_id(doc_id: str) -> str:
     return quote(doc_id, safe="")
 
 
+def file_scores(scores: Iterable[float]) -> list[str]:
+    """The score column of a run file, in rbench's order (rank 1 first): each score to 6
+    decimals, lowered where needed by 0.000001 steps so that the column strictly decreases.
+
+    rbench ranks by the retriever's rank column, so a tie in score keeps the order the
+    retriever returned (Lucene's for BM25, as Pyserini writes it). trec_eval, pytrec_eval and
+    ranx re-sort a run by score, each breaking ties its own way; with strictly decreasing scores
+    every one of them reads rbench's order, and scores the run as rbench does. A score that is
+    not finite becomes the next step down."""
+    out: list[str] = []
+    previous: int | None = None
+    for score in scores:
+        value = round(score * 1_000_000) if math.isfinite(score) else None
+        if value is None or (previous is not None and value >= previous):
+            value = 0 if previous is None else previous - 1
+        previous = value
+        sign = "-" if value < 0 else ""
+        out.append(f"{sign}{abs(value) // 1_000_000}.{abs(value) % 1_000_000:06d}")
+    return out
+
+
 def to_trec(ranking: DocRanking, tag: str) -> str:
-    """TREC run text: ``qid Q0 docid rank score tag`` per line; ids percent-encoded."""
+    """TREC run text: ``qid Q0 docid rank score tag`` per line, ids percent-encoded, scores as
+    :func:`file_scores` writes them (any tool reads rbench's order from them)."""
     lines = [
-        f"{trec_id(q)} Q0 {trec_id(d)} {i} {s:.6f} {trec_id(tag)}"
+        f"{trec_id(q)} Q0 {trec_id(d)} {i} {s} {trec_id(tag)}"
         for q, docs in ranking.items()
-        for i, (d, s) in enumerate(docs, 1)
+        for i, ((d, _), s) in enumerate(zip(docs, file_scores([score for _, score in docs])), 1)
     ]
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def retag_trec(text: str, tag: str, source: str = "run file") -> str:
+    """A run file's text with ``tag`` in its last column and its scores rewritten by
+    :func:`file_scores` in the file's order (a file written before rbench wrote strictly
+    decreasing scores gets them); ``source`` names the file in the error for a malformed line."""
+    rows: dict[str, list[list[str]]] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        fields = line.split()
+        if not fields:
+            continue
+        try:
+            if len(fields) != 6:
+                raise ValueError
+            float(fields[4])
+        except ValueError:
+            raise ValueError(f"{source}:{number}: expected 'qid Q0 docid rank score tag', got {line[:200]!r}") from None
+        rows.setdefault(fields[0], []).append(fields)
+    lines = []
+    for fields in rows.values():
+        for row, score in zip(fields, file_scores([float(f[4]) for f in fields])):
+            lines.append(" ".join([*row[:4], score, trec_id(tag)]))
     return "\n".join(lines) + ("\n" if lines else "")

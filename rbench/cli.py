@@ -273,6 +273,19 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from rbench.core.locations import resolve_store
+    from rbench.tasks.results import export_run
+
+    uri = _tracking_uri(args)
+    written = export_run(uri, args.run, args.experiment, Path(args.out), store=resolve_store(args.store))
+    print(f"wrote {len(written)} file(s) to {args.out} (trec_eval -m all_trec {args.out}/DATASET.qrels "
+          f"{args.out}/DATASET.SYSTEM.trec scores each as rbench does):")
+    for path in written:
+        print(f"  {path.name}")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from rbench.evaluation.report import significance, write_report
     from rbench.tasks.results import load_costs_and_traces, load_reproductions, load_results
@@ -519,6 +532,11 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--k", type=int, default=5, help="cut-off of the tested metric (default 5)")
     report.add_argument("--test", default="randomization", choices=["randomization", "bootstrap"])
     report.add_argument("--trials", type=int, default=10_000)
+    export = sub.add_parser("export", help="write a run's TREC run files (one per dataset x system) and qrels, "
+                            "which trec_eval, pytrec_eval and ranx score as rbench does")
+    export.add_argument("run", help="MLflow parent run id, or 'latest'")
+    export.add_argument("--out", default="export", help="output folder (default: ./export)")
+    export.set_defaults(func=cmd_export)
     compare = sub.add_parser("compare", help="line a run up against published tables: 95%% intervals, a verdict per cell")
     compare.add_argument("run", help="MLflow parent run id, or 'latest'")
     compare.add_argument("--against", required=True, action="append", metavar="NAME",
@@ -546,7 +564,7 @@ def build_parser() -> argparse.ArgumentParser:
                               help="a published grid rbench ships (seed002-sotu-fixedtoken-minilm) or a YAML file")
     compare_grid.add_argument("--out", default="reproduction", help="output folder (default: ./reproduction)")
     compare_grid.set_defaults(func=cmd_compare_grid)
-    for p in (show, report, compare, compare_grid):
+    for p in (show, report, export, compare, compare_grid):
         p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite in "
                        "the store)")
         p.add_argument("--store", help="store folder whose MLflow database to read (default: $RBENCH_STORE, "

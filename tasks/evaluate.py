@@ -44,7 +44,7 @@ def build_evaluate(folder: Path, inputs: list[Artifact], config: MetricsConfig) 
     }
 
 
-EVALUATE = Stage("evaluate", 2, build_evaluate)
+EVALUATE = Stage("evaluate", 3, build_evaluate)
 
 
 def read_aggregate(evaluation: Artifact) -> list[dict]:

@@ -196,3 +196,50 @@ def load_reproductions(tracking_uri: str, runs: Sequence[str], experiment: str =
                     path = client.download_artifacts(parent.info.run_id, artifact.path, tmp)
                     documents.append(json.loads(Path(path).read_text(encoding="utf-8")))
     return documents
+
+
+def export_run(tracking_uri: str, run: str, experiment: str, out: Path, store: Path | None = None) -> list[Path]:
+    """Write a parent run's TREC files into ``out``: ``<dataset>.<system>.trec`` per child run
+    (its system in the tag column; scores that keep rbench's order in any tool, see
+    :func:`rbench.evaluation.runs.file_scores`) and ``<dataset>.qrels`` per dataset. A child logged
+    before rbench logged its qrels beside the run reads them from ``store`` (its evaluate artifact).
+    Names are percent-encoded as ids in TREC files are. Returns the files written."""
+    import tempfile
+
+    from mlflow.tracking import MlflowClient
+
+    from rbench.core.errors import RbenchError
+    from rbench.core.store import write_atomic
+    from rbench.evaluation.runs import retag_trec, trec_id
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    ((parent, children),) = list(_parents_and_children(client, tracking_uri, [run], experiment))
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for child, dataset, system in sorted(children, key=lambda c: (c[1], c[2])):
+        names = {a.path for a in client.list_artifacts(child.info.run_id)}
+        if "run.trec" not in names:
+            raise RbenchError(f"child run {child.info.run_id} ({dataset}/{system}) of run {parent.info.run_id} has no "
+                              "run.trec artifact: it was not logged by `rbench run`")
+        with tempfile.TemporaryDirectory() as tmp:
+            run_file = Path(client.download_artifacts(child.info.run_id, "run.trec", tmp))
+            text = retag_trec(run_file.read_text(encoding="utf-8"), system, source=f"{dataset}/{system} run.trec")
+            qrels = None
+            if "qrels.trec" in names:
+                qrels = Path(client.download_artifacts(child.info.run_id, "qrels.trec", tmp)).read_text(encoding="utf-8")
+        if qrels is None:
+            key = child.data.tags.get("rbench.evaluate_key")
+            kept = store / "evaluate" / key / "qrels.trec" if store is not None and key else None
+            if kept is None or not kept.is_file():
+                raise RbenchError(f"run {parent.info.run_id} was logged without its qrels and the store "
+                                  f"{store or '(none)'} does not hold them ({dataset}/{system}): pass --store, the "
+                                  "store the run wrote to, or rerun its config (every stage is cached) to log them")
+            qrels = kept.read_text(encoding="utf-8")
+        run_path = out / f"{trec_id(dataset)}.{trec_id(system)}.trec"
+        write_atomic(run_path, text)
+        written.append(run_path)
+        qrels_path = out / f"{trec_id(dataset)}.qrels"
+        if qrels_path not in written:
+            write_atomic(qrels_path, qrels)
+            written.append(qrels_path)
+    return written

@@ -228,7 +228,7 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
                 })
                 mlflow.log_metrics({metric_name(a["metric"], a["k"]): a["value"] for a in aggregate})
                 mlflow.log_metrics(stage_metrics(result))
-                for name in ("per_query.parquet", "aggregate.parquet", "run.trec"):
+                for name in ("per_query.parquet", "aggregate.parquet", "run.trec", "qrels.trec"):
                     mlflow.log_artifact(str(evaluation.file(name)))
                 run = result.get("run")
                 if run is not None and run.file("traces.parquet").is_file():

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from rbench.evaluation.evaluate import evaluate_queries, macro_average
-from rbench.evaluation.runs import to_qrels, to_ranx_run
+from rbench.evaluation.runs import to_qrels, to_ranx_run, to_trec, to_trec_qrels
 from tests.conftest import need
 from tests.unit.evaluation.test_metrics import _random_case
 
@@ -29,3 +29,35 @@ def test_parity_with_ranx(seed):
     for ours_name, theirs in names.items():
         for k in (1, 3, 5, 10):
             assert agg[(ours_name, k)] == pytest.approx(scores[f"{theirs}@{k}"]), (ours_name, k)
+
+
+def test_a_tied_run_file_scores_the_same_in_rbench_pytrec_eval_and_ranx(tmp_path):
+    """A run whose scores tie (as bm25s's do on near-duplicate rows): rbench ranks ties in the
+    retriever's order, and its run file's scores keep that order, so trec_eval's tools read the
+    file as rbench scored it. With the raw tied scores in the file, pytrec_eval and ranx each
+    re-sorted the ties their own way and disagreed with rbench and with each other."""
+    ranx = need("ranx")
+    pytrec_eval = need("pytrec_eval")
+    gold, ranking = _random_case(5)
+    ranking = {q: [(d, float(i // 4)) for i, (d, _) in enumerate(reversed(docs))][::-1]  # ties in fours
+               for q, docs in ranking.items() if docs}
+    gold = {q: gold[q] for q in ranking}
+    agg = {(a["metric"], a["k"]): a["value"] for a in macro_average(evaluate_queries(ranking, gold, [5, 10]))}
+    run_file, qrels_file = tmp_path / "tiny.bm25s.trec", tmp_path / "tiny.qrels"
+    run_file.write_text(to_trec(ranking, "bm25s"))
+    qrels_file.write_text(to_trec_qrels(to_qrels(gold)))
+
+    read = ranx.evaluate(ranx.Qrels.from_file(str(qrels_file), kind="trec"),
+                         ranx.Run.from_file(str(run_file), kind="trec"), ["ndcg@10", "recall@5"])
+    run: dict = {}
+    for line in run_file.read_text().splitlines():
+        qid, _, doc, _, score, _ = line.split()
+        run.setdefault(qid, {})[doc] = float(score)
+    qrels: dict = {}
+    for line in qrels_file.read_text().splitlines():
+        qid, _, doc, grade = line.split()
+        qrels.setdefault(qid, {})[doc] = int(grade)
+    per_query = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.5"}).evaluate(run)
+    trec = {m: sum(q[m] for q in per_query.values()) / len(per_query) for m in ("ndcg_cut_10", "recall_5")}
+    assert agg[("ndcg", 10)] == pytest.approx(read["ndcg@10"]) == pytest.approx(trec["ndcg_cut_10"])
+    assert agg[("recall", 5)] == pytest.approx(read["recall@5"]) == pytest.approx(trec["recall_5"])

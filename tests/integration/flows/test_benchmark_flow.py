@@ -131,13 +131,43 @@ def test_mlflow_has_the_printed_numbers(finished):
             if m["retriever"] == label:
                 assert child.data.metrics[f"{m['metric']}_at_{m['k']}"] == pytest.approx(m["value"])
         artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
-        assert {"per_query.parquet", "aggregate.parquet", "run.trec"} <= artifacts
+        assert {"per_query.parquet", "aggregate.parquet", "run.trec", "qrels.trec"} <= artifacts
         assert child.data.params["retriever.name"] == label
         stats = child.data.metrics  # every numeric stat of the pair's stages, under the stage's name
         assert stats["retrieve.queries_with_fewer_than_depth"] == 4  # depth 10 on a 6-object corpus
         assert stats["retrieve.queries"] == 4 and stats["retrieve.rows"] > 0
         assert stats["evaluate.queries"] == 4 and "evaluate.queries_with_fewer_docs_than_max_k" in stats
         assert any(k.startswith("index.") for k in stats)
+
+
+def test_rbench_export_writes_named_run_files_that_pytrec_eval_scores_as_rbench(finished, tmp_path, capsys):
+    from rbench.cli import main
+    from tests.conftest import need
+
+    pytrec_eval = need("pytrec_eval")
+    _, result = finished
+    out = tmp_path / "export"
+    assert main(["export", result["mlflow_run_id"], "--tracking-uri", result["tracking_uri"], "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["tiny.bm25.trec", "tiny.dense.trec", "tiny.qrels"]
+    qrels: dict = {}
+    for line in (out / "tiny.qrels").read_text().splitlines():
+        qid, _, doc, grade = line.split()
+        qrels.setdefault(qid, {})[doc] = int(grade)
+    compared = 0
+    for system in ("bm25", "dense"):
+        run: dict = {}
+        for line in (out / f"tiny.{system}.trec").read_text().splitlines():
+            qid, _, doc, _, score, tag = line.split()
+            assert tag == system
+            run.setdefault(qid, {})[doc] = float(score)
+        scored = pytrec_eval.RelevanceEvaluator(qrels, {"recall.1,3", "ndcg_cut.3"}).evaluate(run)
+        for m in result["metrics"]:
+            name = {"recall": "recall", "ndcg": "ndcg_cut"}.get(m["metric"])
+            if m["retriever"] == system and name and m["k"] in (1, 3) and (name, m["k"]) != ("ndcg_cut", 1):
+                theirs = sum(q[f"{name}_{m['k']}"] for q in scored.values()) / len(qrels)
+                assert theirs == pytest.approx(m["value"]), (system, m)
+                compared += 1
+    assert compared == 6  # recall@1, recall@3, nDCG@3 of each system
 
 
 def test_cli_show_prints_the_logged_table(finished, capsys):

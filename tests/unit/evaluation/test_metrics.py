@@ -9,7 +9,7 @@ import pytest
 
 from rbench.evaluation.evaluate import evaluate_queries, macro_average
 from rbench.evaluation.metrics import f1, mrr, ndcg, perfect_recall, precision, recall
-from rbench.evaluation.runs import dedup_documents, to_qrels, to_ranx_run, to_trec
+from rbench.evaluation.runs import dedup_documents, file_scores, retag_trec, to_qrels, to_ranx_run, to_trec
 from tests.conftest import need
 
 RANKED = ["d3", "d1", "d7", "d2"]  # gold d1, d2, d9: hits at ranks 2 and 4
@@ -75,6 +75,21 @@ def test_evaluate_scores_missing_queries_as_zero_and_skips_empty_gold():
 def test_trec_export_percent_encodes_spaces():
     text = to_trec({"q 1": [("Andy Karl :: awards", 0.5)]}, "bm25")
     assert text == "q%201 Q0 Andy%20Karl%20%3A%3A%20awards 1 0.500000 bm25\n"
+
+
+def test_run_file_scores_strictly_decrease_in_rbenchs_order():
+    assert file_scores([3.0, 3.0, 2.5, 2.5, 2.5, 2.6, -1.0000004, float("nan")]) == [
+        "3.000000", "2.999999", "2.500000", "2.499999", "2.499998", "2.499997", "-1.000000", "-1.000001"]
+    text = to_trec({"q1": [("a", 1.0), ("b", 1.0), ("c", 0.0000004)]}, "bm25")
+    assert text == "q1 Q0 a 1 1.000000 bm25\nq1 Q0 b 2 0.999999 bm25\nq1 Q0 c 3 0.000000 bm25\n"
+
+
+def test_a_run_file_retagged_for_export_gets_its_system_and_order_preserving_scores():
+    tied = "q1 Q0 a 1 2.000000 rbench\nq1 Q0 b 2 2.000000 rbench\nq2 Q0 c 1 1.500000 rbench\n"
+    assert retag_trec(tied, "bm25 k1=0.9") == (
+        "q1 Q0 a 1 2.000000 bm25%20k1%3D0.9\nq1 Q0 b 2 1.999999 bm25%20k1%3D0.9\nq2 Q0 c 1 1.500000 bm25%20k1%3D0.9\n")
+    with pytest.raises(ValueError, match=r"tiny/bm25 run.trec:2: expected 'qid Q0 docid rank score tag'"):
+        retag_trec("q1 Q0 a 1 2.0 x\nq1 Q0 b 2 high x\n", "bm25", source="tiny/bm25 run.trec")
 
 
 def _random_case(seed: int):
