@@ -98,11 +98,14 @@ def _trace_lines(trace: dict) -> list[str]:
 def write_report(
     title: str, metrics: Sequence[dict], tests: Sequence[dict], out: Path, alpha: float = 0.05,
     costs: Sequence[dict] = (), traces: Sequence[dict] = (), reproductions: Sequence[dict] = (),
+    runs: Sequence[dict] = (),
 ) -> tuple[Path, Path]:
     """Write ``report.md``, ``report.html`` and one recall@k curve PNG per dataset into ``out``;
     ``costs`` (rows of dataset, retriever, name, value: queries/s, LLM calls, seconds per
     step) and ``traces`` (agent traces) add a cost table and sample traces; ``reproductions``
-    (documents of ``rbench compare``) a section per published table."""
+    (documents of ``rbench compare``) a section per published table; ``runs`` (rows of
+    :func:`rbench.tasks.results.differing_params`) a table of the runs compared and the
+    parameters that differ between them."""
     out.mkdir(parents=True, exist_ok=True)
     ks = sorted({m["k"] for m in metrics})
     keyed = {(m["dataset"], m["retriever"], m["metric"], m["k"]): m["value"] for m in metrics}
@@ -130,6 +133,8 @@ def write_report(
         h = (lambda t: f"## {t}") if fmt == "md" else (lambda t: f"<h2>{html.escape(t)}</h2>")
         parts[fmt] = "\n\n".join([
             f"# {title}" if fmt == "md" else f"<h1>{html.escape(title)}</h1>",
+            *([h("Runs compared"), _table(list(runs[0]), [[str(v) for v in r.values()] for r in runs], fmt)]
+              if runs else []),
             h("Metrics"), _table(metric_header, metric_rows, fmt),
             h("Recall@k curves"), figures,
             h("Paired significance"), _table(test_header, test_rows, fmt) if test_rows else "(fewer than two retrievers)",

@@ -288,17 +288,21 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from rbench.evaluation.report import significance, write_report
-    from rbench.tasks.results import load_costs_and_traces, load_reproductions, load_results
+    from rbench.tasks.results import differing_params, load_costs_and_traces, load_reproductions, load_results
 
     uri = _tracking_uri(args)
     parents, rows, scores = load_results(uri, args.runs, args.experiment, per_query=True)
+    runs = differing_params(uri, args.runs, args.experiment)
     tests = significance(scores, args.metric, args.k, args.test, args.trials)
     title = "rbench report: " + ", ".join(f"{p.info.run_name} ({p.info.run_id[:8]})" for p in parents)
     costs, traces = load_costs_and_traces(uri, args.runs, args.experiment)
     reproductions = load_reproductions(uri, args.runs, args.experiment)
     md, page = write_report(title, rows, tests, Path(args.out), costs=costs, traces=traces,
-                            reproductions=reproductions)
+                            reproductions=reproductions, runs=runs)
     print(f"wrote {md} and {page}")
+    for run in runs:
+        differ = ", ".join(f"{k}={v}" for k, v in run.items() if k not in ("run", "run_id")) or "no parameter differs"
+        print(f"  run {run['run']} ({run['run_id']}): {differ}")
     for t in tests:
         print(f"  {t['dataset']}: {t['a']} vs {t['b']} on {t['metric']}: {t['mean_a']:.4f} vs {t['mean_b']:.4f}, "
               f"p = {t['p_value']:.4f} ({t['queries']} queries, {t['test']})")

@@ -53,18 +53,33 @@ def load_chunking_table(tracking_uri: str, run: str, experiment: str, name: str 
         return parent, Path(path).read_text(encoding="utf-8")
 
 
+def run_prefixes(parents: Sequence) -> list[str]:
+    """The prefix of each parent run's systems when several runs are read: its run name, with
+    the first 8 characters of its id where another run has the same name (two runs of one
+    experiment, a parameter changed between them), so that no system's row is merged away."""
+    names = [p.info.run_name for p in parents]
+    return [f"{name}@{p.info.run_id[:8]}" if names.count(name) > 1 else name for name, p in zip(names, parents)]
+
+
 def _parents_and_children(client, tracking_uri: str, runs: Sequence[str], experiment: str):
     """Per run: the parent Run and its child runs as ``(child, dataset, retriever label)``;
-    labels get the run name as prefix when several runs are read."""
+    labels get the run's prefix (:func:`run_prefixes`) when several runs are read."""
     from mlflow.exceptions import MlflowException
 
     from rbench.core.errors import RbenchError
 
+    parents = []
     for run in runs:
         try:
-            parent = find_parent_run(client, experiment, run)
+            parents.append(find_parent_run(client, experiment, run))
         except MlflowException as e:
             raise RbenchError(f"cannot read run {run!r} from {redact(tracking_uri)}: {redact(e.message)}") from None
+    ids = [p.info.run_id for p in parents]
+    if len(set(ids)) < len(ids):
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        raise RbenchError(f"run {', '.join(twice)} is given twice (an id and 'latest' may name one run): give each "
+                          "run once")
+    for parent, prefix in zip(parents, run_prefixes(parents)):
         children = client.search_runs(
             [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
         )
@@ -74,8 +89,31 @@ def _parents_and_children(client, tracking_uri: str, runs: Sequence[str], experi
         for child in children:
             label = child.data.tags.get("rbench.retriever", child.info.run_name)
             labelled.append((child, child.data.tags.get("rbench.dataset", "?"),
-                             f"{parent.info.run_name}:{label}" if len(runs) > 1 else label))
+                             f"{prefix}:{label}" if len(runs) > 1 else label))
         yield parent, labelled
+
+
+def differing_params(tracking_uri: str, runs: Sequence[str], experiment: str = "rbench") -> list[dict]:
+    """The parameters whose values differ between parent runs (a run's own, and each system's
+    as ``dataset/system: name``, systems matched by label): one row per run with its prefix, id
+    and those values ('' where a run lacks the parameter). Empty for a single run."""
+    from mlflow.tracking import MlflowClient
+
+    if len(runs) < 2:
+        return []
+    client = MlflowClient(tracking_uri=tracking_uri)
+    found = list(_parents_and_children(client, tracking_uri, runs, experiment))
+    prefixes = run_prefixes([parent for parent, _ in found])
+    params = []
+    for (parent, children), prefix in zip(found, prefixes):
+        flat = {k: v for k, v in parent.data.params.items() if k != "experiment"}
+        for child, dataset, label in children:
+            system = label.split(":", 1)[1]
+            flat.update({f"{dataset}/{system}: {k}": v for k, v in child.data.params.items()})
+        params.append(flat)
+    names = sorted({k for flat in params for k in flat if len({flat.get(k, "") for flat in params}) > 1})
+    return [{"run": prefix, "run_id": parent.info.run_id, **{k: flat.get(k, "") for k in names}}
+            for (parent, _), prefix, flat in zip(found, prefixes, params)]
 
 
 def load_results(tracking_uri: str, runs: Sequence[str], experiment: str = "rbench", per_query: bool = False):

@@ -259,3 +259,35 @@ def test_a_run_where_no_pair_finished_logs_no_mlflow_run(tmp_path, tiny_files):
     summary = summary_of(state)
     assert summary["mlflow_run_id"] is None and summary["metrics"] == [] and "mlflow_error" not in summary
     assert not (tmp_path / "store" / "mlflow.db").exists()
+
+
+def test_a_report_of_two_runs_with_the_same_labels_keeps_both_and_shows_what_differs(tmp_path, tiny_files, capsys):
+    """Change one parameter and compare: two runs of one experiment, both with a system labelled
+    bm25s (k1 0.9, then 1.2). Their rows were merged under one label and one run's numbers lost."""
+    from rbench.cli import main
+
+    corpus, queries = tiny_files
+    ids = []
+    for k1 in (0.9, 1.2):
+        path = tmp_path / f"k1-{k1}.yaml"
+        path.write_text(yaml.safe_dump({
+            "name": "k1", "store": str(tmp_path / "store"), "depth": 10, "subsample": {"size": 5},
+            "metrics": {"k": [1, 3]}, "mlflow": {"experiment": "k1"}, "datasets": [tiny_dataset(corpus, queries)],
+            "retrievers": [{"name": "bm25s", "params": {"k1": k1}}]}))
+        result = benchmark(str(path))
+        ids.append(result["mlflow_run_id"])
+    uri = result["tracking_uri"]
+    capsys.readouterr()
+    assert main(["report", *ids, "--tracking-uri", uri, "--k", "3", "--trials", "200",
+                 "--out", str(tmp_path / "report")]) == 0
+    out = capsys.readouterr().out
+    systems = [f"k1@{i[:8]}:bm25s" for i in ids]
+    text = (tmp_path / "report" / "report.md").read_text()
+    for run_id, system, k1 in zip(ids, systems, ("0.9", "1.2")):
+        assert f"| tiny | {system} | recall |" in text, text
+        assert f"run k1@{run_id[:8]} ({run_id}): tiny/bm25s: retriever.params.k1={k1}" in out, out
+    assert "## Runs compared" in text and "tiny/bm25s: retriever.params.k1" in text
+    assert f"{systems[0]} vs {systems[1]}" in out
+    assert main(["report", ids[1], "latest", "--experiment", "k1", "--tracking-uri", uri,
+                 "--out", str(tmp_path / "again")]) == 2
+    assert "is given twice" in capsys.readouterr().err
