@@ -75,12 +75,13 @@ def run_tags(config_text: str) -> dict[str, str]:
             "rbench.host": platform.node(), "rbench.python": platform.python_version()}
     try:
         from prefect.runtime import flow_run
+        from prefect.settings import get_current_settings
 
         if flow_run.id:
             tags["prefect.flow_run_id"] = str(flow_run.id)
             tags["rbench.attempt"] = str(flow_run.run_count)
             tags["prefect.flow_run_name"] = str(flow_run.name)
-            if flow_run.ui_url:
+            if get_current_settings().ui_url:  # a temporary server has no UI: its link read "None/flow-runs/..."
                 tags["prefect.flow_run_url"] = str(flow_run.ui_url)
     except Exception:  # outside a flow run
         pass
@@ -139,8 +140,9 @@ _REFUSED = re.compile(r"[^\w\-. /]")  # characters MLflow refuses in a metric na
 def stage_metrics(result: dict) -> dict[str, float]:
     """Every numeric stat the pair's stages reported, under the stage's name, with no allow-list:
     ``retrieve.<stat>``, ``rewrite.<stat>`` (``rewrite1.`` ... for further rewrites), ``index.<stat>``
-    (``index1.`` ... for further indexes) and ``evaluate.<stat>``; nested stats join with dots, and
-    characters MLflow refuses in a name become ``_``."""
+    (``index1.`` ... for further indexes) and ``evaluate.<stat>`` (but its ``<metric>@<k>`` summary,
+    logged once as ``<metric>_at_<k>``); nested stats join with dots, and characters MLflow refuses
+    in a name become ``_``."""
     metrics: dict[str, float] = {}
 
     def add(prefix: str, info: Any) -> None:
@@ -156,9 +158,20 @@ def stage_metrics(result: dict) -> dict[str, float]:
         add("rewrite" if i == 0 else f"rewrite{i}", rewrite.info)
     for i, index in enumerate(result.get("indexes") or []):
         add("index" if i == 0 else f"index{i}", index.info)
-    if result.get("evaluation") is not None:
-        add("evaluate", result["evaluation"].info)
+    if result.get("evaluation") is not None:  # its metric@k summary is logged once, as <metric>_at_<k>
+        add("evaluate", {k: v for k, v in result["evaluation"].info.items() if "@" not in str(k)})
     return metrics
+
+
+HEADLINE = ("recall", "ndcg")
+
+
+def headline_metrics(rows: Sequence[dict]) -> dict[str, float]:
+    """The parent run's quality metrics, so that runs compare at parent level in MLflow's runs
+    table: each system's recall and nDCG at each k as ``<dataset>.<system>.<metric>_at_<k>``
+    (the child runs hold every measure)."""
+    return {".".join([_REFUSED.sub("_", r["dataset"]), _REFUSED.sub("_", r["retriever"]),
+                      metric_name(r["metric"], r["k"])]): r["value"] for r in rows if r["metric"] in HEADLINE}
 
 
 def log_experiment(
@@ -234,6 +247,7 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
                 if run is not None and run.file("traces.parquet").is_file():
                     mlflow.log_artifact(str(run.file("traces.parquet")))
         if rows:
+            mlflow.log_metrics(headline_metrics(rows))
             mlflow.log_table({k: [r[k] for r in rows] for k in rows[0]}, "aggregate.json")
             with tempfile.TemporaryDirectory() as tmp:
                 for i, dataset in enumerate(sorted({r["dataset"] for r in rows})):

@@ -125,6 +125,11 @@ def test_mlflow_has_the_printed_numbers(finished):
         [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
     )
     assert {c.info.run_name for c in children} == {"tiny/bm25", "tiny/dense"}
+    assert parent.data.tags["prefect.flow_run_url"].startswith("http"), parent.data.tags  # never "None/..."
+    headline = {(m["retriever"], m["metric"], m["k"]): m["value"] for m in result["metrics"]
+                if m["metric"] in ("recall", "ndcg")}
+    assert {k: v for k, v in parent.data.metrics.items() if k.startswith("tiny.")} == pytest.approx(
+        {f"tiny.{r}.{metric}_at_{k}": v for (r, metric, k), v in headline.items()})  # runs compare at parent level
     for child in children:
         label = child.data.tags["rbench.retriever"]
         for m in result["metrics"]:
