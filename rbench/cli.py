@@ -342,6 +342,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     tables = [load_published(name) for name in args.against]
     uri = _tracking_uri(args)
     parent, docs = _compare_run(uri, args.run, args.experiment, tables, args.map, args.trials, args.seed)
+    if not any(c["measured"] is not None for doc in docs for c in doc["cells"]):
+        missing = sorted({c["missing"] for doc in docs for c in doc["cells"] if c.get("missing")})[:4]
+        raise RbenchError(f"run {parent.info.run_id} ({parent.info.run_name}) has none of the cells of "
+                          f"{', '.join(t.name for t in tables)} ({'; '.join(missing)}): nothing was written or logged. "
+                          "Compare the run of that study's config, or name the run's systems and datasets with "
+                          "--map PUBLISHED=RUN")
     out = Path(args.out)
     _log_comparisons(uri, parent.info.run_id, tables, docs, out)
     run = f"{parent.info.run_name} ({parent.info.run_id[:8]})"

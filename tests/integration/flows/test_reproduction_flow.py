@@ -65,6 +65,14 @@ def test_the_anserini_bm25_study_on_a_fixture_is_compared_logged_and_reported(tm
     report = (tmp_path / "report" / "report.md").read_text()
     assert "## Against published anserini-bright-bm25" in report and "regressions-bright-<task>.md" in report
 
+    logged = {a.path for a in MlflowClient(result["tracking_uri"]).list_artifacts(result["mlflow_run_id"])}
+    capsys.readouterr()
+    assert main(["compare", result["mlflow_run_id"], "--against", "xrr2-bright", "--tracking-uri",
+                 result["tracking_uri"], "--out", str(tmp_path / "nothing")]) == 2  # no cell of it in this run
+    assert "has none of the cells of xrr2-bright" in capsys.readouterr().err
+    assert not (tmp_path / "nothing").exists()
+    assert {a.path for a in MlflowClient(result["tracking_uri"]).list_artifacts(result["mlflow_run_id"])} == logged
+
 
 def test_the_xrr2_study_with_smollm2_on_a_fixture_is_compared(tmp_path):
     smol = {"backend": "transformers", "model": "smollm2-135m", "threads": TORCH_THREADS}
