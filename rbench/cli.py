@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -498,14 +499,69 @@ def _positive(text: str) -> float:
     return value
 
 
+DESCRIPTION = ("rbench: retrieval benchmarks over corpora that mix table rows and text. Run an experiment file "
+               "(cached stages: a changed setting reruns only what depends on it), read its results back from "
+               "MLflow, compare them with published tables. `rbench COMMAND --help` shows each command's options "
+               "and an example.")
+
+COMMANDS = {  # name: (description, examples)
+    "run": ("Run an experiment YAML file: download, prepare, subsample, index, retrieve and evaluate every dataset "
+            "x retriever pair, then log the metrics to MLflow. Stages are cached in the store by content: a rerun "
+            "builds only what a change touched, and a rerun that changes nothing starts no flow.",
+            ["rbench run configs/default.yaml --mirror ../shared/data",
+             "rbench run my-corpus.yaml --store /data/rbench --runner dask"]),
+    "embeddings": ("Run an experiment and compare its dense models: recall@k, throughput and index size per model, "
+                   "as a table and plots.", ["rbench embeddings configs/embeddings.yaml --mirror ../shared/data"]),
+    "chunking": ("Run a chunking grid (chunk size x overlap x N) and score it at span level, as Chroma's chunking "
+                 "evaluation does.", ["rbench chunking configs/chunking.yaml --mirror ../shared/data --corpus state_of_the_union"]),
+    "search": ("Search a retriever's parameters (grid, random or TPE) on an experiment with a 'search:' section; "
+               "each trial is a cached run, the best is logged.", ["rbench search configs/search-bm25.yaml"]),
+    "list": ("List the registered datasets (and whether the mirror holds them), retrievers with their parameters, "
+             "and models.", ["rbench list retrievers", "rbench list datasets --mirror ../shared/data"]),
+    "show": ("Print the metrics table of a finished run (an experiment or a chunking grid) from MLflow.",
+             ["rbench show latest", "rbench show 7474e0875eb448178fc1305f05ca627c --store /data/rbench"]),
+    "report": ("Write report.md and report.html for one or more runs: the parameters that differ between runs, "
+               "metrics, recall@k curves, paired significance tests between systems, costs, and comparisons "
+               "with published tables.", ["rbench report latest --out report",
+                                          "rbench report RUN_A RUN_B --metric ndcg --k 10"]),
+    "export": ("Write a run's TREC run files, <dataset>.<system>.trec, and qrels, <dataset>.qrels: trec_eval, "
+               "pytrec_eval and ranx score them as rbench does (scores strictly decrease in rbench's order).",
+               ["rbench export latest --out export", "trec_eval export/fetaqa.qrels export/fetaqa.bm25.trec"]),
+    "compare": ("Line a run up against published tables: per cell the published and measured value, and a "
+                "verdict (equal or off by q queries where it is the same computation, else a 95% interval).",
+                ["rbench compare latest --against arm-report-table6",
+                 "rbench compare latest --against anserini-bright-bm25 --map bm25=bm25-lucene"]),
+    "reproduce": ("Run a published study's local configs and line every published cell up on one page; configs "
+                  "that need a cluster are listed with their commands.",
+                  ["rbench reproduce arm-report --mirror ../shared/data"]),
+    "compare-grid": ("Line a chunking grid run up against a published grid, cell by cell.",
+                     ["rbench compare-grid latest --against seed002-sotu-fixedtoken-minilm"]),
+    "verify": ("Check every stored artifact against its manifest (sizes and SHA-256 digests); --remove deletes "
+               "the damaged ones so that the next run rebuilds them.", ["rbench verify --store .rbench",
+                                                                         "rbench verify --fast"]),
+    "log": ("Log to MLflow the runs whose logging failed (the tracking server was down); their records are kept "
+            "in the store.", ["rbench log --store .rbench"]),
+    "worker": ("A Prefect process worker whose shutdown (SIGTERM, Ctrl-C) stops its flow runs as rbench stops: "
+               "leases released, one line, resumable.", ["rbench worker --pool gpu-pool --with-healthcheck"]),
+}
+
+
+def _command(sub, name: str, help: str) -> argparse.ArgumentParser:
+    """A subcommand with its description and examples (:data:`COMMANDS`) in its ``--help``."""
+    description, examples = COMMANDS[name]
+    return sub.add_parser(name, help=help, description=textwrap.fill(description, 79),
+                          epilog="examples:\n" + "\n".join(f"  {line}" for line in examples),
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``rbench`` command."""
-    parser = argparse.ArgumentParser(prog="rbench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="rbench", description=DESCRIPTION)
     parser.add_argument("--debug", action="store_true", help="show the traceback of an input error (also in "
                         "Prefect's task logs)")
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run an experiment YAML file")
-    embeddings = sub.add_parser("embeddings", help="run an experiment and compare its dense models (table, plots)")
+    run = _command(sub, "run", help="run an experiment YAML file")
+    embeddings = _command(sub, "embeddings", help="run an experiment and compare its dense models (table, plots)")
     for p in (run, embeddings):
         p.add_argument("config", help="experiment YAML file, e.g. configs/default.yaml")
         p.add_argument("--mirror", help="local mirror folder of dataset files (default: $RBENCH_MIRROR)")
@@ -517,37 +573,40 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--force-flow", action="store_true",
                      help="start the flow (and log a new MLflow run) even when every stage is cached and MLflow "
                      "holds these results already")
-    chunking = sub.add_parser("chunking", help="run a chunking grid (chunk size x overlap x N) at span level")
+    chunking = _command(sub, "chunking", help="run a chunking grid (chunk size x overlap x N) at span level")
     chunking.add_argument("config", help="grid YAML file, e.g. configs/chunking.yaml")
     chunking.add_argument("--mirror", help="mirror folder holding chroma/ (default: $RBENCH_MIRROR)")
     chunking.add_argument("--store", help="artifact store folder (overrides the config)")
     chunking.add_argument("--corpus", action="append", metavar="ID",
                           help="limit the run to this corpus (corpora/ID.md); repeat for several (overrides 'corpora')")
     chunking.set_defaults(func=cmd_chunking)
-    search = sub.add_parser("search", help="search a retriever's parameters (grid, random, TPE)")
+    search = _command(sub, "search", help="search a retriever's parameters (grid, random, TPE)")
     search.add_argument("config", help="experiment YAML with a 'search:' section, e.g. configs/search-bm25.yaml")
     search.add_argument("--mirror", help="local mirror folder of dataset files (default: $RBENCH_MIRROR)")
     search.add_argument("--store", help="artifact store folder (overrides the config)")
     search.set_defaults(func=cmd_search)
-    lst = sub.add_parser("list", help="list datasets, retrievers and models")
-    lst.add_argument("what", nargs="?", default="all", choices=["all", "datasets", "retrievers", "models"])
+    lst = _command(sub, "list", help="list datasets, retrievers and models")
+    lst.add_argument("what", nargs="?", default="all", choices=["all", "datasets", "retrievers", "models"],
+                     help="what to list (default all)")
     lst.add_argument("--mirror", help="mirror folder to check for offline availability (default: $RBENCH_MIRROR)")
     lst.set_defaults(func=cmd_list)
-    show = sub.add_parser("show", help="print the metrics of a finished run (an experiment or a chunking grid)")
+    show = _command(sub, "show", help="print the metrics of a finished run (an experiment or a chunking grid)")
     show.add_argument("run", help="MLflow parent run id, or 'latest'")
-    report = sub.add_parser("report", help="Markdown + HTML report of runs, with paired significance tests")
+    report = _command(sub, "report", help="Markdown + HTML report of runs, with paired significance tests")
     report.add_argument("runs", nargs="+", help="MLflow parent run ids, or 'latest'")
     report.add_argument("--out", default="report", help="output folder (default: ./report)")
-    report.add_argument("--metric", default="recall", choices=["precision", "recall", "f1", "perfect_recall", "ndcg", "mrr"])
+    report.add_argument("--metric", default="recall", choices=["precision", "recall", "f1", "perfect_recall", "ndcg", "mrr"],
+                        help="the metric the significance tests compare (default recall)")
     report.add_argument("--k", type=int, default=5, help="cut-off of the tested metric (default 5)")
-    report.add_argument("--test", default="randomization", choices=["randomization", "bootstrap"])
-    report.add_argument("--trials", type=int, default=10_000)
-    export = sub.add_parser("export", help="write a run's TREC run files (one per dataset x system) and qrels, "
+    report.add_argument("--test", default="randomization", choices=["randomization", "bootstrap"],
+                        help="paired test between two systems over the queries (default randomization)")
+    report.add_argument("--trials", type=int, default=10_000, help="permutations or resamples per test (default 10,000)")
+    export = _command(sub, "export", help="write a run's TREC run files (one per dataset x system) and qrels, "
                             "which trec_eval, pytrec_eval and ranx score as rbench does")
     export.add_argument("run", help="MLflow parent run id, or 'latest'")
     export.add_argument("--out", default="export", help="output folder (default: ./export)")
     export.set_defaults(func=cmd_export)
-    compare = sub.add_parser("compare", help="line a run up against published tables: 95%% intervals, a verdict per cell")
+    compare = _command(sub, "compare", help="line a run up against published tables: 95%% intervals, a verdict per cell")
     compare.add_argument("run", help="MLflow parent run id, or 'latest'")
     compare.add_argument("--against", required=True, action="append", metavar="NAME",
                          help="a published table rbench ships (arm-report-table6, anserini-bright-bm25, ...; repeat for one page "
@@ -559,7 +618,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     compare.add_argument("--out", default="reproduction", help="output folder (default: ./reproduction)")
     compare.set_defaults(func=cmd_compare)
-    reproduce = sub.add_parser("reproduce", help="run a published study's local configs and line every published "
+    reproduce = _command(sub, "reproduce", help="run a published study's local configs and line every published "
                                "cell up on one page (cluster configs listed with their commands)")
     reproduce.add_argument("name", help="a reproduction rbench ships (arm-report) or a YAML file of its shape")
     reproduce.add_argument("--mirror", help="local mirror folder of dataset files (default: $RBENCH_MIRROR)")
@@ -567,7 +626,7 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--trials", type=int, default=10_000, help="bootstrap resamples (default 10,000)")
     reproduce.add_argument("--out", default="reproduction", help="output folder (default: ./reproduction)")
     reproduce.set_defaults(func=cmd_reproduce)
-    compare_grid = sub.add_parser("compare-grid", help="line a chunking grid run up against a published grid, "
+    compare_grid = _command(sub, "compare-grid", help="line a chunking grid run up against a published grid, "
                                   "cell by cell")
     compare_grid.add_argument("run", help="MLflow run id of `rbench chunking`, or 'latest'")
     compare_grid.add_argument("--against", required=True, metavar="NAME",
@@ -582,19 +641,19 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--experiment", default="rbench-chunking" if p is compare_grid else "rbench",
                        help="experiment name for 'latest' (chunking grids log to rbench-chunking)")
     show.set_defaults(func=cmd_show)
-    verify = sub.add_parser("verify", help="check every stored artifact against its manifest")
+    verify = _command(sub, "verify", help="check every stored artifact against its manifest")
     verify.add_argument("--store", help="store folder (default: $RBENCH_STORE, else ./.rbench)")
     verify.add_argument("--fast", action="store_true", help="sizes and fingerprints only (what a cache hit checks)")
     verify.add_argument("--remove", action="store_true", help="delete damaged artifacts so that they are rebuilt")
     verify.set_defaults(func=cmd_verify)
     report.set_defaults(func=cmd_report)
-    logging_ = sub.add_parser("log", help="log to MLflow the runs whose logging failed (kept in the store)")
+    logging_ = _command(sub, "log", help="log to MLflow the runs whose logging failed (kept in the store)")
     logging_.add_argument("records", nargs="*", help="pending records (default: every one in the store)")
     logging_.add_argument("--store", help="store folder (default: $RBENCH_STORE, else ./.rbench)")
     logging_.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the "
                           "recorded one)")
     logging_.set_defaults(func=cmd_log)
-    worker = sub.add_parser("worker", help="a Prefect process worker whose shutdown (SIGTERM, Ctrl-C) stops its "
+    worker = _command(sub, "worker", help="a Prefect process worker whose shutdown (SIGTERM, Ctrl-C) stops its "
                             "flow runs as rbench stops: leases released, one line, resumable")
     worker.add_argument("--pool", required=True, help="the work pool to take flow runs from")
     worker.add_argument("--name", help="the worker's name (default: Prefect's)")

@@ -1,0 +1,36 @@
+"""The command line explains itself: each subcommand's ``--help`` has a description, examples
+that parse, and help for every argument."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from rbench.cli import COMMANDS, build_parser
+
+
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(sub.choices)
+
+
+def test_every_subcommand_is_described():
+    assert set(_subcommands()) == set(COMMANDS)
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_a_subcommands_help_has_a_description_examples_and_help_for_every_argument(name, capsys):
+    command = _subcommands()[name]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([name, "--help"])
+    text = capsys.readouterr().out
+    description, examples = COMMANDS[name]
+    assert description.split(":")[0][:40] in " ".join(text.split()) and "examples:\n  rbench " in text
+    undocumented = [a.dest for a in command._actions if not a.help and not isinstance(a, argparse._HelpAction)]
+    assert undocumented == []
+    for example in examples:
+        if example.startswith("rbench "):
+            args = build_parser().parse_args(example.split()[1:])  # an example that does not parse exits here
+            assert args.command == name
