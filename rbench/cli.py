@@ -94,6 +94,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     built_first = check_data(cfg)
     from rbench.flows.benchmark import summary_of
+    from rbench.tasks.orchestration import built_for_the_flow
 
     if args.command == "embeddings":
         from rbench.flows.embedding_benchmark import embedding_benchmark as flow_fn
@@ -102,23 +103,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         from rbench.flows.benchmark import benchmark as flow_fn
         extra = {"runner": cfg.execution.runner, "address": cfg.execution.address}
 
-    state = _run_flow(
-        flow_fn,
-        config_path=config_path,
-        mirror=str(cfg.mirror) if cfg.mirror else None,
-        store=str(cfg.store),
-        return_state=True,
-        **extra,
-    )
+    with built_for_the_flow(built_first):
+        state = _run_flow(
+            flow_fn,
+            config_path=config_path,
+            mirror=str(cfg.mirror) if cfg.mirror else None,
+            store=str(cfg.store),
+            return_state=True,
+            **extra,
+        )
     result = summary_of(state)
     if not isinstance(result, dict):
         if isinstance(result, RbenchError):
             raise result
         raise RbenchError(f"the flow ended {state.name}: {state.message}")
     elapsed = time.perf_counter() - started
-    for row in result["stages"]:  # built by check_data just before the flow found them
-        if row["status"] == "cached" and (row["stage"], row["key"]) in built_first:
-            row["status"] = "ran"
     ran = [s for s in result["stages"] if s["status"] == "ran"]
     cached = [s for s in result["stages"] if s["status"] == "cached"]
     _print_metrics(result["metrics"])

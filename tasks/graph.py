@@ -182,7 +182,8 @@ def check_data(cfg: ExperimentConfig) -> set[tuple[str, str]]:
     flow then finds these stages cached. A file that must be fetched (its dataset's download
     not in the store yet) is asked for at its source: one that is not there, or a source that
     does not answer, stops the run here with every such file named and where to put it in a
-    mirror. Returns ``(stage, key)`` of what was built here (the flow reports them as cached)."""
+    mirror. Returns ``(stage, key)`` of what was built here (for
+    :func:`rbench.tasks.orchestration.built_for_the_flow`)."""
     store = Store(cfg.store)
     at_hand, problems = [], []
     for ds in cfg.datasets:
