@@ -512,7 +512,8 @@ COMMANDS = {  # name: (description, examples)
     "embeddings": ("Run an experiment and compare its dense models: recall@k, throughput and index size per model, "
                    "as a table and plots.", ["rbench embeddings configs/embeddings.yaml --mirror ../shared/data"]),
     "chunking": ("Run a chunking grid (chunk size x overlap x N) and score it at span level, as Chroma's chunking "
-                 "evaluation does.", ["rbench chunking configs/chunking.yaml --mirror ../shared/data --corpus state_of_the_union"]),
+                 "evaluation does.",
+                 ["rbench chunking configs/chunking.yaml --mirror ../shared/data --corpus state_of_the_union"]),
     "search": ("Search a retriever's parameters (grid, random or TPE) on an experiment with a 'search:' section; "
                "each trial is a cached run, the best is logged.", ["rbench search configs/search-bm25.yaml"]),
     "list": ("List the registered datasets (and whether the mirror holds them), retrievers with their parameters, "
@@ -594,18 +595,21 @@ def build_parser() -> argparse.ArgumentParser:
     report = _command(sub, "report", help="Markdown + HTML report of runs, with paired significance tests")
     report.add_argument("runs", nargs="+", help="MLflow parent run ids, or 'latest'")
     report.add_argument("--out", default="report", help="output folder (default: ./report)")
-    report.add_argument("--metric", default="recall", choices=["precision", "recall", "f1", "perfect_recall", "ndcg", "mrr"],
+    report.add_argument("--metric", default="recall",
+                        choices=["precision", "recall", "f1", "perfect_recall", "ndcg", "mrr"],
                         help="the metric the significance tests compare (default recall)")
     report.add_argument("--k", type=int, default=5, help="cut-off of the tested metric (default 5)")
     report.add_argument("--test", default="randomization", choices=["randomization", "bootstrap"],
                         help="paired test between two systems over the queries (default randomization)")
-    report.add_argument("--trials", type=int, default=10_000, help="permutations or resamples per test (default 10,000)")
+    report.add_argument("--trials", type=int, default=10_000,
+                        help="permutations or resamples per test (default 10,000)")
     export = _command(sub, "export", help="write a run's TREC run files (one per dataset x system) and qrels, "
                             "which trec_eval, pytrec_eval and ranx score as rbench does")
     export.add_argument("run", help="MLflow parent run id, or 'latest'")
     export.add_argument("--out", default="export", help="output folder (default: ./export)")
     export.set_defaults(func=cmd_export)
-    compare = _command(sub, "compare", help="line a run up against published tables: 95%% intervals, a verdict per cell")
+    compare = _command(sub, "compare",
+                       help="line a run up against published tables: 95%% intervals, a verdict per cell")
     compare.add_argument("run", help="MLflow parent run id, or 'latest'")
     compare.add_argument("--against", required=True, action="append", metavar="NAME",
                          help="a published table rbench ships (arm-report-table6, anserini-bright-bm25, ...; repeat for one page "

@@ -107,8 +107,8 @@ def differing_params(tracking_uri: str, runs: Sequence[str], experiment: str = "
     params = []
     for (parent, children), prefix in zip(found, prefixes):
         flat = {k: v for k, v in parent.data.params.items() if k != "experiment"}
-        for child, dataset, label in children:
-            system = label.split(":", 1)[1]
+        for child, dataset, _ in children:
+            system = child.data.tags.get("rbench.retriever", child.info.run_name)
             flat.update({f"{dataset}/{system}: {k}": v for k, v in child.data.params.items()})
         params.append(flat)
     names = sorted({k for flat in params for k in flat if len({flat.get(k, "") for flat in params}) > 1})
@@ -264,7 +264,8 @@ def export_run(tracking_uri: str, run: str, experiment: str, out: Path, store: P
             text = retag_trec(run_file.read_text(encoding="utf-8"), system, source=f"{dataset}/{system} run.trec")
             qrels = None
             if "qrels.trec" in names:
-                qrels = Path(client.download_artifacts(child.info.run_id, "qrels.trec", tmp)).read_text(encoding="utf-8")
+                qrels_file = Path(client.download_artifacts(child.info.run_id, "qrels.trec", tmp))
+                qrels = qrels_file.read_text(encoding="utf-8")
         if qrels is None:
             key = child.data.tags.get("rbench.evaluate_key")
             kept = store / "evaluate" / key / "qrels.trec" if store is not None and key else None
