@@ -56,6 +56,19 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+def read_trec_run(path: Path) -> dict[str, dict[str, float]]:
+    """``{query_id: {doc_id: score}}`` of a TREC run file, ids percent-decoded (as
+    :func:`rbench.tasks.datasets.qrels.read_qrels` decodes a qrels file's), for scoring it with
+    pytrec_eval as a user would."""
+    from urllib.parse import unquote
+
+    run: dict[str, dict[str, float]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        qid, _, doc, _, score, _ = line.split()
+        run.setdefault(unquote(qid), {})[unquote(doc)] = float(score)
+    return run
+
+
 @pytest.fixture
 def tiny_files(tmp_path: Path) -> tuple[Path, Path]:
     """An ARM-style corpus.jsonl and queries.jsonl."""

@@ -9,7 +9,8 @@ import pytest
 
 from rbench.evaluation.evaluate import evaluate_queries, macro_average
 from rbench.evaluation.runs import to_qrels, to_ranx_run, to_trec, to_trec_qrels
-from tests.conftest import need
+from rbench.tasks.datasets.qrels import read_qrels
+from tests.conftest import need, read_trec_run
 from tests.unit.evaluation.test_metrics import _random_case
 
 pytestmark = pytest.mark.xdist_group("ranx")  # on one worker, which compiles ranx once
@@ -49,14 +50,7 @@ def test_a_tied_run_file_scores_the_same_in_rbench_pytrec_eval_and_ranx(tmp_path
 
     read = ranx.evaluate(ranx.Qrels.from_file(str(qrels_file), kind="trec"),
                          ranx.Run.from_file(str(run_file), kind="trec"), ["ndcg@10", "recall@5"])
-    run: dict = {}
-    for line in run_file.read_text().splitlines():
-        qid, _, doc, _, score, _ = line.split()
-        run.setdefault(qid, {})[doc] = float(score)
-    qrels: dict = {}
-    for line in qrels_file.read_text().splitlines():
-        qid, _, doc, grade = line.split()
-        qrels.setdefault(qid, {})[doc] = int(grade)
+    qrels, run = read_qrels(qrels_file), read_trec_run(run_file)
     per_query = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.5"}).evaluate(run)
     trec = {m: sum(q[m] for q in per_query.values()) / len(per_query) for m in ("ndcg_cut_10", "recall_5")}
     assert agg[("ndcg", 10)] == pytest.approx(read["ndcg@10"]) == pytest.approx(trec["ndcg_cut_10"])

@@ -147,24 +147,19 @@ def test_mlflow_has_the_printed_numbers(finished):
 
 def test_rbench_export_writes_named_run_files_that_pytrec_eval_scores_as_rbench(finished, tmp_path, capsys):
     from rbench.cli import main
-    from tests.conftest import need
+    from rbench.tasks.datasets.qrels import read_qrels
+    from tests.conftest import need, read_trec_run
 
     pytrec_eval = need("pytrec_eval")
     _, result = finished
     out = tmp_path / "export"
     assert main(["export", result["mlflow_run_id"], "--tracking-uri", result["tracking_uri"], "--out", str(out)]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["tiny.bm25.trec", "tiny.dense.trec", "tiny.qrels"]
-    qrels: dict = {}
-    for line in (out / "tiny.qrels").read_text().splitlines():
-        qid, _, doc, grade = line.split()
-        qrels.setdefault(qid, {})[doc] = int(grade)
+    qrels = read_qrels(out / "tiny.qrels")
     compared = 0
     for system in ("bm25", "dense"):
-        run: dict = {}
-        for line in (out / f"tiny.{system}.trec").read_text().splitlines():
-            qid, _, doc, _, score, tag = line.split()
-            assert tag == system
-            run.setdefault(qid, {})[doc] = float(score)
+        assert {line.split()[-1] for line in (out / f"tiny.{system}.trec").read_text().splitlines()} == {system}
+        run = read_trec_run(out / f"tiny.{system}.trec")
         scored = pytrec_eval.RelevanceEvaluator(qrels, {"recall.1,3", "ndcg_cut.3"}).evaluate(run)
         for m in result["metrics"]:
             name = {"recall": "recall", "ndcg": "ndcg_cut"}.get(m["metric"])
