@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rbench.core.configfile import ConfigPath
 from rbench.core.errors import DataError
@@ -30,19 +31,32 @@ from rbench.tasks.datasets.qrels import read_qrels
 from rbench.tasks.datasets.serialize import SEP, serialize_text
 
 SPLIT = re.compile(r"^[A-Za-z0-9][\w.-]*$")
+log = logging.getLogger(__name__)
 
 
 class BeirParams(BaseModel):
-    """``path``: the dataset folder; ``split``: which qrels file (``qrels/<split>.tsv``), or
-    ``qrels``: a qrels file of your own, BEIR TSV or TREC (``qid 0 docid grade``); ``chunker``
-    for long passages. Grades > 0 are relevant; nDCG uses the grades themselves."""
+    """A BEIR folder, read and scored as BEIR's own code does by default (beir-cellar/beir at
+    ef83d29): each document whole, its title and text joined by a space, and a hit whose id is
+    its query's id left out. Grades > 0 are relevant; nDCG uses the grades themselves."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    path: ConfigPath
-    split: str = "test"
-    qrels: ConfigPath | None = None
-    chunker: ChunkerConfig = ChunkerConfig()
+    path: ConfigPath = Field(description="The dataset folder: `corpus.jsonl`, `queries.jsonl` and `qrels/`.")
+    split: str = Field("test", description="Which qrels file: `qrels/<split>.tsv`.")
+    qrels: ConfigPath | None = Field(None, description="A qrels file of your own instead of `split`'s: BEIR TSV "
+                                                       "(`query-id<TAB>corpus-id<TAB>score`) or TREC (`qid 0 docid "
+                                                       "grade`).")
+    title: Literal["space", "sep", "none"] = Field(
+        "space", description="How a document's title joins its text: `space` as BEIR's encoders do "
+                             "(`(title + \" \" + text).strip()`, `beir/retrieval/models/util.py` lines 8-22, the "
+                             "separator `\" \"` of `sentence_bert.py` line 21); `sep`: `title [SEP] text`, rbench's "
+                             "serialization of objects with a title; `none`: the text alone.")
+    ignore_identical_ids: bool = Field(
+        True, description="Leave a hit out of its query's ranking when its id is the query's id, as BEIR's "
+                          "`EvaluateRetrieval.evaluate` does by default (`beir/retrieval/evaluation.py` lines "
+                          "73-84); matters where queries are documents too (ArguAna, Quora).")
+    chunker: ChunkerConfig = Field(ChunkerConfig(kind="none"),
+                                   description="How long passages are split; BEIR keeps each whole (the default).")
 
     @field_validator("split")
     @classmethod
@@ -71,7 +85,8 @@ class Beir(Adapter):
     description = "any BEIR-layout folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv or TREC qrels)"
     Params = BeirParams
     graded = True
-    version = 2
+    excludes = True
+    version = 3
 
     def files(self, params: BeirParams) -> list[FileSpec]:
         qrels = params.qrels or params.path / "qrels" / f"{params.split}.tsv"
@@ -90,7 +105,7 @@ class Beir(Adapter):
             text = text_value(doc["text"], where, "text")
             title = str(doc.get("title") or "")
             for position, chunk in enumerate(chunk_text(text, params.chunker)):
-                yield CorpusObject(text=serialize_text(title, chunk) if title else chunk, doc_id=str(doc["_id"]),
+                yield CorpusObject(text=with_title(title, chunk, params.title), doc_id=str(doc["_id"]),
                                    page_title=title, source=str(doc["_id"]), modality="text", position=position,
                                    origin=where)
 
@@ -112,8 +127,12 @@ class Beir(Adapter):
             if rows is not None:
                 ids, titles = ids.take(rows), titles.take(rows)
             n = len(chunks)
-            texts = pc.if_else(pc.greater(pc.binary_length(titles), 0),
-                               pc.binary_join_element_wise(titles, chunks, f" {SEP} "), chunks)
+            texts = chunks
+            if params.title == "space":
+                texts = pc.utf8_trim_whitespace(pc.binary_join_element_wise(titles, chunks, " "))
+            elif params.title == "sep":
+                texts = pc.if_else(pc.greater(pc.binary_length(titles), 0),
+                                   pc.binary_join_element_wise(titles, chunks, f" {SEP} "), chunks)
             yield pa.RecordBatch.from_arrays([texts, ids, titles, ids, pa.repeat("text", n),
                                               pa.array(chunk_numbers(rows, n)), pa.repeat("{}", n),
                                               pa.nulls(n, pa.string())], schema=OBJECT_SCHEMA)
@@ -121,6 +140,10 @@ class Beir(Adapter):
     def queries(self, raw: Path, params: BeirParams) -> Iterator[Query]:
         judged = read_qrels(raw / "qrels.tsv", params.qrels or params.path / "qrels" / f"{params.split}.tsv")
         gold = {q: {d: g for d, g in docs.items() if g > 0} for q, docs in judged.items()}
+        unjudged = sorted(q for q, docs in gold.items() if not docs)
+        if unjudged:
+            log.warning("beir %s: %d queries of the qrels (such as %r) have no document graded > 0 and are left "
+                        "out; BEIR's evaluate counts them, each scoring 0", params.path, len(unjudged), unjudged[0])
         for line_no, q in read_jsonl(raw / "queries.jsonl"):
             where = f"{params.path / 'queries.jsonl'}:{line_no}"
             if "_id" not in q or "text" not in q:
@@ -129,4 +152,14 @@ class Beir(Adapter):
             relevant = gold.get(str(q["_id"]))
             if relevant:
                 yield Query(query_id=str(q["_id"]), text=text, gold_doc_ids=list(relevant),
-                            gold_grades=list(relevant.values()), origin=where)
+                            gold_grades=list(relevant.values()), origin=where,
+                            excluded_doc_ids=[str(q["_id"])] if params.ignore_identical_ids else [])
+
+
+def with_title(title: str, text: str, join: str) -> str:
+    """``text`` with its document's ``title`` joined as :attr:`BeirParams.title` says."""
+    if join == "space":
+        return f"{title} {text}".strip()
+    if join == "sep" and title:
+        return serialize_text(title, text)
+    return text

@@ -50,7 +50,7 @@ class JsonlParams(BaseModel):
     prefix_title: bool = False
     metadata_fields: list[str] = Field(default_factory=list)
     modality: Literal["text", "row", "table", "cell"] = "text"
-    chunker: ChunkerConfig = ChunkerConfig()
+    chunker: ChunkerConfig = ChunkerConfig(kind="none")
     query_id_field: str | None = "query_id"
     query_text_field: str = "text"
     gold_field: str = "gold_doc_ids"

@@ -291,3 +291,66 @@ def test_a_report_of_two_runs_with_the_same_labels_keeps_both_and_shows_what_dif
     assert main(["report", ids[1], "latest", "--experiment", "k1", "--tracking-uri", uri,
                  "--out", str(tmp_path / "again")]) == 2
     assert "is given twice" in capsys.readouterr().err
+
+
+def _beir_folder(folder: Path, seed: int = 7) -> Path:
+    """A BEIR folder of 80 titled documents of random words and 12 queries, with graded qrels,
+    grade-0 rows, and a query whose id is also a document's id and whose text is that document's."""
+    import random
+
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(300)]
+    docs = {f"d{i}": (f"title {rng.choice(words)}", " ".join(rng.choices(words, k=rng.randint(8, 40))))
+            for i in range(80)}
+    (folder / "qrels").mkdir(parents=True)
+    write_jsonl(folder / "corpus.jsonl", [{"_id": d, "title": t, "text": x} for d, (t, x) in docs.items()])
+    queries, qrels = [], ["query-id\tcorpus-id\tscore"]
+    for i in range(12):
+        qid = "d5" if i == 0 else f"q{i}"
+        relevant = rng.sample(sorted(docs), 3)
+        queries.append({"_id": qid, "text": " ".join(rng.sample(docs[relevant[0]][1].split(), 4))
+                        + (" " + docs["d5"][1] if qid == "d5" else "")})
+        qrels += [f"{qid}\t{relevant[0]}\t2", f"{qid}\t{relevant[1]}\t1", f"{qid}\t{relevant[2]}\t0"]
+    write_jsonl(folder / "queries.jsonl", queries)
+    (folder / "qrels" / "test.tsv").write_text("\n".join(qrels) + "\n")
+    return folder
+
+
+def test_a_beir_folder_scores_by_default_as_beirs_own_evaluation(tmp_path):
+    """BEIR's ``EvaluateRetrieval.evaluate`` (beir-cellar/beir at ef83d29,
+    ``beir/retrieval/evaluation.py`` lines 69-115), written out: every qrels row kept (grade 0
+    included), the retriever's hits with a query's own id popped (``ignore_identical_ids``),
+    pytrec_eval's ``ndcg_cut.10`` and ``recall.10`` averaged over the scored queries, rounded to 5
+    places. rbench's defaults for a BEIR folder give the same numbers from the same retrieval."""
+    import pyarrow.parquet as pq
+
+    from tests.conftest import need
+
+    pytrec_eval = need("pytrec_eval")
+    folder = _beir_folder(tmp_path / "beir")
+    cfg = {"name": "beir-parity", "store": str(tmp_path / "store"), "depth": 100, "subsample": {"size": 100},
+           "metrics": {"k": [10]}, "mlflow": {"experiment": "beir-parity"},
+           "datasets": [{"name": "synthetic", "adapter": "beir", "params": {"path": str(folder)}}],
+           "retrievers": [{"name": "bm25"}]}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(cfg))
+    result = benchmark(str(tmp_path / "exp.yaml"))
+    ours = {m["metric"]: m["value"] for m in result["metrics"] if m["k"] == 10}
+
+    qrels = {}
+    for line in (folder / "qrels" / "test.tsv").read_text().splitlines()[1:]:
+        qid, doc, score = line.split("\t")
+        qrels.setdefault(qid, {})[doc] = int(score)
+    [run_file] = (tmp_path / "store").glob("retrieve/*/run.parquet")
+    run = pq.read_table(run_file).to_pylist()
+    results: dict[str, dict[str, float]] = {}
+    for hit in run:
+        results.setdefault(hit["query_id"], {})[hit["doc_id"]] = hit["score"]
+    assert "d5" in results["d5"], "the query whose id is a document's must retrieve that document"
+    assert all(len(set(s.values())) == len(s) for s in results.values()), "ties would be sorted two ways"
+    for qid in results:
+        results[qid].pop(qid, None)
+    scores = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.10"}).evaluate(results)
+    beir = {m: round(sum(s[f"{m}_10" if m == "recall" else "ndcg_cut_10"] for s in scores.values()) / len(scores), 5)
+            for m in ("ndcg", "recall")}
+    assert len(scores) == 12
+    assert round(ours["ndcg"], 5) == beir["ndcg"] and round(ours["recall"], 5) == beir["recall"]

@@ -140,21 +140,28 @@ def test_target_fixture_rows_and_schema(tmp_path):
     assert queries[1]["gold_doc_ids"] == ["concert :: singer", "concert :: stadium"]
 
 
-def test_beir_fixture(tmp_path):
+def test_beir_fixture(tmp_path, caplog):
     folder = tmp_path / "scifact"
     (folder / "qrels").mkdir(parents=True)
     write_jsonl(folder / "corpus.jsonl", [{"_id": "d1", "title": "Cats", "text": "Cats purr."},
                                           {"_id": "d2", "title": "", "text": "Dogs bark."}])
     write_jsonl(folder / "queries.jsonl", [{"_id": "1", "text": "do cats purr"}, {"_id": "2", "text": "unjudged"}])
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n1\td1\t1\n1\td2\t0\n")
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n1\td1\t1\n1\td2\t0\n2\td1\t0\n")
     from rbench.tasks.download import DOWNLOAD, DownloadConfig
 
-    cfg = DatasetConfig.model_validate({"name": "scifact", "adapter": "beir", "params": {"path": str(folder)}})
-    raw = DOWNLOAD.run(Store(tmp_path / "store"), [], DownloadConfig.of(cfg))
-    prepared = PREPARE.run(Store(tmp_path / "store"), [raw], cfg)
-    assert [c["text"] for c in _table(prepared.file("corpus.parquet"))] == ["Cats [SEP] Cats purr.", "Dogs bark."]
+    texts = {}
+    for title in ("space", "sep", "none"):
+        cfg = DatasetConfig.model_validate({"name": "scifact", "adapter": "beir",
+                                            "params": {"path": str(folder), "title": title}})
+        raw = DOWNLOAD.run(Store(tmp_path / "store"), [], DownloadConfig.of(cfg))
+        prepared = PREPARE.run(Store(tmp_path / "store"), [raw], cfg)
+        texts[title] = [c["text"] for c in _table(prepared.file("corpus.parquet"))]
+    assert texts == {"space": ["Cats Cats purr.", "Dogs bark."], "sep": ["Cats [SEP] Cats purr.", "Dogs bark."],
+                     "none": ["Cats purr.", "Dogs bark."]}
     assert _table(prepared.file("queries.parquet")) == [
-        {"query_id": "1", "text": "do cats purr", "gold_doc_ids": ["d1"], "gold_grades": [1]}]
+        {"query_id": "1", "text": "do cats purr", "gold_doc_ids": ["d1"], "gold_grades": [1],
+         "excluded_doc_ids": ["1"]}]
+    assert "1 queries of the qrels (such as '2') have no document graded > 0" in caplog.text
     with pytest.raises(ValueError, match="lacks"):
         DatasetConfig.model_validate({"name": "x", "adapter": "beir", "params": {"path": str(tmp_path)}})
 
@@ -174,7 +181,8 @@ def test_beir_grades_reach_ndcg_and_trec_qrels_read_and_write(tmp_path):
     store = Store(tmp_path / "store")
     prepared = PREPARE.run(store, [DOWNLOAD.run(store, [], DownloadConfig.of(cfg))], cfg)
     assert _table(prepared.file("queries.parquet")) == [
-        {"query_id": "q", "text": "which", "gold_doc_ids": ["a", "b"], "gold_grades": [3, 1]}]
+        {"query_id": "q", "text": "which", "gold_doc_ids": ["a", "b"], "gold_grades": [3, 1],
+         "excluded_doc_ids": ["q"]}]
     run_folder = tmp_path / "run"
     run_folder.mkdir()
     pq.write_table(pa.table({"query_id": ["q", "q", "q"], "object_id": ["ob", "oc", "oa"], "doc_id": ["b", "c", "a"],

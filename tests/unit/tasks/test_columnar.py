@@ -289,12 +289,13 @@ def _beir(folder, seed: int = 3) -> None:
     (folder / "corpus.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-@pytest.mark.parametrize("chunker", [{"size": 3, "overlap": 1}, {"kind": "none"}, {}], ids=str)
-def test_beir_columns_give_the_row_readers_table(tmp_path, chunker):
+@pytest.mark.parametrize("chunker,title", [({"size": 3, "overlap": 1}, "sep"), ({"kind": "none"}, "space"),
+                                           ({"kind": "tokens"}, "none"), ({"kind": "tokens"}, "space")], ids=str)
+def test_beir_columns_give_the_row_readers_table(tmp_path, chunker, title):
     _beir(tmp_path)
     (tmp_path / "queries.jsonl").write_text("")
     adapter = get_adapter("beir")
-    params = adapter.Params.model_construct(path=tmp_path, split="test", qrels=None,
+    params = adapter.Params.model_construct(path=tmp_path, split="test", qrels=None, title=title,
                                             chunker=adapter.Params.model_fields["chunker"].annotation(**chunker))
     columns = write_corpus(tmp_path / "a.parquet", adapter.object_batches(tmp_path, params), tmp_path / "pa", "x")
     rows = write_corpus(tmp_path / "b.parquet", batches_of(adapter.objects(tmp_path, params)), tmp_path / "pb", "x")
@@ -309,7 +310,7 @@ def test_beir_columns_give_the_row_readers_table(tmp_path, chunker):
 def test_beir_lines_the_block_reader_cannot_match_go_row_by_row(tmp_path, line):
     (tmp_path / "corpus.jsonl").write_bytes(line)
     adapter = get_adapter("beir")
-    params = adapter.Params.model_construct(path=tmp_path, split="test", qrels=None,
+    params = adapter.Params.model_construct(path=tmp_path, split="test", qrels=None, title="space",
                                             chunker=adapter.Params.model_fields["chunker"].default)
     with pytest.raises(RowByRow):
         list(adapter.object_batches(tmp_path, params))
