@@ -48,39 +48,67 @@ class ChunkingSearch(BaseModel):
     """A search over the chunker instead of the full grid: ``space`` over ``chunk_size``,
     ``overlap`` (a fraction of the size) and ``n``; the others stay at their first grid value."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     space: dict[Literal["chunk_size", "overlap", "n"], Dimension] = Field(min_length=1)
+    """The settings to vary (``chunk_size``, ``overlap``, ``n``), each with its range or choices."""
     strategy: Literal["grid", "random", "tpe"] = "tpe"
+    """How trials are proposed: ``grid``, ``random`` or ``tpe`` (Optuna)."""
     budget: PositiveInt = 20
+    """The most trials run."""
     seed: int = 0
+    """The seed of ``random`` and ``tpe`` proposals."""
     grid_points: PositiveInt = 5
+    """``grid``: values per range dimension."""
     metric: Literal["recall", "precision", "f1", "iou"] = "iou"
+    """The span measure the search maximises: ``iou`` (intersection over union), ``recall``, ``precision`` or ``f1``."""
 
 
 class ChunkingGridConfig(BaseModel):
     """The grid: ``data`` is 'chroma' (Chroma's set, from the mirror or GitHub) or a folder in its format."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     name: str = "chunking-grid"
+    """The grid's name, in its stage lines and MLflow runs."""
     store: ConfigPath = DEFAULT_STORE
+    """The cache folder of the grid's stages (relative to the grid file)."""
     mirror: ConfigPath | None = None
+    """A folder with the evaluation set's files, read instead of the network."""
     data: PathOrName = "chroma"
+    """``chroma`` (Chroma's chunking evaluation set, pinned) or a folder in its layout (``corpora/*.md``,
+    ``questions_df.csv``)."""
     model: PathOrName = "sentence-transformers/all-MiniLM-L6-v2"
+    """The embedding model that encodes chunks and questions: registry id, alias, hub id or folder."""
     encoding: dict = Field(default_factory=dict)
+    """The model's prompts and loading options, as [encoding](#encoding); a known model gets its authors' defaults."""
     chunker: Literal["tokens", "recursive", "chonky"] = "tokens"
+    """``tokens`` (fixed windows), ``recursive`` (split at paragraph, line, sentence and word boundaries) or ``chonky``
+    (semantic paragraphs)."""
     chunk_unit: Literal["characters", "cl100k_tokens"] | None = None
+    """What chunk sizes count: ``characters`` or ``cl100k_tokens``; default: ``cl100k_tokens`` for ``tokens`` and
+    ``chonky``, ``characters`` for ``recursive``."""
     chonky_model: PathOrName | None = None
+    """``chonky``: the chonky model, a hub id or a local folder."""
     corpora: list[str] | None = Field(default=None, min_length=1)
+    """The evaluation set's corpora to use, by file name without ``.md``; default: all."""
     chunk_sizes: list[PositiveInt] = Field(default_factory=lambda: [100, 200, 300, 400, 500], min_length=1)
+    """The chunk sizes of the grid, in ``chunk_unit``s."""
     overlaps: list[float] = Field(default_factory=lambda: [0.1, 0.2, 0.3, 0.4, 0.5], min_length=1)
+    """The overlaps of the grid, as fractions of the chunk size in [0, 1)."""
     n: list[PositiveInt] = Field(default_factory=lambda: [1, 3, 5, 7, 9], min_length=1)
+    """How many chunks are retrieved per question, each value a cell of the grid."""
     scope: Literal["corpus", "pooled"] = "corpus"
+    """``corpus``: each question searches its own corpus's chunks; ``pooled``: one collection of every corpus's chunks,
+    as Chroma's code retrieves."""
     units: Literal["characters", "cl100k_tokens"] = "characters"
+    """What the span metrics count: ``characters`` or ``cl100k_tokens``."""
     std: Literal["population", "sample"] = "population"
+    """The standard deviation shown beside each mean: ``population`` (divides by n) or ``sample`` (by n - 1)."""
     mlflow: MlflowConfig = MlflowConfig(experiment="rbench-chunking")
+    """Where the grid's runs are logged; its experiment defaults to ``rbench-chunking``."""
     search: ChunkingSearch | None = None
+    """Search the chunker's settings instead of running the whole grid."""
 
     @field_validator("overlaps")
     @classmethod

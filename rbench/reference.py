@@ -19,6 +19,29 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+ENVIRONMENT = {
+    "RBENCH_STORE": "The store (cached stages, the MLflow database) when no `--store` or config `store` is given; "
+                    "default `./.rbench`.",
+    "RBENCH_MIRROR": "A folder holding the datasets' files, read instead of the network (`--mirror`).",
+    "MLFLOW_TRACKING_URI": "The MLflow tracking server or database when no `--tracking-uri` is given; default "
+                           "`sqlite:///<store>/mlflow.db`.",
+    "PREFECT_API_URL": "The Prefect server runs report to; unset, `rbench run` starts a temporary one.",
+    "RBENCH_CACHE": "Where converted models (ONNX) and migrated MLflow database templates are kept; default "
+                    "`~/.cache/rbench`.",
+    "RBENCH_MODEL_CACHE": "Where packaged LLM weights are unpacked; default `~/.cache/rbench/models`.",
+    "RBENCH_LLM_SLOTS": "The folder of each LLM endpoint's concurrency slots (lock files); a folder the nodes share "
+                        "makes `max_concurrency` cluster-wide; default `~/.cache/rbench/llm-slots`.",
+    "RBENCH_LEASE_TTL": "Seconds after which a store lease whose holder stopped renewing it is broken; default 60.",
+    "RBENCH_MIN_FREE_MB": "The free disk space, in MB, a run needs in its store before it starts; default 200.",
+    "RBENCH_MLFLOW_PUBLIC_URL": "The MLflow UI's address as users reach it, for the run links rbench prints; "
+                                "default: the tracking URI's.",
+    "RBENCH_GIT_COMMIT": "The commit recorded in MLflow when the code is not a git checkout (set in images).",
+    "RBENCH_DEBUG": "Any value: errors keep their whole traceback (`rbench --debug`).",
+    "RBENCH_CLONE": "Set by the deployments' pull step, not by users: the repository and commit a run cloned.",
+}
+"""Every environment variable rbench reads, with what it sets (a test checks the code reads no other
+``RBENCH_`` variable)."""
+
 CONSTRAINTS = ((annotated_types.Gt, "gt", ">"), (annotated_types.Ge, "ge", ">="), (annotated_types.Lt, "lt", "<"),
                (annotated_types.Le, "le", "<="), (annotated_types.MinLen, "min_length", "length >="),
                (annotated_types.MaxLen, "max_length", "length <="))
@@ -121,7 +144,8 @@ def default_text(field: FieldInfo) -> str:
     else:
         value = field.default
     if isinstance(value, BaseModel):
-        return "(its defaults)"
+        given = _given(value)
+        return f"`{json.dumps(given)}`" if given else "(its defaults)"
     if isinstance(value, Path):
         value = str(value)
     if isinstance(value, enum.Enum):
@@ -130,6 +154,30 @@ def default_text(field: FieldInfo) -> str:
         return f"`{json.dumps(value)}`"
     except TypeError:
         return f"`{value!r}`"
+
+
+def _given(value: BaseModel) -> dict:
+    """What a settings object sets away from its defaults (a retriever entry: its name and the
+    params that differ from that retriever's defaults), as YAML would spell it."""
+    given = value.model_dump(mode="json", exclude_defaults=True)
+    params = given.get("params")
+    if isinstance(params, dict) and "name" in given:
+        from rbench.retrievers.base import RETRIEVERS
+
+        fields = RETRIEVERS.get(given["name"]).Params.model_fields
+        default = {k: json.loads(json.dumps(f.get_default(call_default_factory=True), default=_json_default))
+                   for k, f in fields.items() if not f.is_required()}
+        params = {k: v for k, v in params.items() if k not in default or default[k] != v}
+        given = {"name": given["name"], **({"params": params} if params else {})}
+    return given
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, (Path, enum.Enum)):
+        return str(getattr(value, "value", value))
+    raise TypeError(type(value).__name__)
 
 
 def docstring_clause(doc: str, name: str) -> str:
@@ -164,11 +212,20 @@ def field_rows(model: type[BaseModel], sections: Sections, only: Iterable[str] |
         if allowed and constraints:
             allowed_text += "; " + "; ".join(dict.fromkeys(constraints))
         described = markdown(field.description or docstring_clause(doc, name))
+        if not described:
+            if model.__module__.startswith("rbench."):
+                raise UndocumentedKey(f"{model.__module__}.{model.__qualname__}.{name} has no description: write "
+                                      "one as a docstring under the field (or Field(description=...))")
+            described = "*(undocumented by its plugin)*"
         if extra and name in extra:
             described = f"{described} *({extra[name]})*" if described else f"*{extra[name]}*"
         rows.append(f"| `{name}` | {_cell(text)} | {_cell(default_text(field))} | {_cell(allowed_text)} | "
                     f"{_cell(described)} |")
     return rows
+
+
+class UndocumentedKey(ValueError):
+    """A settings key of rbench's own without a description: the reference is not built."""
 
 
 def _cell(text: str) -> str:
@@ -207,6 +264,7 @@ def configuration_reference() -> str:
     from rbench.llm.config import BACKEND_FIELDS, LLMConfig
     from rbench.retrievers.base import RETRIEVERS, RetrieverSpec
     from rbench.retrievers.models import Encoding
+    from rbench.retrievers.rerank import CrossEncoderParams
     from rbench.tasks.datasets.base import ADAPTERS
     from rbench.tasks.datasets.chunking import ChunkerConfig
     from rbench.tasks.search_space import Dimension, SearchConfig
@@ -217,7 +275,7 @@ def configuration_reference() -> str:
         RetrieverConfig: "retriever entry", LLMConfig: "LLM settings", SearchConfig: "search",
         Dimension: "search space dimension", ChunkingGridConfig: "Chunking grid file",
         ChunkingSearch: "chunking search", Encoding: "encoding", ChunkerConfig: "chunker",
-        RetrieverSpec: "retriever entry",
+        RetrieverSpec: "retriever entry", CrossEncoderParams: "cross-encoder",
     }
     sections = Sections(shared)
     out = ["# Configuration reference", "",
@@ -250,6 +308,8 @@ def configuration_reference() -> str:
         out += _section(f"retriever: {name}", 3, [f"**{cls.description}**{kind}", f"Defined in `{cls.__module__}`.",
                                                    _doc(cls.Params)], cls.Params, sections)
     out += _section("encoding", 3, [_doc(Encoding)], Encoding, sections)
+    out += _section("cross-encoder", 3, [_doc(CrossEncoderParams), "Given inline where a retriever takes one "
+                                         "(`rerank`, `cross_encoder`)."], CrossEncoderParams, sections)
 
     backends = {field: sorted(b for b, fields in BACKEND_FIELDS.items() if field in fields)
                 for field in LLMConfig.model_fields}
@@ -264,7 +324,47 @@ def configuration_reference() -> str:
     out += _section("Chunking grid file", 2, [_doc(ChunkingGridConfig), "Read by `rbench chunking`."],
                     ChunkingGridConfig, sections)
     out += _section("chunking search", 3, [_doc(ChunkingSearch)], ChunkingSearch, sections)
+    out += _named_things()
     return "\n".join(out).rstrip() + "\n"
+
+
+def _named_things() -> list[str]:
+    """The environment variables, prompts, model names and published tables a config may name."""
+    from rbench.evaluation.reproduction import load_published, published_names
+    from rbench.llm import models as llm_models
+    from rbench.llm.prompts import BUILTIN, load_prompt
+    from rbench.retrievers.models import ALIASES, MODELS
+
+    out = ["## Environment variables", "", "A flag or a config key wins over the environment.", "",
+           "| variable | what it sets |", "| --- | --- |"]
+    out += [f"| `{name}` | {_cell(text)} |" for name, text in ENVIRONMENT.items()]
+    out += ["", "## Prompts", "", "A retriever's `prompt`-typed keys take one of these names, or the path of a "
+            "YAML file of your own with the same parts (`system`, `examples`, `user`).", "",
+            "| name | variables | what it asks |", "| --- | --- | --- |"]
+    for path in sorted(BUILTIN.glob("*.yaml")):
+        prompt = load_prompt(path.stem)
+        described = yaml_description(path)
+        out.append(f"| `{path.stem}` | {', '.join(f'`{{{v}}}`' for v in sorted(prompt.variables))} | "
+                   f"{_cell(described)} |")
+    out += ["", "## Model names", "", "Where a key takes a model, it takes a hub id, a local folder, or one of these "
+            "names (the packaged ones load with no network).", "", "| name | is | packaged |", "| --- | --- | --- |"]
+    for spec in MODELS.values():
+        names = [f"`{spec.id}`"] + [f"`{a}`" for a, target in ALIASES.items() if target == spec.id]
+        out.append(f"| {', '.join(names)} | {_cell(spec.description)} | {'yes' if spec.module else 'no'} |")
+    for model_id in llm_models.PACKAGED:
+        names = [f"`{model_id}`"] + [f"`{a}`" for a, target in llm_models.ALIASES.items() if target == model_id]
+        out.append(f"| {', '.join(names)} | an LLM (`llm: {{model: ...}}`) | yes |")
+    out += ["", "## Published tables", "", "`rbench compare RUN TABLE` takes one of these names, or the path of a "
+            "table file of your own.", "", "| name | what it holds |", "| --- | --- |"]
+    out += [f"| `{name}` | {_cell(load_published(name).title)} |" for name in published_names()]
+    return out + [""]
+
+
+def yaml_description(path: Path) -> str:
+    """The ``description`` of a prompt file."""
+    import yaml
+
+    return str((yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("description") or "")
 
 
 def cli_reference() -> str:

@@ -63,40 +63,75 @@ def _minilm() -> RetrieverSpec:
 class ARMParams(BaseModel):
     """Every step of ARM, each configurable (defaults sized for a small model on CPU)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     llm: LLMConfig
+    """The LLM that writes keywords, rephrases them and makes the final selection."""
     base: RetrieverSpec = Field(default_factory=_bm25s)
+    """The lexical retriever each aligned n-gram searches."""
     dense: RetrieverSpec = Field(default_factory=_minilm)
+    """The dense retriever of the question's own hits; its vectors give relevance and compatibility."""
     keyword_prompt: QuestionPrompt = "arm_keywords"
+    """The prompt that asks for the question's keywords."""
     max_keywords: PositiveInt = 8
+    """The most keywords kept from an answer."""
     keyword_samples: PositiveInt = 1
+    """How many answers the LLM gives for keywords (their keywords are merged)."""
     keyword_temperature: float = Field(0.0, ge=0, le=2)
+    """The sampling temperature of those answers (0: greedy)."""
     ngram_alignment: StrictBool = True
+    """Rephrase each keyword into n-grams of the corpus by constrained decoding (the transformers backend); false:
+    search the keywords as written."""
     rephrase_prompt: KeywordPrompt = "arm_rephrase"
+    """The prompt that rephrases one keyword."""
     keyword_rephrasing_beams: StrictInt = Field(3, ge=1, le=16)
+    """Beams of the constrained decoding; each beam's n-gram is kept."""
     corpus_ngram_min_len: StrictInt = Field(1, ge=1, le=16)
+    """The fewest of the LLM's tokens a rephrased n-gram has (fewer only where no corpus n-gram continues it)."""
     corpus_ngram_max_len: StrictInt = Field(5, ge=1, le=16)
+    """The longest corpus n-gram, in the LLM's tokens (the n-gram table's window)."""
     max_ngrams: PositiveInt = 20
+    """The most sub-n-grams of the rephrased keywords searched per question, the most frequent first."""
     alignment_retrieval_k: PositiveInt = 20
+    """Hits per sub-n-gram from ``base``."""
     query_retrieval_k: PositiveInt = 80
+    """Hits of the question from ``dense``."""
     expansion_steps: StrictInt = Field(1, ge=0, le=5)
+    """Rounds of adding each candidate's nearest neighbours (by ``dense`` vectors) to the pool; 0: none."""
     expansion_k_compatible: PositiveInt = 5
+    """Neighbours added per candidate and round."""
     selection: Literal["mip", "rerank"] = "mip"
+    """How objects are picked from the pool: ``mip`` (relevance plus pairwise compatibility, OR-Tools or branch-and-
+    bound) or ``rerank`` (a cross-encoder)."""
     mip_k_select: PositiveInt = 10
+    """How many objects the selection picks."""
     mip_candidates: StrictInt = Field(100, ge=2, le=500)
+    """The pool's size for the selection: candidates taken round-robin from the question's and the n-grams' hits."""
     mip_formulation: Literal["degree", "quadratic", "reproduction"] = "degree"
+    """``degree`` or ``quadratic`` (the same exact optimum) or ``reproduction`` (the ARM reproduction's model, a
+    different problem); see ``rbench/arm/mip.py``."""
     mip_solver: Literal["bnb", "cp_sat", "scip"] = "bnb"
+    """``bnb`` (rbench's exact branch-and-bound, not for ``reproduction``), or OR-Tools' ``cp_sat`` or ``scip``."""
     mip_time_limit: float = Field(5.0, gt=0, le=600)
+    """Seconds per solve; a cut solve keeps its best feasible selection (counted as ``feasible`` with its gap)."""
     w_sem: float = Field(0.5, ge=0)
+    """Weight of the cosine similarity of two objects' vectors in their compatibility."""
     w_lex: float = Field(0.5, ge=0)
+    """Weight of the overlap of two table rows' cell values in their compatibility; 0 skips it."""
     rerank: CrossEncoderParams | None = None
+    """``selection: rerank``: the cross-encoder."""
     final_selection: StrictBool = True
+    """Let the LLM choose among the selected documents, which then rank first; false: the selection's order."""
     select_prompt: DocumentsPrompt = "arm_select"
+    """The prompt of the final selection."""
     final_samples: PositiveInt = 1
+    """How many answers the LLM gives for the final selection (their choices are merged)."""
     final_temperature: float = Field(0.0, ge=0, le=2)
+    """The sampling temperature of those answers."""
     passage_chars: PositiveInt = 200
+    """Characters of each object shown to the LLM in the final selection."""
     max_tokens: PositiveInt = 64
+    """The most tokens the LLM writes per answer (keywords and final selection)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> "ARMParams":

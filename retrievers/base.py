@@ -36,10 +36,12 @@ class RetrieverSpec(BaseModel):
     """A reference to a retriever: a registered name and its params, validated once by the
     retriever's ``Params`` (an experiment's retrievers and composites' components alike)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     name: str
+    """A registered retriever's name (``rbench list retrievers``; plugins add theirs)."""
     params: dict[str, Any] = Field(default_factory=dict)
+    """The retriever's settings, as its section below lists them; unset keys take their defaults."""
 
     @model_validator(mode="after")
     def _known(self, info: ValidationInfo) -> "RetrieverSpec":

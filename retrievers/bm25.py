@@ -39,10 +39,12 @@ class BM25Params(BaseModel):
     them by default (``auto``): rbench's object ids, or the corpus's own (``doc_id``,
     ``metadata.segment_id``), which hits are mapped from."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     k1: float = Field(0.9, gt=0)
+    """Term-frequency saturation (Pyserini's default 0.9)."""
     b: float = Field(0.4, ge=0, le=1)
+    """Length normalisation, from 0 (none) to 1 (full) (Pyserini's default 0.4)."""
     prebuilt: PathOrName | None = None
     ids: str = Field("auto", pattern=IDS_PATTERN, description="what a prebuilt index's document ids are: auto, "
                      "object_id, doc_id or metadata.<field>")

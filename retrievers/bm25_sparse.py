@@ -38,14 +38,21 @@ def _import():
 class BM25sParams(BaseModel):
     """BM25 parameters (fixed at index time in bm25s) and the tokenisation choices."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     k1: float = Field(0.9, gt=0)
+    """Term-frequency saturation."""
     b: float = Field(0.4, ge=0, le=1)
+    """Length normalisation, from 0 (none) to 1 (full)."""
     method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = "lucene"
+    """bm25s's BM25 variant; ``lucene`` scores as Lucene (and Pyserini) do."""
     stemmer: Literal["porter", "english", "none"] = "porter"
+    """PyStemmer's Snowball stemmer (``porter`` is closest to Lucene's) or ``none``."""
     stopwords: Literal["english", "none"] = "english"
+    """Drop English stopwords (bm25s's list) from texts and queries, or ``none``."""
     query_weighting: Literal["unique", "tf"] = "unique"
+    """``unique``: each query term counts once; ``tf``: a repeated term counts once per occurrence, as Lucene's bag-of-
+    words query does."""
 
 
 @RETRIEVERS.register

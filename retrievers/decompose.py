@@ -19,18 +19,27 @@ from rbench.retrievers.rerank import CrossEncoderParams, CrossEncoderScorer
 class DecomposeParams(BaseModel):
     """The LLM and prompt that decompose, how sub-query runs are merged, and an optional rerank."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     llm: LLMConfig
+    """The LLM that writes the sub-queries."""
     prompt: QuestionPrompt = "decompose"
+    """The decomposition prompt."""
     max_queries: StrictInt = Field(4, ge=1, le=16)
+    """The most sub-queries kept from the answer."""
     max_tokens: PositiveInt = 128
+    """The most tokens the LLM writes."""
     include_question: StrictBool = True
+    """Search the question itself beside its sub-queries."""
     first_stage: RetrieverSpec = Field(default_factory=lambda: RetrieverSpec(name="dense"))
+    """The retriever each sub-query searches."""
     per_query_k: PositiveInt | None = Field(None, description="hits per sub-query; default: k")
     merge: Literal["rrf", "round_robin"] = "rrf"
+    """How the sub-queries' runs are merged: ``rrf`` (reciprocal rank fusion) or ``round_robin``."""
     rrf_k: float = Field(60, ge=0)
+    """The RRF constant: a hit at rank r scores 1 / (rrf_k + r)."""
     rerank: CrossEncoderParams | None = None
+    """A cross-encoder that rescores the merged candidates; none: the merged order."""
     rerank_multiplier: PositiveInt = Field(3, description="with rerank: k x this merged candidates are rescored")
 
 

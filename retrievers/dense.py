@@ -103,19 +103,27 @@ class DenseParams(BaseModel):
     vectors must come from ``model`` (with unit length, for inner product), in id-map order; its
     ids are rbench's object ids or the corpus's own (``ids``, as for ``bm25``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     model: PathOrName = "sentence-transformers/all-MiniLM-L6-v2"
     index: Literal["flat", "hnsw", "ivf_flat", "ivf_pq"] = "flat"
     hnsw_m: PositiveInt = 32
+    """``hnsw``: neighbours per node."""
     ef_construction: PositiveInt = 200
+    """``hnsw``: the candidate list's size while building."""
     ef_search: PositiveInt = 128
+    """``hnsw``: the candidate list's size while searching (a search setting, not part of the index key)."""
     nlist: PositiveInt | None = None
+    """IVF: the number of inverted lists; default about 4 sqrt(N)."""
     pq_m: PositiveInt | None = None
+    """``ivf_pq``: bytes per vector (sub-quantizers); default dim / 4."""
     train_size: PositiveInt = 100_000
+    """IVF: vectors sampled across the shards to train the quantizers."""
     on_disk: bool = False
     nprobe: PositiveInt = 32
+    """IVF: lists searched per query (a search setting, not part of the index key)."""
     batch_size: PositiveInt = 64
+    """Texts encoded per batch."""
     device: str | None = Field(None, description="torch device; default: CUDA when available")
     min_score: float | None = Field(None, ge=0, le=1, description="keep hits with cosine similarity >= this")
     encoding: Encoding = Encoding()

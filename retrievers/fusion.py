@@ -56,15 +56,22 @@ class FusionParams(BaseModel):
     """Two or more retrievers fused by ``rrf`` (constant ``rrf_k``) or ``weighted`` sum of
     ``normalization``-rescaled scores; each component retrieves ``candidates`` objects."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     retrievers: list[RetrieverSpec]
+    """The retrievers fused, two or more."""
     method: Literal["rrf", "weighted"] = "rrf"
+    """``rrf`` (reciprocal rank fusion) or ``weighted`` (a weighted sum of rescaled scores)."""
     rrf_k: float = Field(60, ge=0)
+    """The RRF constant: a hit at rank r scores 1 / (rrf_k + r)."""
     normalization: Literal["minmax", "zscore"] = "minmax"
+    """``weighted``: how each run's scores are rescaled first (``minmax`` to [0, 1], or ``zscore``)."""
     weights: list[float] | None = None
+    """One weight per retriever, in order; default: equal."""
     collapse_documents: bool = False
+    """Fuse documents, not objects: each run keeps a document's best object only."""
     candidates: PositiveInt = 100
+    """Hits each retriever returns for fusion (at least k)."""
 
     @model_validator(mode="after")
     def _check(self) -> "FusionParams":

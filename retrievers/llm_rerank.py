@@ -24,19 +24,29 @@ from rbench.retrievers.llm_common import LLMComposite, ranked
 class LLMRerankParams(BaseModel):
     """The first stage, how many of its hits the LLM reorders, and how."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     llm: LLMConfig
+    """The LLM that reorders."""
     first_stage: RetrieverSpec = Field(default_factory=lambda: RetrieverSpec(name="bm25"))
+    """The retriever whose hits are reordered."""
     mode: Literal["sliding", "topk"] = "sliding"
+    """``sliding``: a window moved from the back of the list to the front (as rank_llm does); ``topk``: the LLM picks
+    ``select`` of the whole list (as XRR2 does)."""
     candidates: PositiveInt = 100
+    """How many of the first stage's hits are reordered."""
     window: StrictInt = Field(20, ge=2)
+    """``sliding``: passages shown at once."""
     step: PositiveInt = 10
+    """``sliding``: how far the window moves; smaller than ``window``."""
     passes: PositiveInt = 1
+    """How many times the whole list is reordered."""
     select: PositiveInt = Field(10, description="topk mode: how many the LLM picks")
     prompt: PassagesPrompt | None = Field(None, description="default: listwise_rerank (sliding) or select_topk (topk)")
     passage_chars: PositiveInt = 300
+    """Characters of each passage shown to the LLM."""
     max_tokens: PositiveInt = 160
+    """The most tokens the LLM writes per answer."""
 
     @model_validator(mode="after")
     def _check(self) -> "LLMRerankParams":

@@ -187,16 +187,25 @@ class Encoding(BaseModel):
     take its authors' defaults.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     query_prompt: str | None = None
+    """Text put before each query (e5's ``"query: "``, nomic's ``"search_query: "``)."""
     document_prompt: str | None = None
+    """Text put before each passage (e5's ``"passage: "``, nomic's ``"search_document: "``)."""
     query_prompt_name: str | None = None
+    """A query prompt the model ships, by name (sentence-transformers ``prompts``, such as Qwen3-Embedding's
+    ``"query"``)."""
     document_prompt_name: str | None = None
+    """A passage prompt the model ships, by name."""
     max_seq_length: PositiveInt | None = None
+    """Inputs are cut to this many of the model's tokens; default: the model's own limit."""
     dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+    """The weights' precision; ``float16`` and ``bfloat16`` are for GPUs."""
     trust_remote_code: bool = False
+    """Run the model's own code from its repository (nomic, gte need it)."""
     revision: str | None = None
+    """A hub commit, branch or tag to load; default: the newest."""
     backend: Literal["torch", "onnx", "onnx_int8"] = "torch"
 
     @model_validator(mode="after")

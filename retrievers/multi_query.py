@@ -72,22 +72,35 @@ def wordnet_synonyms(term: str) -> tuple[str, ...]:
 class MultiQueryParams(BaseModel):
     """Query writing, synonym expansion, BM25 fan-out, cross-encoder cut and LLM selection."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     llm: LLMConfig
+    """The LLM that writes the queries and selects the documents to read."""
     prompt: QuestionPrompt = "multi_query"
+    """The prompt that writes the keyword queries and the master query."""
     max_queries: StrictInt = Field(4, ge=2, le=8)
+    """The most keyword queries kept (2 to 8)."""
     max_tokens: PositiveInt = 160
+    """The most tokens the LLM writes per answer."""
     synonyms: PathOrName | None = Field(None, description="'wordnet' or a file of 'term: synonym, synonym' lines")
     max_synonyms: StrictInt = Field(2, ge=1)
+    """With ``synonyms``: synonyms added per word of each query."""
     first_stage: RetrieverSpec = Field(default_factory=lambda: RetrieverSpec(name="bm25"))
+    """The retriever every query searches."""
     rrf_k: float = Field(60, ge=0)
+    """The RRF constant of the fusion of the queries' runs."""
     cross_encoder: CrossEncoderParams
+    """The cross-encoder that rescores the fused candidates against the master query."""
     ce_candidates: PositiveInt = 600
+    """Fused candidates the cross-encoder rescores."""
     ce_keep: PositiveInt = 75
+    """How many the cross-encoder keeps for the LLM's selection."""
     select_prompt: DocumentsPrompt = "select_read"
+    """The prompt in which the LLM selects the documents to read."""
     select_max: PositiveInt = 20
+    """The most documents the LLM may select."""
     snippet_chars: PositiveInt = 200
+    """Characters of each document (its title and first words) shown to the LLM."""
 
     @field_validator("synonyms")
     @classmethod

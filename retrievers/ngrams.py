@@ -18,10 +18,11 @@ TABLE = "ngrams.npy"
 class NgramParams(BaseModel):
     """``tokenizer``: the aligning LLM (a packaged name, hub id, folder or .gguf file)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     tokenizer: str = Field(min_length=1)
     max_len: StrictInt = Field(5, ge=1, le=16)
+    """The table's window: every run of this many tokens of the corpus, in the LLM's tokenizer."""
 
 
 def load_tokenizer(model: str):

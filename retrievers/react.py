@@ -29,17 +29,26 @@ def _bm25s() -> RetrieverSpec:
 class ReActParams(BaseModel):
     """The LLM, the base retriever its searches run on, and the loop's limits."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     llm: LLMConfig
+    """The LLM that thinks and acts."""
     base: RetrieverSpec = Field(default_factory=_bm25s)
+    """The retriever its ``Search[...]`` actions run on."""
     prompt: QuestionPrompt = "react"
+    """The ReAct prompt."""
     max_iterations: StrictInt = Field(5, ge=1, le=30)
+    """The most Thought/Action turns per question."""
     k_search: PositiveInt = 5
+    """Objects each search returns to the LLM."""
     passage_chars: PositiveInt = 200
+    """Characters of each object in an observation."""
     thought_chars: StrictInt = Field(200, ge=10, le=2000)
+    """The most characters of a Thought (the constrained turn's limit)."""
     keyword_chars: StrictInt = Field(80, ge=5, le=500)
+    """The most characters of a search's keywords."""
     max_tokens: PositiveInt = 96
+    """The most tokens the LLM writes per turn."""
 
 
 def turn_pattern(thought_chars: int, keyword_chars: int) -> str:

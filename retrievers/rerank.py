@@ -29,11 +29,14 @@ def check_model_location(model: str) -> str:
 class CrossEncoderParams(BaseModel):
     """A cross-encoder rescoring step: the model and how it runs."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     model: PathOrName
+    """The cross-encoder: a hub id (``org/name``) or a local folder."""
     batch_size: PositiveInt = 32
+    """(query, passage) pairs scored per batch."""
     max_length: PositiveInt = 512
+    """Pairs are cut to this many of the model's tokens."""
     device: str | None = Field(None, description="torch device; default: CUDA when available")
 
     @field_validator("model")
@@ -86,7 +89,9 @@ class RerankParams(CrossEncoderParams):
     """Retrieve ``k * k_multiplier`` candidates with ``first_stage``, rescore with ``model``."""
 
     first_stage: RetrieverSpec = Field(default_factory=lambda: RetrieverSpec(name="dense"))
+    """The retriever whose candidates are rescored."""
     k_multiplier: PositiveInt = 3
+    """Candidates rescored per query: k times this."""
 
 
 @RETRIEVERS.register

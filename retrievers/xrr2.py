@@ -23,19 +23,32 @@ def _weighted_bm25() -> RetrieverSpec:
 class XRR2Params(BaseModel):
     """Expansion, first stage and the two LLM reranking steps."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     llm: LLMConfig
+    """The LLM that expands, selects and reranks."""
     expand_prompt: QuestionPrompt = "expand"
+    """The prompt that writes an answer-like expansion of the question."""
     expansion_tokens: PositiveInt = 256
+    """The most tokens of the expansion."""
     first_stage: RetrieverSpec = Field(default_factory=_weighted_bm25)
+    """The retriever the question and its expansion search (default: bm25s counting repeated terms, BRIGHT's
+    setting)."""
     topk0: PositiveInt = 100
+    """Hits of the first stage shown to the LLM's selection."""
     topk1: PositiveInt = 10
+    """How many the LLM selects, then reranks."""
     rounds: StrictInt = Field(5, ge=0, le=20)
+    """Further reranks of the selection, each shown in another order, averaged by rank; 0: the ``rr`` variant, 5
+    ``rr2``."""
     select_prompt: PassagesPrompt = "select_topk"
+    """The selection prompt."""
     rerank_prompt: PassagesPrompt = "listwise_rerank"
+    """The listwise rerank prompt."""
     passage_chars: PositiveInt = 300
+    """Characters of each passage shown to the LLM."""
     max_tokens: PositiveInt = 160
+    """The most tokens the LLM writes per answer."""
 
 
 @RETRIEVERS.register

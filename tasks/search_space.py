@@ -19,12 +19,16 @@ from rbench.core.errors import MissingExtraError
 class Dimension(BaseModel):
     """One parameter's range: ``low``..``high`` (floats, or ints with ``integer``), or ``choices``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     low: float | None = None
+    """The lowest value of a range."""
     high: float | None = None
+    """The highest value of a range."""
     integer: bool = False
+    """Whether a range takes whole numbers only."""
     choices: list[Any] | None = None
+    """The values to try, instead of a range."""
 
     @model_validator(mode="after")
     def _check(self) -> "Dimension":
@@ -48,16 +52,25 @@ class Dimension(BaseModel):
 class SearchConfig(BaseModel):
     """Which retriever to tune, over which space, how, for how many trials, towards which metric."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     retriever: str
+    """The ``label`` of the experiment's retriever to tune."""
     space: dict[str, Dimension] = Field(min_length=1)
+    """The settings to vary: each a ``params`` key of that retriever, with its range or choices."""
     strategy: Literal["grid", "random", "tpe"] = "tpe"
+    """How trials are proposed: ``grid`` (every combination, in order), ``random`` (uniform draws) or ``tpe`` (Optuna's
+    Tree-structured Parzen Estimator)."""
     budget: PositiveInt = 20
+    """The most trials run."""
     seed: int = 0
+    """The seed of ``random`` and ``tpe`` proposals, so a search can be repeated."""
     grid_points: PositiveInt = 5
+    """``grid``: values per range dimension, evenly spaced from ``low`` to ``high``."""
     metric: Literal["precision", "recall", "f1", "perfect_recall", "ndcg", "mrr"] = "recall"
+    """The measure the search maximises, averaged over the tuning queries."""
     k: PositiveInt = 5
+    """The cut-off of ``metric``."""
 
 
 def propose(cfg: SearchConfig, objective: Callable[[dict[str, Any]], float]) -> list[tuple[dict[str, Any], float]]:

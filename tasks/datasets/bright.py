@@ -71,13 +71,16 @@ class BrightParams(BaseModel):
     layout); ``exclude``: Anserini's ``exclude.bright-<task>.txt`` instead of the examples file
     (``query-id doc-id`` per line), so that no file of BRIGHT's own is needed."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     task: Task
     long_documents: bool = False
     layout: Literal["bright", "anserini"] = "bright"
+    """``bright``: the dataset as BRIGHT publishes it; ``anserini``: the corpus, topics and qrels as Anserini and
+    Pyserini publish them."""
     path: ConfigPath | None = None
     topics: ConfigPath | None = None
+    """``anserini``: the topics file (``topics.bright-<task>.tsv.gz``, ``qid<TAB>query``)."""
     qrels: ConfigPath | None = None
     examples: ConfigPath | None = None
     exclude: ConfigPath | None = None

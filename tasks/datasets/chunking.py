@@ -22,13 +22,20 @@ class ChunkerConfig(BaseModel):
     ``none``: keep passages whole.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     kind: Literal["tokens", "chonky", "none"] = "tokens"
+    """``tokens`` (fixed windows), ``chonky`` (semantic paragraphs, each capped at ``size``) or ``none`` (texts
+    whole)."""
     size: PositiveInt = 256
+    """The length of a window, in ``unit``s."""
     overlap: int = 32
+    """How many ``unit``s consecutive windows share; from 0 to ``size`` - 1."""
     model: str | None = None
+    """``chonky``: the chonky model, a hub id or a local folder."""
     unit: Literal["words", "cl100k_tokens"] = "words"
+    """What ``size`` and ``overlap`` count: whitespace-separated ``words``, or ``cl100k_tokens`` (tiktoken's
+    cl100k_base)."""
 
     @model_validator(mode="after")
     def _check(self) -> "ChunkerConfig":

@@ -39,21 +39,34 @@ class JsonlParams(BaseModel):
     ``prefix_title`` writes text as ``title [SEP] passage``, per chunk.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     corpus: ConfigPath
+    """The corpus file: one JSON object per line."""
     queries: ConfigPath
+    """The queries file: one JSON object per line."""
     text_field: str = "text"
+    """The corpus field whose text is indexed."""
     doc_id_fields: list[str] = Field(default_factory=lambda: ["doc_id"], min_length=1)
+    """The corpus fields whose values, joined, make the document id (the unit of evaluation)."""
     doc_id_separator: str = " :: "
+    """What joins the values of ``doc_id_fields``."""
     title_field: str | None = None
+    """The corpus field that fills each object's ``page_title``; default: the first of ``doc_id_fields``."""
     prefix_title: bool = False
+    """Write each object's text as ``title [SEP] text``."""
     metadata_fields: list[str] = Field(default_factory=list)
+    """Corpus fields kept beside the text in each object's metadata (not indexed)."""
     modality: Literal["text", "row", "table", "cell"] = "text"
+    """What each line is: ``text``, or a ``row``, ``table`` or ``cell`` already serialized."""
     chunker: ChunkerConfig = ChunkerConfig(kind="none")
+    """How long texts are split; default: each object whole."""
     query_id_field: str | None = "query_id"
+    """The queries field that holds the query id; null: the line number."""
     query_text_field: str = "text"
+    """The queries field that holds the question."""
     gold_field: str = "gold_doc_ids"
+    """The queries field that holds the relevant document ids (a list of strings)."""
 
     @field_validator("corpus", "queries")
     @classmethod

@@ -70,11 +70,12 @@ class MsmarcoParams(BaseModel):
     the TREC RAG 2024 files (default: the mirror's ``trec_rag_2024/topics.rag24.test.txt`` and
     ``qrels.rag24.test-umbrela-all.txt``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     shards: list[int] | None = None
     corpus: ConfigPath | None = None
     topics: ConfigPath | None = None
+    """The TREC RAG 2024 topics file; default: the mirror's ``trec_rag_2024/topics.rag24.test.txt``."""
     qrels: ConfigPath | None = None
 
     @field_validator("shards")

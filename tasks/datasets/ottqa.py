@@ -59,11 +59,14 @@ class OttqaParams(BaseModel):
     row: ``page_section`` ("page - section", default), ``page``, ``section``, ``table_id`` (the
     table's uid, e.g. ``Prime_Suspect_0``, one token to Lucene's analyzer) or ``none``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     form: Literal["rbench", "target"] = "rbench"
     granularity: Granularity = "row"
+    """What an object of a table is: a ``row``, the whole ``table``, a ``cell``, or its ``schema`` (the column
+    names)."""
     chunker: ChunkerConfig = ChunkerConfig()
+    """How the linked passages are split."""
     passages: bool = True
     title: Literal["page_section", "page", "section", "table_id", "none"] = "page_section"
 

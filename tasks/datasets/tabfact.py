@@ -49,12 +49,13 @@ class TabfactParams(BaseModel):
     (``page`` by default, ``caption`` and ``none`` the other candidates) and the statements the
     ``statements`` setting."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     split: Literal["sample", "test", "val", "train"] = "sample"
     form: Literal["rbench", "target"] = "rbench"
     tables: Literal["all", "split"] = "all"
     granularity: Granularity = "row"
+    """What an object of a table is: a ``row``, the whole ``table``, a ``cell``, or its ``schema``."""
     statements: Literal["all", "entailed"] = "all"
     title: Literal["page", "caption", "none"] = "page"
 

@@ -48,13 +48,14 @@ class TargetParams(BaseModel):
     metadata objects of ``scripts/run_extract_schemas.py`` (``database [SEP] table [SEP] [H] col
     [H] col``); it ignores ``title``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     benchmark: Literal["ottqa", "fetaqa", "tabfact", "spider", "bird"]
     form: Literal["rbench", "target"] = "rbench"
     granularity: Granularity = "row"
     title: Literal["context", "table_id", "none"] = "context"
     revision: str = "main"
+    """The Hugging Face dataset revision to download (a commit, branch or tag)."""
 
 
 def context_title(context) -> str:

@@ -64,6 +64,57 @@ def test_a_registered_plugin_retriever_gets_its_section(monkeypatch):
     assert '| `mode` | str | `"fast"` | `"fast"`, `"thorough"` | `mode`: how hard to look. |' in body
 
 
+def test_an_undocumented_key_of_rbench_stops_the_reference_build_and_a_plugins_is_marked(monkeypatch):
+    from rbench.reference import UndocumentedKey
+
+    bm25 = RETRIEVERS.get("bm25")
+
+    class Widened(bm25.Params):
+        model_config = ConfigDict(extra="forbid", frozen=True)
+
+        probe_depth: PositiveInt = 7
+
+    monkeypatch.setattr(bm25, "Params", Widened)
+    monkeypatch.setattr(Widened, "__module__", "rbench.retrievers.bm25")
+    with pytest.raises(UndocumentedKey, match=r"rbench\.retrievers\.bm25\..*Widened\.probe_depth has no description"):
+        configuration_reference()
+    monkeypatch.setattr(Widened, "__module__", "someones_plugin.retrievers")
+    assert "| `probe_depth` | int | `7` | > 0 | *(undocumented by its plugin)* |" in configuration_reference()
+
+
+def test_the_built_reference_describes_every_key_and_shows_nested_defaults():
+    text = configuration_reference()
+    rows = [line for line in text.splitlines() if line.startswith("| `") and line.count(" | ") >= 4]
+    assert len(rows) > 250
+    assert [row for row in rows if not row.rsplit(" | ", 1)[1].strip(" |")] == []
+    assert ('| `first_stage` | [retriever entry](#retriever-entry) | `{"name": "bm25s", "params": '
+            '{"query_weighting": "tf"}}` |') in section(text, "retriever: xrr2")
+    assert '| `chunker` | [chunker](#chunker) | `{"kind": "none"}` |' in section(text, "dataset: beir")
+    assert "| `rerank` | [cross-encoder](#cross-encoder) or null |" in section(text, "retriever: decompose")
+    assert "| `max_length` | int | `512` |" in section(text, "cross-encoder")
+
+
+def test_the_environment_prompts_models_and_published_tables_are_listed():
+    from rbench.evaluation.reproduction import published_names
+    from rbench.llm.prompts import BUILTIN
+    from rbench.reference import ENVIRONMENT
+
+    read = set()
+    for folder in ("rbench", "tasks", "retrievers", "flows", "evaluation", "deployments"):
+        for path in (REPO / folder).rglob("*.py"):
+            if path.name != "reference.py":
+                read |= set(re.findall(r"RBENCH_[A-Z_]+[A-Z]", path.read_text(encoding="utf-8")))
+    assert read and read <= set(ENVIRONMENT), sorted(read - set(ENVIRONMENT))
+    text = configuration_reference()
+    for name in ENVIRONMENT:
+        assert f"| `{name}` |" in text
+    for prompt in BUILTIN.glob("*.yaml"):
+        assert re.search(rf"^\| `{prompt.stem}` \| .+ \| \w.+ \|$", text, flags=re.M), prompt.stem
+    for name in published_names():
+        assert f"| `{name}` |" in text
+    assert "`static-64d`" in text and "`smollm2-135m`" in text
+
+
 def test_every_registered_component_and_experiment_key_is_listed():
     text = configuration_reference()
     for name in RETRIEVERS.names():
