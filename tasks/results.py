@@ -4,7 +4,6 @@ their child runs' metrics, per-query scores, costs and agent traces."""
 from __future__ import annotations
 
 import re
-
 from pathlib import Path
 from typing import Sequence
 

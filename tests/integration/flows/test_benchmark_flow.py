@@ -177,7 +177,8 @@ def test_cli_show_prints_the_logged_table(finished, capsys):
 
     _, result = finished
     capsys.readouterr()
-    recall3 = next(m["value"] for m in result["metrics"] if m["retriever"] == "bm25" and m["metric"] == "recall" and m["k"] == 3)
+    recall3 = next(m["value"] for m in result["metrics"]
+                   if m["retriever"] == "bm25" and m["metric"] == "recall" and m["k"] == 3)
     for experiment in (["--experiment", "tiny"], []):
         assert main(["show", "latest", "--tracking-uri", result["tracking_uri"], *experiment]) == 0
         out = capsys.readouterr().out
