@@ -253,12 +253,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
     print(f"{len(runs)} newest run(s) at {redact(uri)}" + (f", experiment {args.experiment!r}" if args.experiment
                                                            else ""))
     if runs:
-        print(f"{'run id':<32}  {'started':<16}  {'status':<8}  {'time':>6}  {'experiment':<18}  name / systems")
+        print(f"{'run id':<32}  {'started':<16}  {'status':<8}  {'experiment':<18}  name: systems")
     for r in runs:
-        took = f"{r['seconds']}s" if r["seconds"] is not None else "-"
         what = ", ".join(r["systems"]) or r["kind"]
-        print(f"{r['id']:<32}  {r['started']:<16}  {r['status']:<8}  {took:>6}  {r['experiment']:<18}  "
-              f"{r['name']}: {what}")
+        print(f"{r['id']:<32}  {r['started']:<16}  {r['status']:<8}  {r['experiment']:<18}  {r['name']}: {what}")
     return 0
 
 
@@ -573,7 +571,7 @@ COMMANDS = {  # name: (description, examples)
              "models (embedding models, LLMs, cross-encoders) and the published tables 'compare' takes.",
              ["rbench list retrievers", "rbench list datasets --mirror ../shared/data", "rbench list tables"]),
     "runs": ("List the newest runs in a store's MLflow database (or a tracking server), of every experiment: id, "
-             "start, status, wall time, experiment, and the dataset.system pairs each holds.",
+             "start, status, experiment, and the dataset.system pairs each holds.",
              ["rbench runs", "rbench runs --store /data/rbench --experiment my-corpus --limit 50"]),
     "show": ("Print the metrics table of a finished run (an experiment or a chunking grid) from MLflow.",
              ["rbench show latest", "rbench show 7474e0875eb448178fc1305f05ca627c --store /data/rbench"]),

@@ -40,7 +40,7 @@ def find_parent_run(client, experiment: str | None, run: str):
 
 def list_runs(tracking_uri: str, experiment: str | None = None, limit: int = 20) -> list[dict]:
     """The newest ``limit`` parent runs of ``experiment`` (None: of every experiment), newest first:
-    ``{id, name, experiment, status, started, seconds, kind, systems}``, ``systems`` being the
+    ``{id, name, experiment, status, started, kind, systems}``, ``systems`` being the
     ``dataset.system`` pairs whose headline metrics the run holds."""
     import datetime
 
@@ -70,7 +70,6 @@ def list_runs(tracking_uri: str, experiment: str | None = None, limit: int = 20)
             "id": info.run_id, "name": info.run_name, "experiment": experiments[info.experiment_id],
             "status": info.status, "kind": run.data.tags.get("rbench.kind", "experiment"),
             "started": datetime.datetime.fromtimestamp(info.start_time / 1000).strftime("%Y-%m-%d %H:%M"),
-            "seconds": round((info.end_time - info.start_time) / 1000) if info.end_time else None,
             "systems": systems,
         })
         if len(out) == limit:

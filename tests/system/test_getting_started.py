@@ -121,5 +121,8 @@ def test_the_docs_site_builds_strictly(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "WARNING" not in done.stderr
-    reference = (tmp_path / "site" / "reference" / "configuration" / "index.html").read_text()
+    reference = (tmp_path / "site" / "reference" / "configuration.html").read_text()
     assert "retriever: bm25" in reference and "k1" in reference
+    assert (tmp_path / "site" / "search" / "search_index.js").is_file()  # search works opened from the file system
+    datasets = (tmp_path / "site" / "datasets.html").read_text()
+    assert "\\|" not in datasets and "\\|" not in (tmp_path / "site" / "retrievers.html").read_text()
