@@ -12,7 +12,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 export TOKENIZERS_PARALLELISM ?= false
 export NO_MKDOCS_2_WARNING ?= 1
 
-.PHONY: setup run test test-fast docs clean vllm-env vllm-serve
+.PHONY: setup run test test-fast docs docs-serve clean vllm-env vllm-serve
 
 # --no-compile: pip would byte-compile every module of both environments (torch, vLLM, Ray, ...) at install, most
 # of setup's CPU; Python compiles the modules a run imports, once, on first import (56 s for both, from 2.5 min).
@@ -52,6 +52,10 @@ test-fast: setup
 # The documentation site, into site/: strict, so a broken link, a missing page or any warning fails it.
 docs: setup
 	$(BIN)/mkdocs build --strict --clean
+
+# The site at http://127.0.0.1:8000, rebuilt on every edit (site/ also opens from the file system).
+docs-serve: setup
+	$(BIN)/mkdocs serve
 
 # Every tier side by side on TEST_WORKERS pytest-xdist workers (tests marked `timing` on one of them, one after
 # another; the longest first, by tests/durations.json). Per-test times go to test-results/junit.xml, a per-file
