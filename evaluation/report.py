@@ -3,47 +3,14 @@
 from __future__ import annotations
 
 import html
-import itertools
 from pathlib import Path
 from typing import Literal, Sequence
 
+from rbench.evaluation.experiment import table_html, table_latex, table_markdown
 from rbench.evaluation.metrics import METRICS
 from rbench.evaluation.plots import recall_curves
 from rbench.evaluation.reproduction import HEADER, caption, cell_notes, summary
 from rbench.evaluation.reproduction import rows as repro_rows
-from rbench.evaluation.significance import bootstrap_test, randomization_test
-
-TESTS = {"randomization": randomization_test, "bootstrap": bootstrap_test}
-
-
-def significance(
-    per_query: dict[tuple[str, str], dict[tuple[str, int, str], float]],
-    metric: str,
-    k: int,
-    test: Literal["randomization", "bootstrap"] = "randomization",
-    trials: int = 10_000,
-) -> list[dict]:
-    """Paired test of every pair of retrievers on each dataset, over the queries both scored.
-
-    ``per_query[(dataset, retriever)][(metric, k, query_id)]`` holds the per-query values.
-    """
-    rows = []
-    datasets = sorted({d for d, _ in per_query})
-    for dataset in datasets:
-        retrievers = sorted(r for d, r in per_query if d == dataset)
-        for a, b in itertools.combinations(retrievers, 2):
-            sa, sb = per_query[(dataset, a)], per_query[(dataset, b)]
-            qids = sorted(q for (m, kk, q) in sa if m == metric and kk == k and (m, kk, q) in sb)
-            if not qids:
-                continue
-            va = [sa[(metric, k, q)] for q in qids]
-            vb = [sb[(metric, k, q)] for q in qids]
-            rows.append({
-                "dataset": dataset, "a": a, "b": b, "metric": f"{metric}@{k}", "mean_a": sum(va) / len(va),
-                "mean_b": sum(vb) / len(vb), "queries": len(qids), "test": test,
-                "p_value": TESTS[test](va, vb, trials=trials),
-            })
-    return rows
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], fmt: Literal["md", "html"]) -> str:
@@ -96,12 +63,13 @@ def _trace_lines(trace: dict) -> list[str]:
 
 
 def write_report(
-    title: str, metrics: Sequence[dict], tests: Sequence[dict], out: Path, alpha: float = 0.05,
+    title: str, metrics: Sequence[dict], tables: Sequence[dict], out: Path,
     costs: Sequence[dict] = (), traces: Sequence[dict] = (), reproductions: Sequence[dict] = (),
     runs: Sequence[dict] = (),
 ) -> tuple[Path, Path]:
-    """Write ``report.md``, ``report.html`` and one recall@k curve PNG per dataset into ``out``;
-    ``costs`` (rows of dataset, retriever, name, value: queries/s, LLM calls, seconds per
+    """Write ``report.md``, ``report.html``, ``experiment.tex`` (the experiment tables of
+    :func:`rbench.evaluation.experiment.experiment_tables`, ``tables``, as LaTeX) and one
+    recall@k curve PNG per dataset into ``out``; ``costs`` (rows of dataset, retriever, name, value: queries/s, LLM calls, seconds per
     step) and ``traces`` (agent traces) add a cost table and sample traces; ``reproductions``
     (documents of ``rbench compare``) a section per published table; ``runs`` (rows of
     :func:`rbench.tasks.results.differing_params`) a table of the runs compared and the
@@ -115,11 +83,6 @@ def write_report(
     metric_rows = [[d, r, name] + [f"{keyed[(d, r, name, k)]:.4f}" if (d, r, name, k) in keyed else "" for k in ks]
                    for d, r, name in combos]
     metric_header = ["dataset", "retriever", "metric"] + [f"@{k}" for k in ks]
-    test_header = ["dataset", "A", "B", "metric", "mean A", "mean B", "queries", "test", "p-value", "verdict"]
-    test_rows = [[t["dataset"], t["a"], t["b"], t["metric"], f"{t['mean_a']:.4f}", f"{t['mean_b']:.4f}",
-                  str(t["queries"]), t["test"], f"{t['p_value']:.4f}",
-                  (f"{t['a'] if t['mean_a'] > t['mean_b'] else t['b']} better" if t["p_value"] < alpha
-                   else f"no significant difference at {alpha}")] for t in tests]
     cost_names = sorted({c["name"] for c in costs})
     cost_keyed = {(c["dataset"], c["retriever"], c["name"]): c["value"] for c in costs}
     cost_pairs = sorted({(c["dataset"], c["retriever"]) for c in costs})
@@ -135,9 +98,10 @@ def write_report(
             f"# {title}" if fmt == "md" else f"<h1>{html.escape(title)}</h1>",
             *([h("Runs compared"), _table(list(runs[0]), [[str(v) for v in r.values()] for r in runs], fmt)]
               if runs else []),
+            h("Systems against the baseline"),
+            *([(table_markdown if fmt == "md" else table_html)(t) for t in tables] or ["(no table)"]),
             h("Metrics"), _table(metric_header, metric_rows, fmt),
             h("Recall@k curves"), figures,
-            h("Paired significance"), _table(test_header, test_rows, fmt) if test_rows else "(fewer than two retrievers)",
             *([h("Cost and time per retriever"), _table(["dataset", "retriever", "measure", "value"], cost_rows, fmt)]
               if cost_rows else []),
             *[part for doc in reproductions for part in _reproduction(doc, fmt)],
@@ -145,6 +109,7 @@ def write_report(
                f"```\n{trace_text}\n```" if fmt == "md" else f"<pre>{html.escape(trace_text)}</pre>"]
               if traces else []),
         ])
+    (out / "experiment.tex").write_text("\n".join(table_latex(t) for t in tables), encoding="utf-8")
     md = out / "report.md"
     md.write_text(parts["md"] + "\n", encoding="utf-8")
     page = out / "report.html"

@@ -19,10 +19,15 @@ def randomization_test(a: Sequence[float], b: Sequence[float], trials: int = 10_
     """Two-sided paired randomisation (sign-flip) test of mean(a) = mean(b); returns the p-value.
 
     Each trial swaps the two systems' scores on a random subset of queries;
-    ``p = (1 + #trials with |mean diff| >= observed) / (1 + trials)``.
+    ``p = (1 + #trials with |mean diff| >= observed) / (1 + trials)``. When ``2^n <= trials``
+    for n queries, every sign pattern is enumerated instead, and the p-value is exact:
+    ``#patterns with |mean diff| >= observed / 2^n``.
     """
     diff = _differences(a, b)
     observed = abs(diff.mean())
+    if 2 ** diff.size <= trials:
+        patterns = ((np.arange(2 ** diff.size)[:, None] >> np.arange(diff.size)) & 1) * 2.0 - 1.0
+        return float(np.count_nonzero(np.abs((patterns * diff).mean(axis=1)) >= observed - 1e-12)) / 2 ** diff.size
     signs = np.random.default_rng(seed).choice([-1.0, 1.0], size=(trials, diff.size))
     extreme = np.count_nonzero(np.abs((signs * diff).mean(axis=1)) >= observed - 1e-12)
     return (1 + extreme) / (1 + trials)

@@ -11,7 +11,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from rbench.core.errors import RbenchError
+from rbench.core.errors import ConfigError, RbenchError
 from rbench.core.secrets import redact
 
 
@@ -338,25 +338,35 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from rbench.evaluation.report import significance, write_report
+    from rbench.evaluation.experiment import experiment_tables, parse_measure, table_text
+    from rbench.evaluation.report import write_report
     from rbench.tasks.results import differing_params, load_costs_and_traces, load_reproductions, load_results
 
     uri = _tracking_uri(args)
+    try:
+        measures = [parse_measure(m) for m in args.measures] if args.measures else None
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     parents, rows, scores = load_results(uri, args.runs, args.experiment, per_query=True)
+    if measures is None:
+        top = max(r["k"] for r in rows)
+        measures = [(metric, top) for metric in ("recall", "ndcg", "mrr")]
     runs = differing_params(uri, args.runs, args.experiment)
-    tests = significance(scores, args.metric, args.k, args.test, args.trials)
+    try:
+        tables = experiment_tables(scores, measures, args.baseline, args.test, args.trials, args.alpha, args.correction)
+    except ValueError as e:
+        raise ConfigError(f"{e}: choose with --baseline and --measures") from None
     title = "rbench report: " + ", ".join(f"{p.info.run_name} ({p.info.run_id[:8]})" for p in parents)
     costs, traces = load_costs_and_traces(uri, args.runs, args.experiment)
     reproductions = load_reproductions(uri, args.runs, args.experiment)
-    md, page = write_report(title, rows, tests, Path(args.out), costs=costs, traces=traces,
+    md, page = write_report(title, rows, tables, Path(args.out), costs=costs, traces=traces,
                             reproductions=reproductions, runs=runs)
-    print(f"wrote {md} and {page}")
     for run in runs:
         differ = ", ".join(f"{k}={v}" for k, v in run.items() if k not in ("run", "run_id")) or "no parameter differs"
-        print(f"  run {run['run']} ({run['run_id']}): {differ}")
-    for t in tests:
-        print(f"  {t['dataset']}: {t['a']} vs {t['b']} on {t['metric']}: {t['mean_a']:.4f} vs {t['mean_b']:.4f}, "
-              f"p = {t['p_value']:.4f} ({t['queries']} queries, {t['test']})")
+        print(f"run {run['run']} ({run['run_id']}): {differ}")
+    for table in tables:
+        print(table_text(table) + "\n")
+    print(f"wrote {md}, {page} and {md.with_name('experiment.tex')}")
     return 0
 
 
@@ -575,10 +585,12 @@ COMMANDS = {  # name: (description, examples)
              ["rbench runs", "rbench runs --store /data/rbench --experiment my-corpus --limit 50"]),
     "show": ("Print the metrics table of a finished run (an experiment or a chunking grid) from MLflow.",
              ["rbench show latest", "rbench show 7474e0875eb448178fc1305f05ca627c --store /data/rbench"]),
-    "report": ("Write report.md and report.html for one or more runs: the parameters that differ between runs, "
-               "metrics, recall@k curves, paired significance tests between systems, costs, and comparisons "
-               "with published tables.", ["rbench report latest --out report",
-                                          "rbench report RUN_A RUN_B --metric ndcg --k 10"]),
+    "report": ("Write report.md, report.html and experiment.tex for one or more runs: the parameters that differ "
+               "between runs, an experiment table per dataset (systems x measures, each system tested against a "
+               "baseline, Holm-corrected, significance and the best value marked, also printed), all metrics, "
+               "recall@k curves, costs, and comparisons with published tables.",
+               ["rbench report latest --out report",
+                "rbench report RUN_A RUN_B --measures ndcg@10 recall@5 --baseline bm25"]),
     "export": ("Write a run's TREC run files, <dataset>.<system>.trec, and qrels, <dataset>.qrels: trec_eval, "
                "pytrec_eval and ranx score them as rbench does (scores strictly decrease in rbench's order).",
                ["rbench export latest --out export", "trec_eval export/fetaqa.qrels export/fetaqa.bm25.trec"]),
@@ -656,12 +668,17 @@ def build_parser() -> argparse.ArgumentParser:
     report = _command(sub, "report", help="Markdown + HTML report of runs, with paired significance tests")
     report.add_argument("runs", nargs="+", help="MLflow parent run ids, or 'latest'")
     report.add_argument("--out", default="report", help="output folder (default: ./report)")
-    report.add_argument("--metric", default="recall",
-                        choices=["precision", "recall", "f1", "perfect_recall", "ndcg", "mrr"],
-                        help="the metric the significance tests compare (default recall)")
-    report.add_argument("--k", type=int, default=5, help="cut-off of the tested metric (default 5)")
+    report.add_argument("--measures", nargs="+", metavar="METRIC@K",
+                        help="the experiment table's columns, such as recall@5 ndcg@10 (default: recall, ndcg and "
+                        "mrr at the run's largest k)")
+    report.add_argument("--baseline", help="the system every other is tested against (default: the first by name; "
+                        "with several runs, names read RUN:SYSTEM as the report shows them)")
     report.add_argument("--test", default="randomization", choices=["randomization", "bootstrap"],
-                        help="paired test between two systems over the queries (default randomization)")
+                        help="paired test of a system against the baseline over the queries both scored (default "
+                        "randomization, exact when 2^queries <= trials)")
+    report.add_argument("--correction", default="holm", choices=["holm", "bonferroni", "none"],
+                        help="correction for the table's multiple tests (default holm)")
+    report.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
     report.add_argument("--trials", type=int, default=10_000,
                         help="permutations or resamples per test (default 10,000)")
     export = _command(sub, "export", help="write a run's TREC run files (one per dataset x system) and qrels, "

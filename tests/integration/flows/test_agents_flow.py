@@ -18,7 +18,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_server")]  # on
 
 
 def test_agents_run_in_the_flow_with_traces_costs_and_a_report(tmp_path, tiny_files):
-    from rbench.evaluation.report import significance, write_report
+    from rbench.evaluation.experiment import experiment_tables
+    from rbench.evaluation.report import write_report
     from rbench.tasks.results import load_costs_and_traces, load_results
 
     corpus, queries = tiny_files
@@ -50,8 +51,8 @@ def test_agents_run_in_the_flow_with_traces_costs_and_a_report(tmp_path, tiny_fi
     assert {("arm", "arm_seconds_selection"), ("arm", "arm_mip_optimal"), ("react", "react_turns_mean"),
             ("react", "queries_per_second")} <= names
     assert len(sampled) == 2 and {t["retriever"] for t in sampled} == {"react"}
-    md, _ = write_report("agents", rows, significance(scores, "recall", 3, trials=200), tmp_path / "report",
-                         costs=costs, traces=sampled)
+    md, _ = write_report("agents", rows, experiment_tables(scores, [("recall", 3)], trials=200),
+                         tmp_path / "report", costs=costs, traces=sampled)
     text = md.read_text()
     assert "## Cost and time per retriever" in text and "arm_seconds_alignment" in text
     assert "## Agent traces" in text and "Thought:" in text

@@ -254,10 +254,13 @@ def test_rerank_and_fusion_run_in_the_flow_and_the_report(tmp_path, tiny_files):
     parent = client.get_run(result["mlflow_run_id"])
     children = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
     assert {c.data.tags["rbench.retriever"] for c in children} == {"bm25s", "dense-thr", "rerank", "fusion"}
-    assert main(["report", result["mlflow_run_id"], "--tracking-uri", result["tracking_uri"], "--k", "3",
-                 "--trials", "200", "--out", str(tmp_path / "report")]) == 0
+    assert main(["report", result["mlflow_run_id"], "--tracking-uri", result["tracking_uri"], "--measures", "recall@3",
+                 "ndcg@3", "--baseline", "bm25s", "--trials", "200", "--out", str(tmp_path / "report")]) == 0
     text = (tmp_path / "report" / "report.md").read_text()
-    assert text.count("| tiny | ") >= 6 and "rerank" in text and "p-value" in text
+    assert text.count("| tiny | ") >= 6 and "| bm25s (baseline) |" in text and "| rerank |" in text
+    assert "| system | recall@3 | ndcg@3 | p recall@3 | p ndcg@3 |" in text
+    assert "Holm-corrected over the table's 6 tests" in text
+    assert r"\begin{tabular}{lrr}" in (tmp_path / "report" / "experiment.tex").read_text()
 
 
 def test_a_run_where_no_pair_finished_logs_no_mlflow_run(tmp_path, tiny_files):
@@ -287,7 +290,7 @@ def test_a_report_of_two_runs_with_the_same_labels_keeps_both_and_shows_what_dif
         ids.append(result["mlflow_run_id"])
     uri = result["tracking_uri"]
     capsys.readouterr()
-    assert main(["report", *ids, "--tracking-uri", uri, "--k", "3", "--trials", "200",
+    assert main(["report", *ids, "--tracking-uri", uri, "--measures", "recall@3", "--trials", "200",
                  "--out", str(tmp_path / "report")]) == 0
     out = capsys.readouterr().out
     systems = [f"k1@{i[:8]}:bm25s" for i in ids]
@@ -296,7 +299,8 @@ def test_a_report_of_two_runs_with_the_same_labels_keeps_both_and_shows_what_dif
         assert f"| tiny | {system} | recall |" in text, text
         assert f"run k1@{run_id[:8]} ({run_id}): tiny/bm25s: retriever.params.k1={k1}" in out, out
     assert "## Runs compared" in text and "tiny/bm25s: retriever.params.k1" in text
-    assert " vs ".join(sorted(systems)) in out  # the two runs' systems are tested against each other
+    baseline, other = sorted(systems)
+    assert f"{baseline} (baseline)" in out and f"\n{other} " in out  # the two runs' systems are tested
     assert main(["report", ids[1], "latest", "--experiment", "k1", "--tracking-uri", uri,
                  "--out", str(tmp_path / "again")]) == 2
     assert "is given twice" in capsys.readouterr().err

@@ -60,8 +60,8 @@ def test_the_anserini_bm25_study_on_a_fixture_is_compared_logged_and_reported(tm
     assert load_reproductions(result["tracking_uri"], [result["mlflow_run_id"]]) == [doc]
     tag = MlflowClient(result["tracking_uri"]).get_run(result["mlflow_run_id"]).data.tags
     assert tag["rbench.reproduction.anserini-bright-bm25"].endswith("33 not in the run, of 36 published cells")
-    assert main(["report", result["mlflow_run_id"], "--tracking-uri", result["tracking_uri"], "--metric", "ndcg",
-                 "--k", "10", "--out", str(tmp_path / "report")]) == 0
+    assert main(["report", result["mlflow_run_id"], "--tracking-uri", result["tracking_uri"], "--measures",
+                 "ndcg@10", "--out", str(tmp_path / "report")]) == 0
     report = (tmp_path / "report" / "report.md").read_text()
     assert "## Against published anserini-bright-bm25" in report and "regressions-bright-<task>.md" in report
 

@@ -1,0 +1,169 @@
+"""The experiment table, as ``pt.Experiment`` and ``ranx.compare`` present one: per dataset,
+systems as rows and measures as columns, each system tested against one baseline on each
+measure over the queries both scored, the p-values corrected for the table's multiple tests
+(Holm), significance marked per cell and the best value per measure marked.
+
+Holm's step-down correction of m p-values, sorted ascending ``p(1) <= ... <= p(m)``:
+``adjusted(i) = max over j <= i of min(1, (m - j + 1) * p(j))``; a cell is significant when
+its adjusted p-value is below ``alpha``. Bonferroni: ``min(1, m * p)``."""
+
+from __future__ import annotations
+
+import html
+from typing import Literal, Mapping, Sequence
+
+from rbench.evaluation.significance import bootstrap_test, randomization_test
+
+TESTS = {"randomization": randomization_test, "bootstrap": bootstrap_test}
+Correction = Literal["holm", "bonferroni", "none"]
+PerQuery = Mapping[tuple[str, str], Mapping[tuple[str, int, str], float]]
+
+
+def parse_measure(text: str) -> tuple[str, int]:
+    """``"ndcg@10"`` as ``("ndcg", 10)``; a ValueError names the expected form."""
+    name, at, k = text.partition("@")
+    if not at or not name or not k.isdigit() or int(k) < 1:
+        raise ValueError(f"measure {text!r} must be METRIC@K, such as recall@5 or ndcg@10")
+    return name, int(k)
+
+
+def adjust(p_values: Sequence[float], correction: Correction = "holm") -> list[float]:
+    """The p-values corrected for multiple tests, in the input's order (see the module's docstring)."""
+    m = len(p_values)
+    if correction == "none":
+        return list(p_values)
+    if correction == "bonferroni":
+        return [min(1.0, m * p) for p in p_values]
+    adjusted, running = [0.0] * m, 0.0
+    for rank, i in enumerate(sorted(range(m), key=lambda i: p_values[i])):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def experiment_tables(per_query: PerQuery, measures: Sequence[tuple[str, int]], baseline: str | None = None,
+                      test: Literal["randomization", "bootstrap"] = "randomization", trials: int = 10_000,
+                      alpha: float = 0.05, correction: Correction = "holm") -> list[dict]:
+    """One table per dataset: ``{dataset, baseline, measures, test, correction, alpha, rows}``,
+    each row ``{system, queries, cells: {measure: {mean, p, p_adjusted, significant, better,
+    best}}}``; the baseline's cells have no p-value. ``per_query[(dataset, system)][(metric,
+    k, query_id)]`` holds the per-query values. ``baseline``: a system's name (default: the
+    first system, by name); a dataset without it is a ValueError naming the systems."""
+    tables = []
+    for dataset in sorted({d for d, _ in per_query}):
+        systems = sorted(s for d, s in per_query if d == dataset)
+        base = baseline or systems[0]
+        if base not in systems:
+            raise ValueError(f"baseline {base!r} is not a system of dataset {dataset!r}; its systems: {systems}")
+        systems = [base] + [s for s in systems if s != base]
+        scores = {s: per_query[(dataset, s)] for s in systems}
+        names = [f"{metric}@{k}" for metric, k in measures]
+        for (metric, k), name in zip(measures, names):
+            if not any(key[0] == metric and key[1] == k for key in scores[base]):
+                held = sorted({f"{key[0]}@{key[1]}" for key in scores[base]})
+                raise ValueError(f"dataset {dataset!r} has no {name}; it has {held}")
+        rows, tested = [], []
+        for system in systems:
+            cells = {}
+            for (metric, k), name in zip(measures, names):
+                mine = {q: v for (mm, kk, q), v in scores[system].items() if mm == metric and kk == k}
+                cell = {"mean": sum(mine.values()) / len(mine) if mine else float("nan"), "p": None,
+                        "p_adjusted": None, "significant": False, "better": None, "best": False}
+                if system != base:
+                    theirs = {q: v for (mm, kk, q), v in scores[base].items() if mm == metric and kk == k}
+                    both = sorted(mine.keys() & theirs.keys())
+                    if both:
+                        a, b = [mine[q] for q in both], [theirs[q] for q in both]
+                        cell["p"] = TESTS[test](a, b, trials=trials)
+                        cell["better"] = sum(a) > sum(b)
+                        tested.append(cell)
+                cells[name] = cell
+            rows.append({"system": system, "queries": len({q for (_, _, q) in scores[system]}), "cells": cells})
+        for cell, p in zip(tested, adjust([c["p"] for c in tested], correction)):
+            cell["p_adjusted"] = p
+            cell["significant"] = p < alpha
+        for name in names:
+            top = max(r["cells"][name]["mean"] for r in rows)
+            for r in rows:
+                r["cells"][name]["best"] = r["cells"][name]["mean"] == top
+        tables.append({"dataset": dataset, "baseline": base, "measures": names, "test": test,
+                       "correction": correction, "alpha": alpha, "trials": trials, "rows": rows})
+    return tables
+
+
+def caption(table: Mapping) -> str:
+    """What the marks of a table mean."""
+    correction = {"holm": "Holm-corrected", "bonferroni": "Bonferroni-corrected", "none": "uncorrected"}
+    return (f"{table['dataset']}: mean over queries; baseline {table['baseline']}. † a paired "
+            f"{table['test']} test against the baseline ({correction[table['correction']]} over the table's "
+            f"{sum(c['p'] is not None for r in table['rows'] for c in r['cells'].values())} tests) gives "
+            f"p < {table['alpha']}, with ▲ better and ▼ worse than the baseline; the best value per measure "
+            "is marked (* in text, bold elsewhere). p-values are the corrected ones.")
+
+
+def _cell(cell: Mapping, fmt: str) -> str:
+    value = f"{cell['mean']:.4f}"
+    mark = ("▲" if cell["better"] else "▼") + "†" if cell["significant"] else ""
+    if fmt == "latex":
+        mark = (r"$^{\dagger\uparrow}$" if cell["better"] else r"$^{\dagger\downarrow}$") if cell["significant"] else ""
+        return (rf"\textbf{{{value}}}" if cell["best"] else value) + mark
+    if fmt == "md":
+        return (f"**{value}**" if cell["best"] else value) + mark
+    if fmt == "html":
+        return (f"<b>{value}</b>" if cell["best"] else value) + html.escape(mark)
+    return value + ("*" if cell["best"] else "") + mark
+
+
+def _p(cell: Mapping) -> str:
+    return "" if cell["p_adjusted"] is None else f"{cell['p_adjusted']:.4f}"
+
+
+def _grid(table: Mapping, fmt: str) -> tuple[list[str], list[list[str]]]:
+    header = ["system", *table["measures"], *(f"p {m}" for m in table["measures"])]
+    body = [[r["system"] + (" (baseline)" if r["system"] == table["baseline"] else ""),
+             *(_cell(r["cells"][m], fmt) for m in table["measures"]),
+             *(_p(r["cells"][m]) for m in table["measures"])] for r in table["rows"]]
+    return header, body
+
+
+def table_text(table: Mapping) -> str:
+    """The table as aligned plain text, for the console."""
+    header, body = _grid(table, "text")
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+             for row in [header, *body]]
+    return "\n".join([lines[0], "-" * len(lines[0]), *lines[1:], caption(table)])
+
+
+def table_markdown(table: Mapping) -> str:
+    """The table as Markdown, with its caption."""
+    header, body = _grid(table, "md")
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in body)]
+    return "\n".join(lines) + "\n\n" + caption(table)
+
+
+def table_html(table: Mapping) -> str:
+    """The table as HTML, with its caption."""
+    header, body = _grid(table, "html")
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    rows = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in body)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table><p>{html.escape(caption(table))}</p>"
+
+
+def table_latex(table: Mapping) -> str:
+    """The table as a LaTeX ``table`` with a booktabs ``tabular`` (p-values left out, marks kept)."""
+    header, body = _grid(table, "latex")
+    n = len(table["measures"])
+
+    def tex(text: str) -> str:
+        return text.replace("_", r"\_").replace("@", r"@").replace("&", r"\&").replace("%", r"\%")
+
+    lines = [r"\begin{table}", r"\centering", rf"\begin{{tabular}}{{l{'r' * n}}}", r"\toprule",
+             " & ".join(tex(h) for h in header[:n + 1]) + r" \\", r"\midrule"]
+    lines += [" & ".join([tex(r[0]), *r[1:n + 1]]) + r" \\" for r in body]
+    marks = r"$^{\dagger\uparrow}$ / $^{\dagger\downarrow}$: significantly better / worse than the baseline"
+    lines += [r"\bottomrule", r"\end{tabular}",
+              rf"\caption{{{tex(table['dataset'])}: mean over queries; baseline {tex(table['baseline'])}; {marks} "
+              rf"(paired {table['test']} test, {table['correction']} correction, $p < {table['alpha']}$); best in "
+              r"bold.}", r"\end{table}"]
+    return "\n".join(lines) + "\n"

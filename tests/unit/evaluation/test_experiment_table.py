@@ -1,0 +1,72 @@
+"""The experiment table: systems x measures against a baseline, Holm-corrected paired tests,
+marks per cell, in text, Markdown, HTML and LaTeX; p-values computed by hand on a small case."""
+
+from __future__ import annotations
+
+import pytest
+
+from rbench.evaluation.experiment import (
+    adjust,
+    experiment_tables,
+    parse_measure,
+    table_latex,
+    table_markdown,
+    table_text,
+)
+
+
+def _scores(values: dict[str, list[float]], metric: str = "recall", k: int = 5) -> dict:
+    return {("d", system): {(metric, k, f"q{i}"): v for i, v in enumerate(vs)} for system, vs in values.items()}
+
+
+def test_holm_and_bonferroni_by_hand():
+    # sorted 0.01, 0.02, 0.04 -> 3 x 0.01 = 0.03, max(0.03, 2 x 0.02) = 0.04, max(0.04, 1 x 0.04) = 0.04
+    assert adjust([0.04, 0.01, 0.02]) == pytest.approx([0.04, 0.03, 0.04])
+    assert adjust([0.5, 0.4]) == pytest.approx([0.8, 0.8])  # step-down keeps the order: max(0.8, 0.5)
+    assert adjust([0.04, 0.01, 0.02], "bonferroni") == pytest.approx([0.12, 0.03, 0.06])
+    assert adjust([0.6], "holm") == [0.6] and adjust([0.3, 0.9], "none") == [0.3, 0.9]
+
+
+def test_a_small_case_with_exact_p_values_corrected_and_marked():
+    """Five queries: 2^5 = 32 sign patterns, enumerated (trials >= 32). System a beats the
+    baseline by 1 on every query: only the two all-same-sign patterns reach |mean| = 1, p = 2/32.
+    System c differs by (+1, 0, 0, 0, 0): every pattern gives |mean| = 0.2, p = 32/32 = 1. Holm
+    over the two tests: 2 x 0.0625 = 0.125 and max(0.125, 1) = 1."""
+    scores = _scores({"base": [0, 0, 0, 0, 0], "a": [1, 1, 1, 1, 1], "c": [1, 0, 0, 0, 0]})
+    [table] = experiment_tables(scores, [("recall", 5)], baseline="base", trials=1000, alpha=0.2)
+    cells = {r["system"]: r["cells"]["recall@5"] for r in table["rows"]}
+    assert [r["system"] for r in table["rows"]] == ["base", "a", "c"]
+    assert cells["a"]["p"] == pytest.approx(2 / 32) and cells["a"]["p_adjusted"] == pytest.approx(0.125)
+    assert cells["c"]["p"] == 1.0 and cells["c"]["p_adjusted"] == 1.0
+    assert cells["a"]["significant"] and cells["a"]["better"] and not cells["c"]["significant"]
+    assert cells["a"]["best"] and not cells["base"]["best"] and cells["base"]["p"] is None
+    assert cells["a"]["mean"] == 1.0 and cells["c"]["mean"] == pytest.approx(0.2)
+
+    text = table_text(table)
+    assert "1.0000*▲†" in text and "0.1250" in text and "Holm-corrected over the table's 2 tests" in text
+    md = table_markdown(table)
+    assert "| base (baseline) | 0.0000 |  |" in md and "| a | **1.0000**▲† | 0.1250 |" in md
+    latex = table_latex(table)
+    assert r"a & \textbf{1.0000}$^{\dagger\uparrow}$ \\" in latex and r"\begin{tabular}{lr}" in latex
+    assert r"base (baseline) & 0.0000 \\" in latex
+
+    [strict] = experiment_tables(scores, [("recall", 5)], baseline="base", trials=1000, alpha=0.1)
+    assert not strict["rows"][1]["cells"]["recall@5"]["significant"]  # 0.125 after correction, 0.0625 before
+
+
+def test_runs_of_several_measures_and_bad_requests():
+    scores = _scores({"x": [0.1, 0.2], "y": [0.3, 0.4]})
+    scores[("d", "x")].update({("ndcg", 10, "q0"): 0.5, ("ndcg", 10, "q1"): 0.5})
+    scores[("d", "y")].update({("ndcg", 10, "q0"): 0.2, ("ndcg", 10, "q1"): 0.2})
+    [table] = experiment_tables(scores, [("recall", 5), ("ndcg", 10)], trials=100)
+    assert table["baseline"] == "x" and table["measures"] == ["recall@5", "ndcg@10"]
+    best = {m: [r["system"] for r in table["rows"] if r["cells"][m]["best"]] for m in table["measures"]}
+    assert best == {"recall@5": ["y"], "ndcg@10": ["x"]}
+    with pytest.raises(ValueError, match=r"baseline 'z' is not a system of dataset 'd'; its systems: \['x', 'y'\]"):
+        experiment_tables(scores, [("recall", 5)], baseline="z")
+    with pytest.raises(ValueError, match=r"has no mrr@3; it has \['ndcg@10', 'recall@5'\]"):
+        experiment_tables(scores, [("mrr", 3)])
+    assert parse_measure("ndcg@10") == ("ndcg", 10)
+    for bad in ("ndcg", "ndcg@", "@5", "ndcg@0", "ndcg@x"):
+        with pytest.raises(ValueError, match="must be METRIC@K"):
+            parse_measure(bad)
