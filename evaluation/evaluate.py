@@ -7,6 +7,7 @@ from typing import Literal, Mapping, Sequence
 
 from rbench.evaluation import metrics as m
 from rbench.evaluation.runs import DocRanking
+from rbench.evaluation.standard import STANDARD
 
 
 def evaluate_queries(
@@ -47,7 +48,7 @@ def macro_average(rows: Sequence[dict]) -> list[dict]:
     groups: dict[tuple[str, int], list[float]] = {}
     for row in rows:
         groups.setdefault((row["metric"], row["k"]), []).append(row["value"])
-    order = {name: i for i, name in enumerate(m.METRICS)}
+    order = {name: i for i, name in enumerate(m.METRICS + STANDARD)}
     return [
         {"metric": metric, "k": k, "value": fmean(values), "queries": len(values)}
         for (metric, k), values in sorted(groups.items(), key=lambda g: (order[g[0][0]], g[0][1]))

@@ -20,10 +20,13 @@ PerQuery = Mapping[tuple[str, str], Mapping[tuple[str, int, str], float]]
 
 
 def parse_measure(text: str) -> tuple[str, int]:
-    """``"ndcg@10"`` as ``("ndcg", 10)``; a ValueError names the expected form."""
+    """``"ndcg@10"`` as ``("ndcg", 10)``, ``"map@all"`` as ``("map", 0)`` (the whole ranking);
+    a ValueError names the expected form."""
     name, at, k = text.partition("@")
+    if at and name and k == "all":
+        return name, 0
     if not at or not name or not k.isdigit() or int(k) < 1:
-        raise ValueError(f"measure {text!r} must be METRIC@K, such as recall@5 or ndcg@10")
+        raise ValueError(f"measure {text!r} must be METRIC@K, such as recall@5, ndcg@10 or map@all")
     return name, int(k)
 
 
@@ -57,10 +60,10 @@ def experiment_tables(per_query: PerQuery, measures: Sequence[tuple[str, int]], 
             raise ValueError(f"baseline {base!r} is not a system of dataset {dataset!r}; its systems: {systems}")
         systems = [base] + [s for s in systems if s != base]
         scores = {s: per_query[(dataset, s)] for s in systems}
-        names = [f"{metric}@{k}" for metric, k in measures]
+        names = [f"{metric}@{k or 'all'}" for metric, k in measures]
         for (metric, k), name in zip(measures, names):
             if not any(key[0] == metric and key[1] == k for key in scores[base]):
-                held = sorted({f"{key[0]}@{key[1]}" for key in scores[base]})
+                held = sorted({f"{key[0]}@{key[1] or 'all'}" for key in scores[base]})
                 raise ValueError(f"dataset {dataset!r} has no {name}; it has {held}")
         rows, tested = [], []
         for system in systems:

@@ -11,6 +11,7 @@ from rbench.evaluation.metrics import METRICS
 from rbench.evaluation.plots import recall_curves
 from rbench.evaluation.reproduction import HEADER, caption, cell_notes, summary
 from rbench.evaluation.reproduction import rows as repro_rows
+from rbench.evaluation.standard import STANDARD, cut_label, cut_order
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], fmt: Literal["md", "html"]) -> str:
@@ -75,14 +76,14 @@ def write_report(
     :func:`rbench.tasks.results.differing_params`) a table of the runs compared and the
     parameters that differ between them."""
     out.mkdir(parents=True, exist_ok=True)
-    ks = sorted({m["k"] for m in metrics})
+    ks = sorted({m["k"] for m in metrics}, key=cut_order)
     keyed = {(m["dataset"], m["retriever"], m["metric"], m["k"]): m["value"] for m in metrics}
-    order = {name: i for i, name in enumerate(METRICS)}
+    order = {name: i for i, name in enumerate(METRICS + STANDARD)}
     combos = sorted({(m["dataset"], m["retriever"], m["metric"]) for m in metrics},
                     key=lambda c: (c[0], c[1], order.get(c[2], len(order))))
     metric_rows = [[d, r, name] + [f"{keyed[(d, r, name, k)]:.4f}" if (d, r, name, k) in keyed else "" for k in ks]
                    for d, r, name in combos]
-    metric_header = ["dataset", "retriever", "metric"] + [f"@{k}" for k in ks]
+    metric_header = ["dataset", "retriever", "metric"] + [f"@{cut_label(k)}" for k in ks]
     cost_names = sorted({c["name"] for c in costs})
     cost_keyed = {(c["dataset"], c["retriever"], c["name"]): c["value"] for c in costs}
     cost_pairs = sorted({(c["dataset"], c["retriever"]) for c in costs})

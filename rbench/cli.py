@@ -11,30 +11,17 @@ import textwrap
 import time
 from pathlib import Path
 
+from rbench.api import run_flow
 from rbench.core.errors import ConfigError, RbenchError
 from rbench.core.secrets import redact
 
 
 def _setup_environment() -> None:
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from rbench.api import setup_environment
+
+    setup_environment()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("rbench").setLevel(logging.INFO)
-
-
-FLOW_TAG = "rbench"  # every flow run an rbench command starts carries it (deployments add rbench-heartbeat)
-
-
-def _run_flow(flow_fn, *args, **kwargs):
-    """Call a flow; every flow run it starts is tagged ``rbench`` (Prefect is imported only here)."""
-    from prefect import tags
-
-    from rbench.prefect_server import log_temporary_server
-
-    log_temporary_server()
-    with tags(FLOW_TAG):
-        return flow_fn(*args, **kwargs)
 
 
 def _print_metrics(metrics: list[dict]) -> None:
@@ -54,34 +41,24 @@ def _show_hint(run_id: str, tracking_uri: str) -> None:
 def _nothing_to_do(cfg, config_path: str, started: float) -> bool:
     """When every stage is cached and these very results are logged to MLflow already (and no
     earlier logging waits in the store), print them and say so, without a flow: True. Else False."""
-    from rbench.core.store import Store
-    from rbench.experiment import config_text
-    from rbench.tasks.graph import cached_experiment, summarize_results
-    from rbench.tasks.logged import already_logged
-    from rbench.tasks.pending import pending_records
+    from rbench.api import logged_summary
 
-    if pending_records(Store(cfg.store)):
+    summary = logged_summary(cfg, config_path)
+    if summary is None:
         return False
-    cached = cached_experiment(cfg)
-    if cached is None:
-        return False
-    results, report = cached
-    run_id = already_logged(cfg, results, redact(config_text(cfg, config_path)))
-    if run_id is None:
-        return False
-    summary = summarize_results(cfg, results, report, run_id)
     _print_metrics(summary["metrics"])
-    print(f"stages: 0 ran, {len(report)} cached, 0 failed or skipped; wall time {time.perf_counter() - started:.1f}s")
+    print(f"stages: 0 ran, {len(summary['stages'])} cached, 0 failed or skipped; wall time "
+          f"{time.perf_counter() - started:.1f}s")
     print("every stage is cached and MLflow holds these results already: no flow run started "
           "(--force-flow starts one and logs a new MLflow run)")
-    _show_hint(run_id, summary["tracking_uri"])
+    _show_hint(summary["mlflow_run_id"], summary["tracking_uri"])
     return True
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from rbench.api import run_benchmark
     from rbench.core.locations import remember_mirror
     from rbench.experiment import preflight, resolve_experiment
-    from rbench.tasks.graph import check_data
 
     cfg = resolve_experiment(args.config, None, mirror=args.mirror, store=args.store,
                              runner=args.runner, address=args.address)
@@ -95,31 +72,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     config_path = str(Path(args.config).resolve())
     if args.command == "run" and not args.force_flow and _nothing_to_do(cfg, config_path, started):
         return 0
-    built_first = check_data(cfg)
-    from rbench.flows.benchmark import summary_of
-    from rbench.tasks.orchestration import built_for_the_flow
-
-    if args.command == "embeddings":
-        from rbench.flows.embedding_benchmark import embedding_benchmark as flow_fn
-        extra = {}
-    else:
-        from rbench.flows.benchmark import benchmark as flow_fn
-        extra = {"runner": cfg.execution.runner, "address": cfg.execution.address}
-
-    with built_for_the_flow(built_first):
-        state = _run_flow(
-            flow_fn,
-            config_path=config_path,
-            mirror=str(cfg.mirror) if cfg.mirror else None,
-            store=str(cfg.store),
-            return_state=True,
-            **extra,
-        )
-    result = summary_of(state)
-    if not isinstance(result, dict):
-        if isinstance(result, RbenchError):
-            raise result
-        raise RbenchError(f"the flow ended {state.name}: {state.message}")
+    result = run_benchmark(cfg, config_path, "embeddings" if args.command == "embeddings" else "benchmark")
     elapsed = time.perf_counter() - started
     ran = [s for s in result["stages"] if s["status"] == "ran"]
     cached = [s for s in result["stages"] if s["status"] == "cached"]
@@ -150,7 +103,7 @@ def cmd_chunking(args: argparse.Namespace) -> int:
     cfg = load_grid_config(args.config, args.mirror, args.store, args.corpus)
     where = (str(Path(args.config).resolve()), str(cfg.mirror) if cfg.mirror else None, str(cfg.store), args.corpus)
     if cfg.search is not None:
-        result = _run_flow(chunking_search, *where)
+        result = run_flow(chunking_search, *where)
         for t in result["trials"]:
             print(f"  trial {t['trial']:>3}  {t['params']}  {cfg.search.metric} = {t['value']:.4f}")
         print(f"best: {result['best']}")
@@ -159,7 +112,7 @@ def cmd_chunking(args: argparse.Namespace) -> int:
     print(f"rbench: chunking grid {cfg.name!r}: {combos} combinations; data {cfg.data}; model {cfg.model}; "
           f"corpora {cfg.corpora or 'all'}", flush=True)
     started = time.perf_counter()
-    result = _run_flow(chunking_grid, *where)
+    result = run_flow(chunking_grid, *where)
     ran = sum(1 for s in result["stages"] if s["status"] == "ran")
     print((Path(result["report_folder"]) / "grid.md").read_text())
     print(f"best: {result['best']}")
@@ -175,7 +128,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     print(f"rbench: {search.strategy} search of {search.retriever!r} over {list(search.space)}, "
           f"budget {search.budget}, target {search.metric}@{search.k}", flush=True)
     started = time.perf_counter()
-    result = _run_flow(config_search, str(Path(args.config).resolve()), str(cfg.mirror) if cfg.mirror else None,
+    result = run_flow(config_search, str(Path(args.config).resolve()), str(cfg.mirror) if cfg.mirror else None,
                        str(cfg.store))
     for t in result["trials"]:
         print(f"  trial {t['trial']:>3}  {t['params']}  {search.metric}@{search.k} = {t['value']:.4f}"

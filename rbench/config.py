@@ -57,6 +57,9 @@ class MetricsConfig(Strict):
     the ARM reproduction's)."""
     recall_denominator: Literal["gold", "capped"] = "gold"
     """``gold``: recall@k divides by the gold documents; ``capped``: by min(k, gold) (TARGET's)."""
+    standard: list[Literal["map", "success", "rprec"]] = Field(default_factory=list)
+    """trec_eval's measures, computed by pytrec_eval beside rbench's: ``map`` (at each k, and over the whole
+    ranking as ``@all``), ``success`` (at each k) and ``rprec`` (R-precision, ``@all``); see the evaluation page."""
 
     @field_validator("k")
     @classmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from rbench.evaluation.metrics import METRICS
+from rbench.evaluation.standard import STANDARD, cut_label, cut_order
 
 
 def metrics_table(rows: Sequence[dict]) -> str:
@@ -12,14 +13,14 @@ def metrics_table(rows: Sequence[dict]) -> str:
 
     ``rows`` hold ``dataset``, ``retriever``, ``metric``, ``k`` and ``value``.
     """
-    ks = sorted({r["k"] for r in rows})
+    ks = sorted({r["k"] for r in rows}, key=cut_order)
     cells: dict[tuple[str, str, str], dict[int, float]] = {}
     for r in rows:
         cells.setdefault((r["dataset"], r["retriever"], r["metric"]), {})[r["k"]] = r["value"]
-    order = {m: i for i, m in enumerate(METRICS)}
+    order = {m: i for i, m in enumerate(METRICS + STANDARD)}
     keys = sorted(cells, key=lambda c: (c[0], c[1], order.get(c[2], len(order)), c[2]))
     width = max([len("dataset / retriever")] + [len(f"{d} / {r}") for d, r, _ in keys])
-    header = f"{'dataset / retriever':<{width}}  {'metric':<15}" + "".join(f"{'@' + str(k):>8}" for k in ks)
+    header = f"{'dataset / retriever':<{width}}  {'metric':<15}" + "".join(f"{'@' + cut_label(k):>8}" for k in ks)
     lines = [header, "-" * len(header)]
     for d, r, metric in keys:
         values = "".join(

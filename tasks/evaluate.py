@@ -12,6 +12,7 @@ from rbench.config import MetricsConfig
 from rbench.core.store import Artifact, Stage, write_atomic
 from rbench.evaluation.evaluate import evaluate_queries, macro_average
 from rbench.evaluation.runs import dedup_documents, drop_excluded, to_qrels, to_trec, to_trec_qrels
+from rbench.evaluation.standard import standard_measures
 
 
 def build_evaluate(folder: Path, inputs: list[Artifact], config: MetricsConfig) -> dict:
@@ -31,6 +32,7 @@ def build_evaluate(folder: Path, inputs: list[Artifact], config: MetricsConfig) 
         excluded = {q: e for q, e in zip(gold, queries.column("excluded_doc_ids").to_pylist()) if e}
     ranking, dropped = drop_excluded(ranking, excluded)
     rows = evaluate_queries(ranking, gold, config.k, config.precision_denominator, config.recall_denominator, grades)
+    rows += standard_measures(ranking, gold, config.k, config.standard)
     aggregate = macro_average(rows)
     pq.write_table(pa.Table.from_pylist(rows), folder / "per_query.parquet")
     pq.write_table(pa.Table.from_pylist(aggregate), folder / "aggregate.parquet")

@@ -9,6 +9,9 @@ from typing import Sequence
 
 from rbench.core.secrets import redact
 
+WHOLE_RANKING = ("map", "rprec")
+"""The measures logged over the whole ranking, under their name alone (k 0)."""
+
 
 def find_parent_run(client, experiment: str | None, run: str):
     """The parent run ``run`` (an id), or with ``run`` 'latest' the newest finished parent run of
@@ -183,7 +186,9 @@ def load_results(tracking_uri: str, runs: Sequence[str], experiment: str | None 
         for child, dataset, label in children:
             for key, value in child.data.metrics.items():
                 metric, _, k = key.rpartition("_at_")
-                if "." in key or not metric or not k.isdigit():
+                if key in WHOLE_RANKING:
+                    metric, k = key, "0"
+                elif "." in key or not metric or not k.isdigit():
                     continue  # a stage's stat (retrieve.*, index.*, ...), not a metric@k
                 metrics.append({"dataset": dataset, "retriever": label, "metric": metric, "k": int(k), "value": value})
             if per_query:

@@ -21,8 +21,9 @@ from rbench.tasks.mlflow_setup import prepare_tracking, tracking
 
 
 def metric_name(metric: str, k: int) -> str:
-    """MLflow-safe metric key, e.g. ``recall_at_5``."""
-    return f"{metric}_at_{k}"
+    """MLflow-safe metric key, e.g. ``recall_at_5``; a measure over the whole ranking (k 0,
+    ``map`` and ``rprec``) is its name alone."""
+    return f"{metric}_at_{k}" if k else metric
 
 
 def _flatten(prefix: str, value: Any) -> dict[str, Any]:
@@ -34,20 +35,27 @@ def _flatten(prefix: str, value: Any) -> dict[str, Any]:
     return {prefix: value}
 
 
-def _experiment_id(mlflow, cfg: ExperimentConfig) -> str:
-    existing = mlflow.get_experiment_by_name(cfg.mlflow.experiment)
-    if existing is not None:
-        return existing.experiment_id
-    location = None
-    if cfg.mlflow.tracking_uri is None:
-        location = (cfg.store.resolve() / "mlflow-artifacts").as_uri()
-    try:
-        return mlflow.create_experiment(cfg.mlflow.experiment, artifact_location=location)
-    except Exception:  # another process created it between our lookup and create
-        existing = mlflow.get_experiment_by_name(cfg.mlflow.experiment)
-        if existing is None:
-            raise
-        return existing.experiment_id
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+"""The experiment tag that makes MLflow 3's UI open an experiment on its runs table (a
+model-development experiment), not on the GenAI overview of traces rbench never writes."""
+
+
+def ensure_experiment(mlflow, name: str, store: Path, tracking_uri: str | None) -> str:
+    """The id of MLflow experiment ``name``, created (with :data:`EXPERIMENT_KIND`, and its
+    artifacts in ``<store>/mlflow-artifacts`` when MLflow is the store's own database) if it
+    does not exist; an existing experiment without the kind tag gets it."""
+    existing = mlflow.get_experiment_by_name(name)
+    if existing is None:
+        location = None if tracking_uri is not None else (store.resolve() / "mlflow-artifacts").as_uri()
+        try:
+            return mlflow.create_experiment(name, artifact_location=location, tags=EXPERIMENT_KIND)
+        except Exception:  # another process created it between our lookup and create
+            existing = mlflow.get_experiment_by_name(name)
+            if existing is None:
+                raise
+    if not existing.tags.get("mlflow.experimentKind"):
+        mlflow.MlflowClient().set_experiment_tag(existing.experiment_id, *next(iter(EXPERIMENT_KIND.items())))
+    return existing.experiment_id
 
 
 @contextmanager
@@ -198,7 +206,7 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
 
     from rbench.evaluation.plots import recall_curves
 
-    experiment_id = _experiment_id(mlflow, cfg)
+    experiment_id = ensure_experiment(mlflow, cfg.mlflow.experiment, cfg.store, cfg.mlflow.tracking_uri)
     tags = run_tags(config_text)
     earlier = _earlier_attempt(mlflow, experiment_id, tags) if reuse_parent else None
     children = _children(mlflow, experiment_id, earlier) if earlier else {}
@@ -318,11 +326,8 @@ def log_chunking_grid(cfg, results: Sequence[dict], best: dict, out: Path, repor
 
 
 def _log_chunking_grid(mlflow, cfg, results, best, out, report) -> str:
-    experiment = mlflow.get_experiment_by_name(cfg.mlflow.experiment)
-    experiment_id = experiment.experiment_id if experiment else mlflow.create_experiment(
-        cfg.mlflow.experiment,
-        artifact_location=None if cfg.mlflow.tracking_uri else (cfg.store.resolve() / "mlflow-artifacts").as_uri())
-    with mlflow.start_run(experiment_id=experiment_id, run_name=cfg.name) as run:
+    with mlflow.start_run(experiment_id=ensure_experiment(mlflow, cfg.mlflow.experiment, cfg.store,
+                                                      cfg.mlflow.tracking_uri), run_name=cfg.name) as run:
         mlflow.set_tags({**run_tags(canonical_json(cfg.model_dump(mode="json"))), "rbench.kind": "chunking-grid",
                          "rbench.grid_table": f"{out.name}/grid.md"})
         mlflow.log_params({k: v for k, v in cfg.model_dump(mode="json").items() if k not in ("mlflow", "store", "mirror")})
@@ -348,7 +353,7 @@ def _log_search(mlflow, cfg, search, trials, best) -> str:
 
     from rbench.evaluation.plots import _pyplot
 
-    experiment_id = _experiment_id(mlflow, cfg)
+    experiment_id = ensure_experiment(mlflow, cfg.mlflow.experiment, cfg.store, cfg.mlflow.tracking_uri)
     metric = f"{search.metric}_at_{search.k}"
     with mlflow.start_run(experiment_id=experiment_id, run_name=f"{cfg.name}-search") as parent:
         mlflow.set_tags({**run_tags(canonical_json({"experiment": cfg.model_dump(mode="json"),

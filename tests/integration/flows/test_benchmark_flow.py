@@ -14,10 +14,10 @@ from tests.conftest import CORPUS, QUERIES, tiny_dataset, write_jsonl
 pytestmark = pytest.mark.usefixtures("prefect_server")  # one Prefect test server per session
 
 
-def _config(tmp_path, corpus, queries, model="static-64d"):
+def _config(tmp_path, corpus, queries, model="static-64d", standard=("map", "success", "rprec")):
     cfg = {
         "name": "tiny", "store": str(tmp_path / "store"), "depth": 10,
-        "subsample": {"size": 4, "seed": 0}, "metrics": {"k": [1, 3]},
+        "subsample": {"size": 4, "seed": 0}, "metrics": {"k": [1, 3], "standard": list(standard)},
         "mlflow": {"experiment": "tiny"},
         "datasets": [tiny_dataset(corpus, queries)],
         "retrievers": [{"name": "bm25"}, {"name": "dense", "params": {"model": model}}],
@@ -33,8 +33,9 @@ def _status(result) -> dict[tuple[str, str], str]:
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory, prefect_server) -> tuple[Path, dict]:
-    """The tiny bm25 + static-64d run, built once for the tests that read it: its folder (with
-    ``store``) and its result. A test that changes a store works on :func:`_copy`."""
+    """The tiny bm25 + static-64d run, with trec_eval's standard measures, built once for the
+    tests that read it: its folder (with ``store``) and its result. A test that changes a store
+    works on :func:`_copy`."""
     folder = tmp_path_factory.mktemp("finished")
     corpus = write_jsonl(folder / "corpus.jsonl", CORPUS)
     queries = write_jsonl(folder / "queries.jsonl", QUERIES)
@@ -125,16 +126,21 @@ def test_mlflow_has_the_printed_numbers(finished):
         [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
     )
     assert {c.info.run_name for c in children} == {"tiny/bm25", "tiny/dense"}
+    experiment = client.get_experiment(parent.info.experiment_id)  # the UI opens it on its runs, not on traces
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
     assert parent.data.tags["prefect.flow_run_url"].startswith("http"), parent.data.tags  # never "None/..."
     headline = {(m["retriever"], m["metric"], m["k"]): m["value"] for m in result["metrics"]
                 if m["metric"] in ("recall", "ndcg")}
     assert {k: v for k, v in parent.data.metrics.items() if k.startswith("tiny.")} == pytest.approx(
         {f"tiny.{r}.{metric}_at_{k}": v for (r, metric, k), v in headline.items()})  # runs compare at parent level
+    assert {(m["metric"], m["k"]) for m in result["metrics"]} >= {("map", 0), ("map", 3), ("success", 1),
+                                                                   ("rprec", 0)}
     for child in children:
         label = child.data.tags["rbench.retriever"]
         for m in result["metrics"]:
             if m["retriever"] == label:
-                assert child.data.metrics[f"{m['metric']}_at_{m['k']}"] == pytest.approx(m["value"])
+                name = f"{m['metric']}_at_{m['k']}" if m["k"] else m["metric"]  # map and rprec over the whole ranking
+                assert child.data.metrics[name] == pytest.approx(m["value"])
         artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
         assert {"per_query.parquet", "aggregate.parquet", "run.trec", "qrels.trec"} <= artifacts
         assert child.data.params["retriever.name"] == label
@@ -184,6 +190,7 @@ def test_cli_show_prints_the_logged_table(finished, capsys):
         out = capsys.readouterr().out
         assert result["mlflow_run_id"] in out
         assert f"{recall3:.4f}" in out and "tiny / dense" in out
+        assert "@all" in out and "rprec" in out
     assert main(["runs", "--tracking-uri", result["tracking_uri"]]) == 0
     line = next(li for li in capsys.readouterr().out.splitlines() if li.startswith(result["mlflow_run_id"]))
     assert "FINISHED" in line and " tiny " in line and "tiny.bm25, tiny.dense" in line

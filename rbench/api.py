@@ -1,0 +1,224 @@
+"""rbench from Python: :func:`run` an experiment file and get its :class:`Results` (tables as
+polars DataFrames, the run files, the MLflow run), and :func:`compare` runs in an experiment
+table. The same cached stages and flow as ``rbench run``: a second call builds nothing."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+from rbench.core.errors import RbenchError
+from rbench.core.secrets import redact
+
+log = logging.getLogger("rbench")
+FLOW_TAG = "rbench"  # every flow run rbench starts carries it (deployments add rbench-heartbeat)
+
+
+def setup_environment() -> None:
+    """Prefect's and the tokenizers' settings rbench runs with, where the caller set none."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def run_flow(flow_fn, *args, **kwargs):
+    """Call a flow; every flow run it starts is tagged ``rbench`` (Prefect is imported only here)."""
+    from prefect import tags
+
+    from rbench.prefect_server import log_temporary_server
+
+    log_temporary_server()
+    with tags(FLOW_TAG):
+        return flow_fn(*args, **kwargs)
+
+
+def logged_summary(cfg, config_path: str) -> dict | None:
+    """The summary of an experiment whose every stage is cached and whose very results MLflow
+    holds already (no earlier logging waiting in the store), read without a flow; else None."""
+    from rbench.core.store import Store
+    from rbench.experiment import config_text
+    from rbench.tasks.graph import cached_experiment, summarize_results
+    from rbench.tasks.logged import already_logged
+    from rbench.tasks.pending import pending_records
+
+    if pending_records(Store(cfg.store)):
+        return None
+    cached = cached_experiment(cfg)
+    if cached is None:
+        return None
+    results, report = cached
+    run_id = already_logged(cfg, results, redact(config_text(cfg, config_path)))
+    return None if run_id is None else summarize_results(cfg, results, report, run_id)
+
+
+def run_benchmark(cfg, config_path: str, flow: Literal["benchmark", "embeddings"] = "benchmark") -> dict:
+    """Run the experiment's flow (what is in the store is reused) and return its summary; a
+    flow that ended without one raises its error."""
+    from rbench.flows.benchmark import summary_of
+    from rbench.tasks.graph import check_data
+    from rbench.tasks.orchestration import built_for_the_flow
+
+    built_first = check_data(cfg)
+    if flow == "embeddings":
+        from rbench.flows.embedding_benchmark import embedding_benchmark as flow_fn
+        extra = {}
+    else:
+        from rbench.flows.benchmark import benchmark as flow_fn
+        extra = {"runner": cfg.execution.runner, "address": cfg.execution.address}
+    with built_for_the_flow(built_first):
+        state = run_flow(flow_fn, config_path=config_path, mirror=str(cfg.mirror) if cfg.mirror else None,
+                         store=str(cfg.store), return_state=True, **extra)
+    result = summary_of(state)
+    if not isinstance(result, dict):
+        if isinstance(result, RbenchError):
+            raise result
+        raise RbenchError(f"the flow ended {state.name}: {state.message}")
+    return result
+
+
+@dataclass(frozen=True)
+class Results:
+    """One run's results. ``aggregate``: a row per (dataset, retriever, metric, k) with the mean
+    ``value`` over ``queries``; ``per_query``: a row per (dataset, retriever, query_id, metric,
+    k); ``run_files``: each (dataset, retriever)'s TREC run file and qrels in the store;
+    ``stages``: what each stage did (``ran`` or ``cached``); ``failures``: pairs that did not
+    finish. ``repr`` prints the metrics table ``rbench run`` prints."""
+
+    mlflow_run_id: str | None
+    tracking_uri: str
+    store: Path
+    aggregate: Any
+    per_query: Any
+    stages: Any
+    run_files: dict[tuple[str, str], dict[str, Path]] = field(default_factory=dict)
+    failures: list[dict] = field(default_factory=list)
+
+    @classmethod
+    def from_summary(cls, summary: dict, store: Path, tracking_uri: str) -> "Results":
+        """The results of a flow's (or a cached experiment's) summary, read from the store."""
+        import polars as pl
+        import pyarrow.parquet as pq
+
+        from rbench.core.store import Store
+
+        files, per_query = {}, []
+        evaluations = [s for s in summary["stages"] if s["stage"] == "evaluate" and s["status"] in ("ran", "cached")]
+        for stage in evaluations:
+            artifact = Store(store).load("evaluate", stage["key"])
+            if artifact is None:
+                raise RbenchError(f"the evaluation of {stage['label']} is not in the store {store} any more")
+            dataset, _, retriever = stage["label"].partition("/")
+            files[(dataset, retriever)] = {"run": artifact.file("run.trec"), "qrels": artifact.file("qrels.trec")}
+            table = pl.from_arrow(pq.read_table(artifact.file("per_query.parquet")))
+            per_query.append(table.select(pl.lit(dataset).alias("dataset"), pl.lit(retriever).alias("retriever"),
+                                          "query_id", "metric", "k", "value"))
+        schema = {"dataset": pl.String, "retriever": pl.String, "query_id": pl.String, "metric": pl.String,
+                  "k": pl.Int64, "value": pl.Float64}
+        aggregate = {"dataset": pl.String, "retriever": pl.String, "metric": pl.String, "k": pl.Int64,
+                     "value": pl.Float64, "queries": pl.Int64}
+        return cls(
+            mlflow_run_id=summary.get("mlflow_run_id"), tracking_uri=tracking_uri, store=Path(store),
+            aggregate=pl.DataFrame(summary["metrics"], schema=aggregate),
+            per_query=pl.concat(per_query) if per_query else pl.DataFrame(schema=schema),
+            stages=pl.DataFrame(summary["stages"]), run_files=files, failures=list(summary.get("failures", [])),
+        )
+
+    def table(self) -> str:
+        """The metrics table, one line per (dataset, retriever, metric), one column per k."""
+        from rbench.report import metrics_table
+
+        return metrics_table(self.aggregate.to_dicts())
+
+    def scores(self) -> dict[tuple[str, str], dict[tuple[str, int, str], float]]:
+        """The per-query values keyed as :func:`rbench.evaluation.experiment.experiment_tables` reads them."""
+        out: dict = {}
+        for row in self.per_query.iter_rows(named=True):
+            out.setdefault((row["dataset"], row["retriever"]), {})[(row["metric"], row["k"], row["query_id"])] = \
+                row["value"]
+        return out
+
+    def __repr__(self) -> str:
+        statuses = [s["status"] for s in self.stages.iter_rows(named=True)]
+        failed = "".join(f"\nFAILED {f['dataset']}/{f['retriever']}: {f['error']}" for f in self.failures)
+        return (f"Results(mlflow_run_id={self.mlflow_run_id!r}, stages: {statuses.count('ran')} ran, "
+                f"{statuses.count('cached')} cached, {len(statuses) - statuses.count('ran') - statuses.count('cached')}"
+                f" failed or skipped)\n{self.table()}{failed}")
+
+
+def run(config: str | Path, *, mirror: str | Path | None = None, store: str | Path | None = None,
+        runner: str | None = None, address: str | None = None, force_flow: bool = False) -> Results:
+    """Run an experiment file as ``rbench run`` does and return its :class:`Results`.
+
+    ``mirror``, ``store``, ``runner`` and ``address`` override the file's settings, as the
+    command's flags do. When every stage is cached and MLflow holds these results already, no
+    flow starts (``force_flow`` starts one and logs a new MLflow run)."""
+    from rbench.core.locations import remember_mirror
+    from rbench.experiment import preflight, resolve_experiment
+
+    setup_environment()
+    cfg = resolve_experiment(config, None, mirror=mirror, store=store, runner=runner, address=address)
+    preflight(cfg)
+    if cfg.mirror:
+        remember_mirror(cfg.store, cfg.mirror)
+    config_path = str(Path(config).resolve())
+    summary = None if force_flow else logged_summary(cfg, config_path)
+    if summary is None:
+        summary = run_benchmark(cfg, config_path)
+    failed = [f"{f['dataset']}/{f['retriever']}: {f['error']}" for f in summary.get("failures", [])]
+    if failed and not summary["metrics"]:
+        raise RbenchError("no dataset x retriever pair finished: " + "; ".join(failed))
+    for line in failed:
+        log.warning("rbench.run: FAILED %s (the other pairs' results are returned)", line)
+    return Results.from_summary(summary, cfg.store, cfg.tracking_uri())
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Experiment tables (:func:`rbench.evaluation.experiment.experiment_tables`), one per
+    dataset; ``repr`` prints them, :meth:`latex` gives them as LaTeX."""
+
+    tables: list[dict]
+
+    def latex(self) -> str:
+        """Every table as a LaTeX ``table`` (booktabs)."""
+        from rbench.evaluation.experiment import table_latex
+
+        return "\n".join(table_latex(t) for t in self.tables)
+
+    def __repr__(self) -> str:
+        from rbench.evaluation.experiment import table_text
+
+        return "\n\n".join(table_text(t) for t in self.tables)
+
+
+def compare(*runs: Results | str, measures: Sequence[str] = ("recall@5", "ndcg@10"), baseline: str | None = None,
+            test: Literal["randomization", "bootstrap"] = "randomization", trials: int = 10_000,
+            alpha: float = 0.05, correction: Literal["holm", "bonferroni", "none"] = "holm",
+            tracking_uri: str | None = None, store: str | Path | None = None) -> Comparison:
+    """Compare the systems of one or more runs in an experiment table per dataset: each
+    :class:`Results`, or an MLflow run id (or ``latest``) read from ``tracking_uri`` or the
+    store's database. With several runs, systems are named ``RUN:SYSTEM``, RUN being the first 8
+    characters of the run's MLflow id (``runN`` for Results not logged), and ``baseline`` takes
+    that name."""
+    from rbench.core.locations import resolve_tracking_uri
+    from rbench.evaluation.experiment import experiment_tables, parse_measure
+    from rbench.tasks.results import load_results
+
+    if not runs:
+        raise RbenchError("compare needs at least one run: Results, or an MLflow run id")
+    parsed = [parse_measure(m) for m in measures]
+    scores: dict = {}
+    for n, item in enumerate(runs):
+        if isinstance(item, Results):
+            found, run_id = item.scores(), item.mlflow_run_id
+        else:
+            uri = resolve_tracking_uri(tracking_uri, store=store)
+            (parent,), _, found = load_results(uri, [item], per_query=True)
+            run_id = parent.info.run_id
+        name = run_id[:8] if run_id else f"run{n + 1}"
+        for (dataset, system), values in found.items():
+            scores[(dataset, f"{name}:{system}" if len(runs) > 1 else system)] = values
+    return Comparison(experiment_tables(scores, parsed, baseline, test, trials, alpha, correction))

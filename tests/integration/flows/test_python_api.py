@@ -1,0 +1,56 @@
+"""The Python API: ``rbench.run`` runs the same cached stages and flow as ``rbench run`` and
+returns the numbers it prints; ``rbench.compare`` makes the experiment table of a Results or of
+its MLflow run alike. Cost: one tiny flow (bm25s and static-64d), about 20 s."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+import yaml
+
+import rbench
+from rbench.cli import main
+from tests.conftest import tiny_dataset
+
+pytestmark = pytest.mark.usefixtures("prefect_server")  # one Prefect test server per session
+
+
+def test_rbench_run_returns_what_the_command_prints_and_compare_reads_it_or_its_mlflow_run(tmp_path, tiny_files,
+                                                                                           capsys):
+    corpus, queries = tiny_files
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "api", "store": str(tmp_path / "store"), "depth": 10, "subsample": {"size": 5},
+        "metrics": {"k": [1, 3]}, "mlflow": {"experiment": "api"}, "datasets": [tiny_dataset(corpus, queries)],
+        "retrievers": [{"name": "bm25s"}, {"name": "dense", "params": {"model": "static-64d"}}]}))
+
+    results = rbench.run(path)
+    assert set(results.stages["status"]) == {"ran"} and results.mlflow_run_id
+    assert sorted(results.run_files) == [("tiny", "bm25s"), ("tiny", "dense")]
+    assert all(f["run"].is_file() and f["qrels"].is_file() for f in results.run_files.values())
+    means = results.per_query.group_by(["retriever", "metric", "k"]).agg(pl.col("value").mean())
+    for row in results.aggregate.iter_rows(named=True):
+        mean = means.filter((means["retriever"] == row["retriever"]) & (means["metric"] == row["metric"])
+                            & (means["k"] == row["k"]))["value"].item()
+        assert mean == pytest.approx(row["value"])
+
+    capsys.readouterr()
+    assert main(["run", str(path)]) == 0  # every stage cached, MLflow holds it: no flow, the same table
+    printed = capsys.readouterr().out
+    assert results.table() in printed and "stages: 0 ran" in printed and results.mlflow_run_id in printed
+    again = rbench.run(path)
+    assert again.mlflow_run_id == results.mlflow_run_id and set(again.stages["status"]) == {"cached"}
+    assert again.aggregate.equals(results.aggregate) and again.per_query.equals(results.per_query)
+
+    table = rbench.compare(results, measures=["recall@3", "ndcg@3"], baseline="bm25s", trials=200)
+    [doc] = table.tables
+    assert doc["baseline"] == "bm25s" and [r["system"] for r in doc["rows"]] == ["bm25s", "dense"]
+    recall = results.aggregate.filter((results.aggregate["retriever"] == "dense")
+                                      & (results.aggregate["metric"] == "recall") & (results.aggregate["k"] == 3))
+    assert doc["rows"][1]["cells"]["recall@3"]["mean"] == pytest.approx(recall["value"].item())
+    from_mlflow = rbench.compare(results.mlflow_run_id, measures=["recall@3", "ndcg@3"], baseline="bm25s",
+                                 trials=200, tracking_uri=results.tracking_uri)
+    assert from_mlflow.tables == table.tables
+    assert "bm25s (baseline)" in repr(table) and r"\begin{tabular}{lrr}" in table.latex()
+    with pytest.raises(ValueError, match="must be METRIC@K"):
+        rbench.compare(results, measures=["recall"])
