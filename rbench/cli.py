@@ -253,10 +253,15 @@ def _tracking_uri(args: argparse.Namespace) -> str:
     (reading must not create an empty store)."""
     from rbench.core.locations import resolve_tracking_uri
 
+    from rbench.tasks.mlflow_setup import follow_moved_store
+
     uri = resolve_tracking_uri(args.tracking_uri, store=args.store)
-    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
-        raise RbenchError(f"no MLflow database at {uri}: no run has logged there yet; "
-                          "pass --store (or set RBENCH_STORE) or --tracking-uri")
+    if uri.startswith("sqlite:///"):
+        db = Path(uri.removeprefix("sqlite:///"))
+        if not db.is_file():
+            raise RbenchError(f"no MLflow database at {uri}: no run has logged there yet; "
+                              "pass --store (or set RBENCH_STORE) or --tracking-uri")
+        follow_moved_store(db)
     return uri
 
 

@@ -3,10 +3,13 @@ created once, safely, by many processes."""
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
+
+log = logging.getLogger("rbench")
 
 
 @contextmanager
@@ -49,6 +52,7 @@ def prepare_tracking(uri: str) -> None:
     path = Path(uri[len("sqlite:///"):])
     if path.exists():
         _check_sqlite(path)
+        follow_moved_store(path)
         return
     import shutil
     import sqlite3
@@ -153,6 +157,43 @@ def _as_if_created_here(db: Path) -> None:
     with closing(sqlite3.connect(db, timeout=30)) as connection, connection:
         connection.execute("UPDATE experiments SET artifact_location = ?, creation_time = ?, last_update_time = ? "
                            "WHERE experiment_id = 0", (str(Path.cwd() / "mlruns" / "0"), now, now))
+
+
+ARTIFACTS = "mlflow-artifacts"
+
+
+def follow_moved_store(db: Path) -> int:
+    """Point a store's MLflow artifact locations into the store its database is in, when the
+    store was copied or moved: rbench creates its experiments with their artifacts in
+    ``<store>/mlflow-artifacts``, and MLflow records that folder as an absolute address, so a
+    copy read and wrote the original's artifacts. Locations under another folder named
+    ``mlflow-artifacts`` whose store holds this very database's copy (the same
+    ``mlflow-artifacts`` folder is present here) are rewritten, in the experiments and their
+    runs; locations elsewhere (a server's, a user's) are left alone. Returns how many
+    experiments were moved, each logged."""
+    import sqlite3
+    from contextlib import closing
+
+    here = (db.parent / ARTIFACTS).resolve().as_uri()
+    if not (db.parent / ARTIFACTS).is_dir():
+        return 0
+    with closing(sqlite3.connect(db, timeout=30)) as connection:
+        rows = connection.execute("SELECT experiment_id, artifact_location FROM experiments").fetchall()
+        moved = {loc for _, loc in rows if loc and loc.startswith("file://") and loc.endswith(f"/{ARTIFACTS}")
+                 and loc != here}
+        with connection:
+            for old in moved:
+                connection.execute("UPDATE experiments SET artifact_location = ? WHERE artifact_location = ?",
+                                   (here, old))
+                connection.execute("UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) "
+                                   "WHERE substr(artifact_uri, 1, ?) = ?", (here, len(old) + 1, len(old) + 1,
+                                                                             old + "/"))
+                connection.execute("UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) "
+                                   "WHERE artifact_uri = ?", (here, len(old) + 1, old))
+    for old in sorted(moved):
+        log.info("rbench: the store was moved or copied from %s: its MLflow artifact locations now point into %s",
+                 old, here)
+    return len(moved)
 
 
 def _check_sqlite(path: Path) -> None:

@@ -198,6 +198,33 @@ def test_cli_show_prints_the_logged_table(finished, capsys):
     assert "cannot read run '0123456789abcdef'" in capsys.readouterr().err
 
 
+def test_a_copied_store_reads_and_writes_its_own_mlflow_artifacts(finished, tmp_path, capsys):
+    """MLflow records a store's artifact folder as an absolute address; a copy of the store
+    read the original's artifacts (and wrote beside them). The copy's locations now follow it."""
+    from mlflow.tracking import MlflowClient
+
+    from rbench.cli import main
+
+    folder, result = finished
+    copy = tmp_path / "copy"
+    shutil.copytree(folder / "store", copy)
+    away = folder / "store-away"
+    (folder / "store").rename(away)  # the original gone while the copy is read
+    try:
+        assert main(["export", "latest", "--store", str(copy), "--out", str(tmp_path / "export")]) == 0
+    finally:
+        away.rename(folder / "store")
+    assert sorted(p.name for p in (tmp_path / "export").iterdir()) == ["tiny.bm25.trec", "tiny.dense.trec",
+                                                                     "tiny.qrels"]
+    client = MlflowClient(f"sqlite:///{copy / 'mlflow.db'}")
+    parent = client.get_run(result["mlflow_run_id"])
+    assert parent.info.artifact_uri.startswith((copy / "mlflow-artifacts").as_uri() + "/")
+    experiment = client.get_experiment(parent.info.experiment_id)
+    assert experiment.artifact_location == (copy / "mlflow-artifacts").as_uri()
+    original = MlflowClient(result["tracking_uri"]).get_run(result["mlflow_run_id"])
+    assert original.info.artifact_uri.startswith((folder / "store" / "mlflow-artifacts").resolve().as_uri())
+
+
 def test_embedding_benchmark_compares_models(tmp_path, tiny_files):
     from rbench.flows.embedding_benchmark import embedding_benchmark
 
