@@ -269,7 +269,8 @@ def built_for_the_flow(built: set[tuple[str, str]]):
 
 def describe(stage: str, label: str, state) -> dict:
     """The report row of a finished stage task: key, status (ran, cached, failed, skipped),
-    build seconds, and the error or the artifact's summary."""
+    build seconds (with ``finished``, the epoch second it was seen to end, for a stage that
+    ran), and the error or the artifact's summary."""
     row = {"stage": stage, "label": label, "key": None, "status": "failed", "seconds": None}
     if state.is_completed():
         artifact: Artifact = state.result()
@@ -277,6 +278,8 @@ def describe(stage: str, label: str, state) -> dict:
         fresh = (state.name != "Cached" and artifact.built) or (artifact.stage, artifact.key) in _BUILT_FOR_THE_FLOW
         row["status"] = "ran" if fresh else "cached"
         row["seconds"] = artifact.info.get("build_seconds") if row["status"] == "ran" else 0.0
+        if row["status"] == "ran":
+            row["finished"] = round(time.time(), 3)
         row["summary"] = summarize(artifact.info)
     else:
         row["status"] = "skipped" if state.is_pending() or state.name == "NotReady" else "failed"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Sequence
@@ -210,7 +211,10 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
     tags = run_tags(config_text)
     earlier = _earlier_attempt(mlflow, experiment_id, tags) if reuse_parent else None
     children = _children(mlflow, experiment_id, earlier) if earlier else {}
-    with mlflow.start_run(experiment_id=experiment_id, run_name=cfg.name, run_id=earlier) as parent:
+    client = mlflow.MlflowClient()
+    parent_run = earlier or client.create_run(experiment_id, start_time=stage_span(report)[0],
+                                              run_name=cfg.name).info.run_id
+    with mlflow.start_run(run_id=parent_run) as parent:
         parent_id = parent.info.run_id
         mlflow.set_tags(tags)
         mlflow.log_params(
@@ -237,9 +241,10 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
             aggregate = read_aggregate(evaluation)
             rows.extend({"dataset": dataset.name, "retriever": retriever.label, **a} for a in aggregate)
             child = f"{dataset.name}/{retriever.label}"
-            with mlflow.start_run(experiment_id=experiment_id, run_name=None if child in children else child,
-                                  run_id=children.get(child), nested=True,
-                                  parent_run_id=None if child in children else parent_id):
+            span = stage_span(report, pair_keys(result))
+            child_id = children.get(child) or client.create_run(
+                experiment_id, start_time=span[0], tags={"mlflow.parentRunId": parent_id}, run_name=child).info.run_id
+            with mlflow.start_run(run_id=child_id, nested=True):
                 mlflow.set_tags({"rbench.dataset": dataset.name, "rbench.retriever": retriever.label,
                                  "rbench.evaluate_key": evaluation.key})
                 mlflow.log_params({
@@ -254,6 +259,8 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
                 run = result.get("run")
                 if run is not None and run.file("traces.parquet").is_file():
                     mlflow.log_artifact(str(run.file("traces.parquet")))
+            if child not in children:  # its duration is its stages' time, not the logging's
+                client.set_terminated(child_id, "FINISHED", end_time=span[1])
         if rows:
             mlflow.log_metrics(headline_metrics(rows))
             mlflow.log_table({k: [r[k] for r in rows] for k in rows[0]}, "aggregate.json")
@@ -267,6 +274,29 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
     if failures:
         mlflow.MlflowClient().set_terminated(parent_id, status="FAILED")
     return parent_id
+
+
+def pair_keys(result: dict) -> set[str]:
+    """The store keys of a dataset x retriever pair's artifacts (its indexes, run, evaluation)."""
+    keys = set()
+    for value in result.values():
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, Artifact):
+                keys.add(item.key)
+    return keys
+
+
+def stage_span(report: Sequence[dict], keys: set[str] | None = None) -> tuple[int, int]:
+    """``(start, end)`` in epoch milliseconds of the stages of ``report`` that ran (those with
+    ``keys`` only, when given): from the earliest start (its end less its build seconds) to the
+    latest end; ``(now, now)`` when none ran, so that MLflow's durations are the stages' times."""
+    now = int(time.time() * 1000)
+    ran = [r for r in report if r.get("finished") is not None and r.get("seconds") is not None
+           and (keys is None or r.get("key") in keys)]
+    if not ran:
+        return now, now
+    return (int(min(r["finished"] - r["seconds"] for r in ran) * 1000),
+            int(max(r["finished"] for r in ran) * 1000))
 
 
 def _earlier_attempt(mlflow, experiment_id: str, tags: dict[str, str]) -> str | None:

@@ -126,6 +126,15 @@ def test_mlflow_has_the_printed_numbers(finished):
         [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
     )
     assert {c.info.run_name for c in children} == {"tiny/bm25", "tiny/dense"}
+    ran = [s for s in result["stages"] if s["status"] == "ran"]
+    first_start = min(s["finished"] - s["seconds"] for s in ran) * 1000
+    assert abs(parent.info.start_time - first_start) < 2  # MLflow's duration starts with the first stage
+    for child in children:
+        label = child.data.tags["rbench.retriever"]
+        own = [s for s in ran if s["label"] in (f"tiny/{label}",) or s["stage"] == "index" and label in s["label"]]
+        took = child.info.end_time - child.info.start_time
+        assert took >= 1000 * max(s["seconds"] for s in own) - 2, (label, took, own)  # the stages' time
+        assert child.info.end_time <= parent.info.end_time
     experiment = client.get_experiment(parent.info.experiment_id)  # the UI opens it on its runs, not on traces
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
     assert parent.data.tags["prefect.flow_run_url"].startswith("http"), parent.data.tags  # never "None/..."
