@@ -142,6 +142,31 @@ def _serve(conn, parent: int, levels: dict[str, int]) -> None:
             conn.send(result)
 
 
+_STARTING = threading.Lock()
+
+
+def _start_without_main(process) -> None:
+    """Start a spawned ``process`` without it importing the caller's ``__main__``: Python's spawn
+    runs the parent's main script again in every child, so a user's script that calls
+    ``rbench.run`` without an ``if __name__ == "__main__":`` guard would start a run in each
+    stage process. rbench's children run rbench's functions only, which never live in
+    ``__main__``, so the script's path and spec are hidden while the child is prepared."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    with _STARTING:
+        hidden = {k: main.__dict__.pop(k) for k in ("__file__",) if main is not None and k in main.__dict__}
+        spec = getattr(main, "__spec__", None)
+        if main is not None:
+            main.__spec__ = None
+        try:
+            process.start()
+        finally:
+            if main is not None:
+                main.__dict__.update(hidden)
+                main.__spec__ = spec
+
+
 class Child:
     """A spawned child serving requests over a pipe, one at a time: the shape shared by stage
     processes and Lucene workers. ``target(conn, parent_pid, *args)`` is the child's loop; it
@@ -156,7 +181,7 @@ class Child:
         context = multiprocessing.get_context("spawn")
         self._conn, child_conn = context.Pipe()
         self._process = context.Process(target=target, args=(child_conn, os.getpid(), *args), name=name, daemon=True)
-        self._process.start()
+        _start_without_main(self._process)
         child_conn.close()
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, close_process, self._process, self._conn)

@@ -1,6 +1,7 @@
 """The "your own corpus" tutorial runs as shown: its files are written into an empty folder, its
 command runs there, and the run prints the table the page shows (one `rbench run`: bm25s and
-MiniLM on six objects, about 30 s of CPU)."""
+MiniLM on six objects, about 30 s of CPU), and so does the Python page's notebook on the same
+files (cached: a few seconds)."""
 
 from __future__ import annotations
 
@@ -43,3 +44,16 @@ def test_the_own_corpus_tutorial_runs_and_prints_the_table_it_shows(tmp_path):
     assert re.search(r"stages: \d+ ran, 0 cached", out), out[-3000:]
     lines = [line.strip() for line in shown.splitlines() if line.strip()]
     assert lines and all(line in out for line in lines), (lines, out[-3000:])
+
+    # the Python page's notebook on the same files: every stage cached and logged, its table as shown
+    python_page = (REPO / "docs" / "python.md").read_text()
+    first = python_page.split("```text\n", 1)[1].split("```", 1)[0]
+    script = ("import rbench\nresults = rbench.run('my-corpus.yaml')\nprint(results.table())\n"
+              "print(rbench.compare(results, measures=['recall@3', 'ndcg@3'], baseline='bm25s'))\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    table = [line.strip() for line in first.splitlines()[1:] if line.strip()]
+    compared = python_page.split("table = rbench.compare(", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    assert table and all(line in done.stdout for line in table), done.stdout
+    assert all(line.strip() in done.stdout for line in compared.splitlines() if line.strip()), done.stdout
