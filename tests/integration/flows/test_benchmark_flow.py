@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -157,6 +158,9 @@ def test_mlflow_has_the_printed_numbers(finished):
         assert stats["retrieve.queries_with_fewer_than_depth"] == 4  # depth 10 on a 6-object corpus
         assert stats["retrieve.queries"] == 4 and stats["retrieve.rows"] > 0
         assert stats["evaluate.queries"] == 4 and "evaluate.queries_with_fewer_docs_than_max_k" in stats
+        measures = {m["metric"] for m in result["metrics"]}  # one name per metric: no stage-prefixed copy
+        copies = [k for k in stats if (m := re.match(r"^\w+\.([a-z_]+?)(?:_at_|_|@)\d+$", k)) and m.group(1) in measures]
+        assert not copies and re.match(r"^\w+\.([a-z_]+?)(?:_at_|_|@)\d+$", "evaluate.recall_5").group(1) == "recall"
         assert any(k.startswith("index.") for k in stats)
 
 
