@@ -1,7 +1,8 @@
 """The Python API: ``rbench.run`` runs the same cached stages and flow as ``rbench run`` and
-returns the numbers it prints, from a plain script too (no ``__main__`` guard, while BM25's
-Lucene worker is a spawned process); ``rbench.compare`` makes the experiment table of a Results
-or of its MLflow run alike. Cost: one tiny flow (bm25 and static-64d) in a script, about 30 s."""
+returns the numbers it prints, from a plain script too (no ``__main__`` guard, while the dense
+encode runs in a spawned stage process); ``rbench.compare`` makes the experiment table of a
+Results or of its MLflow run alike. Cost: one tiny flow (bm25s and static-64d) in a script,
+about 30 s."""
 
 from __future__ import annotations
 
@@ -26,11 +27,11 @@ def test_rbench_run_returns_what_the_command_prints_and_compare_reads_it_or_its_
     path.write_text(yaml.safe_dump({
         "name": "api", "store": str(tmp_path / "store"), "depth": 10, "subsample": {"size": 5},
         "metrics": {"k": [1, 3]}, "mlflow": {"experiment": "api"}, "datasets": [tiny_dataset(corpus, queries)],
-        "retrievers": [{"name": "bm25"}, {"name": "dense", "params": {"model": "static-64d"}}]}))
+        "retrievers": [{"name": "bm25s"}, {"name": "dense", "params": {"model": "static-64d"}}]}))
     script = tmp_path / "script.py"  # no __main__ guard: spawned children must not run it again
     script.write_text(f"import rbench\nresults = rbench.run({str(path)!r})\nprint('TABLE')\nprint(results.table())\n"
                       "print('RUN', results.mlflow_run_id, sorted(set(results.stages['status'])))\n")
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=150, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert done.stdout.count("TABLE") == 1 and "Beginning flow run" in done.stderr
     printed_table = done.stdout.split("TABLE\n", 1)[1].split("\nRUN ", 1)[0]
@@ -40,7 +41,7 @@ def test_rbench_run_returns_what_the_command_prints_and_compare_reads_it_or_its_
     results = rbench.run(path)  # every stage cached and logged: no flow, the script's run
     assert set(results.stages["status"]) == {"cached"} and results.mlflow_run_id == run_id
     assert results.table() == printed_table
-    assert sorted(results.run_files) == [("tiny", "bm25"), ("tiny", "dense")]
+    assert sorted(results.run_files) == [("tiny", "bm25s"), ("tiny", "dense")]
     assert all(f["run"].is_file() and f["qrels"].is_file() for f in results.run_files.values())
     means = results.per_query.group_by(["retriever", "metric", "k"]).agg(pl.col("value").mean())
     for row in results.aggregate.iter_rows(named=True):
@@ -53,15 +54,15 @@ def test_rbench_run_returns_what_the_command_prints_and_compare_reads_it_or_its_
     printed = capsys.readouterr().out
     assert results.table() in printed and "stages: 0 ran" in printed and results.mlflow_run_id in printed
 
-    table = rbench.compare(results, measures=["recall@3", "ndcg@3"], baseline="bm25", trials=200)
+    table = rbench.compare(results, measures=["recall@3", "ndcg@3"], baseline="bm25s", trials=200)
     [doc] = table.tables
-    assert doc["baseline"] == "bm25" and [r["system"] for r in doc["rows"]] == ["bm25", "dense"]
+    assert doc["baseline"] == "bm25s" and [r["system"] for r in doc["rows"]] == ["bm25s", "dense"]
     recall = results.aggregate.filter((results.aggregate["retriever"] == "dense")
                                       & (results.aggregate["metric"] == "recall") & (results.aggregate["k"] == 3))
     assert doc["rows"][1]["cells"]["recall@3"]["mean"] == pytest.approx(recall["value"].item())
-    from_mlflow = rbench.compare(results.mlflow_run_id, measures=["recall@3", "ndcg@3"], baseline="bm25",
+    from_mlflow = rbench.compare(results.mlflow_run_id, measures=["recall@3", "ndcg@3"], baseline="bm25s",
                                  trials=200, tracking_uri=results.tracking_uri)
     assert from_mlflow.tables == table.tables
-    assert "bm25 (baseline)" in repr(table) and r"\begin{tabular}{lrr}" in table.latex()
+    assert "bm25s (baseline)" in repr(table) and r"\begin{tabular}{lrr}" in table.latex()
     with pytest.raises(ValueError, match="must be METRIC@K"):
         rbench.compare(results, measures=["recall"])
