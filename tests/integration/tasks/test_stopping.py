@@ -79,8 +79,8 @@ HOLD_A_LEASE = """
 import signal, sys, time
 from rbench.core.lease import Lease
 from rbench.core.stopping import stop_on_signals
-if sys.argv[2] == "nohup":
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+# "terminal": SIGHUP's default, as a shell in a terminal starts it, even when the suite runs under nohup
+signal.signal(signal.SIGHUP, signal.SIG_IGN if sys.argv[2] == "nohup" else signal.SIG_DFL)
 stop_on_signals()
 Lease(sys.argv[1]).acquire()
 print("held", flush=True)

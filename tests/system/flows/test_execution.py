@@ -140,8 +140,12 @@ def _cli(args: list[str], home: Path, extra_env: dict | None = None) -> subproce
     env.pop("PREFECT_API_URL", None)
     env.pop("MLFLOW_TRACKING_URI", None)
     env.update(extra_env or {})
-    return subprocess.Popen([sys.executable, "-m", "rbench.cli", *args], cwd=REPO, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    hang_up = signal.signal(signal.SIGHUP, signal.SIG_DFL)  # as from a terminal, even if the suite runs under nohup
+    try:
+        return subprocess.Popen([sys.executable, "-m", "rbench.cli", *args], cwd=REPO, env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    finally:
+        signal.signal(signal.SIGHUP, hang_up)
 
 
 NATIVE = ("torch", "sentence_transformers", "faiss", "jnius", "pyserini")
