@@ -70,11 +70,11 @@ def write_report(
 ) -> tuple[Path, Path]:
     """Write ``report.md``, ``report.html``, ``experiment.tex`` (the experiment tables of
     :func:`rbench.evaluation.experiment.experiment_tables`, ``tables``, as LaTeX) and one
-    recall@k curve PNG per dataset into ``out``; ``costs`` (rows of dataset, retriever, name, value: queries/s, LLM calls, seconds per
-    step) and ``traces`` (agent traces) add a cost table and sample traces; ``reproductions``
-    (documents of ``rbench compare``) a section per published table; ``runs`` (rows of
-    :func:`rbench.tasks.results.differing_params`) a table of the runs compared and the
-    parameters that differ between them."""
+    recall@k curve PNG per dataset into ``out``; ``costs`` (rows of dataset, retriever, name,
+    value: queries/s, LLM calls, seconds per step) and ``traces`` (agent traces) add a cost
+    table and sample traces; ``reproductions`` (documents of ``rbench compare``) a section per
+    published table; ``runs`` (rows of :func:`rbench.tasks.results.differing_params`) a table
+    of the runs compared and the parameters that differ between them."""
     out.mkdir(parents=True, exist_ok=True)
     ks = sorted({m["k"] for m in metrics}, key=cut_order)
     keyed = {(m["dataset"], m["retriever"], m["metric"], m["k"]): m["value"] for m in metrics}

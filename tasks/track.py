@@ -211,9 +211,11 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
     tags = run_tags(config_text)
     earlier = _earlier_attempt(mlflow, experiment_id, tags) if reuse_parent else None
     children = _children(mlflow, experiment_id, earlier) if earlier else {}
-    client = mlflow.MlflowClient()
+    from mlflow.tracking.context.registry import resolve_tags
+
+    client = mlflow.MlflowClient()  # runs are created here, to start when their stages did
     parent_run = earlier or client.create_run(experiment_id, start_time=stage_span(report)[0],
-                                              run_name=cfg.name).info.run_id
+                                              tags=resolve_tags(), run_name=cfg.name).info.run_id
     with mlflow.start_run(run_id=parent_run) as parent:
         parent_id = parent.info.run_id
         mlflow.set_tags(tags)
@@ -243,7 +245,8 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
             child = f"{dataset.name}/{retriever.label}"
             span = stage_span(report, pair_keys(result))
             child_id = children.get(child) or client.create_run(
-                experiment_id, start_time=span[0], tags={"mlflow.parentRunId": parent_id}, run_name=child).info.run_id
+                experiment_id, start_time=span[0], tags=resolve_tags({"mlflow.parentRunId": parent_id}),
+                run_name=child).info.run_id
             with mlflow.start_run(run_id=child_id, nested=True):
                 mlflow.set_tags({"rbench.dataset": dataset.name, "rbench.retriever": retriever.label,
                                  "rbench.evaluate_key": evaluation.key})

@@ -136,6 +136,8 @@ def test_mlflow_has_the_printed_numbers(finished):
         took = child.info.end_time - child.info.start_time
         assert took >= 1000 * max(s["seconds"] for s in own) - 2, (label, took, own)  # the stages' time
         assert child.info.end_time <= parent.info.end_time
+        assert child.data.tags.get("mlflow.source.name") == parent.data.tags.get("mlflow.source.name")
+    assert parent.data.tags.get("mlflow.user") and parent.data.tags.get("mlflow.source.type")  # as start_run tags
     experiment = client.get_experiment(parent.info.experiment_id)  # the UI opens it on its runs, not on traces
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
     assert parent.data.tags["prefect.flow_run_url"].startswith("http"), parent.data.tags  # never "None/..."
