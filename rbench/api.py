@@ -35,6 +35,20 @@ def run_flow(flow_fn, *args, **kwargs):
         return flow_fn(*args, **kwargs)
 
 
+def prepared_experiment(config: str | Path, mirror: str | Path | None, store: str | Path | None,
+                        runner: str | None, address: str | None):
+    """The experiment file's settings with these overrides, checked before anything runs
+    (:func:`rbench.experiment.preflight`); its mirror is noted in the store for ``rbench list``."""
+    from rbench.core.locations import remember_mirror
+    from rbench.experiment import preflight, resolve_experiment
+
+    cfg = resolve_experiment(config, None, mirror=mirror, store=store, runner=runner, address=address)
+    preflight(cfg)
+    if cfg.mirror:
+        remember_mirror(cfg.store, cfg.mirror)
+    return cfg
+
+
 def logged_summary(cfg, config_path: str) -> dict | None:
     """The summary of an experiment whose every stage is cached and whose very results MLflow
     holds already (no earlier logging waiting in the store), read without a flow; else None."""
@@ -155,14 +169,8 @@ def run(config: str | Path, *, mirror: str | Path | None = None, store: str | Pa
     ``mirror``, ``store``, ``runner`` and ``address`` override the file's settings, as the
     command's flags do. When every stage is cached and MLflow holds these results already, no
     flow starts (``force_flow`` starts one and logs a new MLflow run)."""
-    from rbench.core.locations import remember_mirror
-    from rbench.experiment import preflight, resolve_experiment
-
     setup_environment()
-    cfg = resolve_experiment(config, None, mirror=mirror, store=store, runner=runner, address=address)
-    preflight(cfg)
-    if cfg.mirror:
-        remember_mirror(cfg.store, cfg.mirror)
+    cfg = prepared_experiment(config, mirror, store, runner, address)
     config_path = str(Path(config).resolve())
     summary = None if force_flow else logged_summary(cfg, config_path)
     if summary is None:

@@ -56,15 +56,9 @@ def _nothing_to_do(cfg, config_path: str, started: float) -> bool:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from rbench.api import run_benchmark
-    from rbench.core.locations import remember_mirror
-    from rbench.experiment import preflight, resolve_experiment
+    from rbench.api import prepared_experiment, run_benchmark
 
-    cfg = resolve_experiment(args.config, None, mirror=args.mirror, store=args.store,
-                             runner=args.runner, address=args.address)
-    preflight(cfg)
-    if cfg.mirror:
-        remember_mirror(cfg.store, cfg.mirror)
+    cfg = prepared_experiment(args.config, args.mirror, args.store, args.runner, args.address)
     print(f"rbench: experiment {cfg.name!r}: {len(cfg.datasets)} dataset(s) x {len(cfg.retrievers)} "
           f"retriever(s); store {cfg.store}; mirror {cfg.mirror or '(none: download)'}; "
           f"runner {cfg.execution.runner}", flush=True)
@@ -252,16 +246,13 @@ def _tracking_uri(args: argparse.Namespace) -> str:
     """The tracking URI a reading command reads; a sqlite database that does not exist is an error
     (reading must not create an empty store)."""
     from rbench.core.locations import resolve_tracking_uri
-
-    from rbench.tasks.mlflow_setup import follow_moved_store
+    from rbench.tasks.mlflow_setup import prepare_tracking
 
     uri = resolve_tracking_uri(args.tracking_uri, store=args.store)
-    if uri.startswith("sqlite:///"):
-        db = Path(uri.removeprefix("sqlite:///"))
-        if not db.is_file():
-            raise RbenchError(f"no MLflow database at {uri}: no run has logged there yet; "
-                              "pass --store (or set RBENCH_STORE) or --tracking-uri")
-        follow_moved_store(db)
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
+        raise RbenchError(f"no MLflow database at {uri}: no run has logged there yet; "
+                          "pass --store (or set RBENCH_STORE) or --tracking-uri")
+    prepare_tracking(uri)  # a damaged database named, a moved store's artifact locations followed
     return uri
 
 

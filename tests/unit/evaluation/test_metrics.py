@@ -92,15 +92,16 @@ def test_a_run_file_retagged_for_export_gets_its_system_and_order_preserving_sco
         retag_trec("q1 Q0 a 1 2.0 x\nq1 Q0 b 2 high x\n", "bm25", source="tiny/bm25 run.trec")
 
 
-def _random_case(seed: int):
+def _random_case(seed: int, queries: int = 40, docs: int = 30, most_gold: int = 4, most_ranked: int = 15):
+    """Random gold sets and rankings whose scores all tie (the order must come from the rank)."""
     rng = random.Random(seed)
-    docs = [f"doc{i}" for i in range(30)]
+    names = [f"doc{i}" for i in range(docs)]
     gold, ranking = {}, {}
-    for q in range(40):
+    for q in range(queries):
         qid = f"q{q}"
-        gold[qid] = rng.sample(docs, rng.randint(1, 4))
-        ranked = rng.sample(docs, rng.randint(0, 15))
-        ranking[qid] = [(d, 1.0) for d in ranked]  # tied scores: order must come from rank
+        gold[qid] = rng.sample(names, rng.randint(1, most_gold))
+        ranked = rng.sample(names, rng.randint(0, most_ranked))
+        ranking[qid] = [(d, 1.0) for d in ranked]
     return gold, ranking
 
 

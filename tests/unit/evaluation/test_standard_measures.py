@@ -4,14 +4,13 @@ here and against pytrec_eval reading the run file rbench exports."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from rbench.evaluation.runs import to_qrels, to_trec, to_trec_qrels
 from rbench.evaluation.standard import WHOLE, standard_measures
 from rbench.tasks.datasets.qrels import read_qrels
 from tests.conftest import read_trec_run
+from tests.unit.evaluation.test_metrics import _random_case
 
 
 def _by_key(rows):
@@ -48,14 +47,9 @@ def _average_precision(ranked: list[str], relevant: set[str], cut: int | None = 
 def test_thousands_of_random_queries_match_the_formulas_and_pytrec_eval_on_the_exported_files(tmp_path):
     import pytrec_eval
 
-    rng = random.Random(11)
-    docs = [f"doc{i}" for i in range(60)]
-    gold, ranking = {}, {}
-    for q in range(3000):
-        qid = f"q{q}"
-        gold[qid] = rng.sample(docs, rng.randint(1, 6))
-        ranked = rng.sample(docs, rng.randint(0, 30))
-        ranking[qid] = [(d, float(i // 3)) for i, d in enumerate(reversed(ranked))][::-1]  # ties in threes
+    gold, tied = _random_case(11, queries=3000, docs=60, most_gold=6, most_ranked=30)
+    ranking = {q: [(d, float(i // 3)) for i, (d, _) in enumerate(reversed(docs))][::-1]  # ties in threes
+               for q, docs in tied.items()}
     ks = [1, 5, 10, 20]
     ours = _by_key(standard_measures(ranking, gold, ks, ["map", "success", "rprec"]))
     for qid, relevant in gold.items():
