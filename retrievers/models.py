@@ -270,7 +270,7 @@ def _load_encoder(model: ResolvedModel, device: str | None, loading: tuple):
     try:
         encoder = SentenceTransformer(model.location, device=device, trust_remote_code=trust_remote_code,
                                       revision=revision,
-                                      model_kwargs={"torch_dtype": dtype} if dtype != "float32" else None)
+                                      model_kwargs={"dtype": dtype})  # float32 too: a half-precision checkpoint loads as stored
     except ValueError as e:
         if "trust_remote_code" in str(e):
             raise ConfigError(f"model {model.id!r} runs its own code: set encoding.trust_remote_code: true "
@@ -302,4 +302,7 @@ def embed(encoder, texts: list[str], encoding: Encoding, side: Literal["query", 
     with _encode_lock(encoder):
         vectors = encoder.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True,
                                  show_progress_bar=False, **args)
-    return np.ascontiguousarray(vectors, dtype=np.float32)
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    if encoding.dtype != "float32":  # normalised in half precision, their norms are off by up to 1e-3
+        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    return vectors

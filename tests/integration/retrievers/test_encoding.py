@@ -8,7 +8,7 @@ import pytest
 
 from rbench.core.errors import ConfigError
 from rbench.retrievers.base import make_retriever
-from rbench.retrievers.models import Encoding, load_encoder, resolve_model
+from rbench.retrievers.models import Encoding, embed, load_encoder, resolve_model
 from tests.conftest import REPO, need
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -124,3 +124,23 @@ def test_a_shared_model_encodes_safely_from_many_threads():
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda d: d.encode(texts, "document"), dense * 3))
     assert all(np.allclose(r, expected, atol=1e-5) for r in results)
+
+
+def test_a_half_precision_checkpoint_loads_in_the_dtype_asked_for(tmp_path):
+    """A checkpoint stored in float16 (as many hub models are) loads in float32 by default: without the
+    dtype passed, transformers loads it as stored and the 'float32' setting meant float16. Vectors of a
+    half-precision model are unit length in float32 (normalised in bfloat16, norms were off by 1e-3)."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    source = resolve_model(MINILM).location
+    folder = tmp_path / "minilm-f16"
+    shutil.copytree(source, folder, ignore=shutil.ignore_patterns("model.safetensors"))
+    weights = load_file(f"{source}/model.safetensors")
+    save_file({k: v.half() for k, v in weights.items()}, folder / "model.safetensors", metadata={"format": "pt"})
+    for dtype, expected in (("float32", "torch.float32"), ("bfloat16", "torch.bfloat16")):
+        encoder = load_encoder(resolve_model(str(folder)), "cpu", Encoding(dtype=dtype))
+        assert str(next(encoder.parameters()).dtype) == expected
+        vectors = embed(encoder, TEXTS, Encoding(dtype=dtype), "document")
+        assert vectors.dtype == np.float32 and np.abs(np.linalg.norm(vectors, axis=1) - 1).max() < 1e-6
