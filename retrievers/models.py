@@ -269,8 +269,7 @@ def _load_encoder(model: ResolvedModel, device: str | None, loading: tuple):
     max_seq_length, dtype, trust_remote_code, revision, backend = loading
     try:
         encoder = SentenceTransformer(model.location, device=device, trust_remote_code=trust_remote_code,
-                                      revision=revision,
-                                      model_kwargs={"dtype": dtype})  # float32 too: a half-precision checkpoint loads as stored
+                                      revision=revision, model_kwargs={"dtype": dtype})  # else loaded as stored
     except ValueError as e:
         if "trust_remote_code" in str(e):
             raise ConfigError(f"model {model.id!r} runs its own code: set encoding.trust_remote_code: true "

@@ -63,7 +63,8 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("gpu_encode: torch sees no CUDA device")
     if args.prepared:
-        corpus, queries = pq.read_table(args.prepared / "corpus.parquet"), pq.read_table(args.prepared / "queries.parquet")
+        corpus = pq.read_table(args.prepared / "corpus.parquet")
+        queries = pq.read_table(args.prepared / "queries.parquet")
     else:
         from encoder_speed import prepare
 
