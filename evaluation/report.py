@@ -73,7 +73,7 @@ def write_report(
     recall@k curve PNG per dataset into ``out``; ``costs`` (rows of dataset, retriever, name,
     value: queries/s, LLM calls, seconds per step) and ``traces`` (agent traces) add a cost
     table and sample traces; ``reproductions`` (documents of ``rbench compare``) a section per
-    published table; ``runs`` (rows of :func:`rbench.tasks.results.differing_params`) a table
+    published table; ``runs`` (rows of :func:`rbench.tracking.read.differing_params`) a table
     of the runs compared and the parameters that differ between them."""
     out.mkdir(parents=True, exist_ok=True)
     ks = sorted({m["k"] for m in metrics}, key=cut_order)

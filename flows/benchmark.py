@@ -8,22 +8,23 @@ from prefect.runtime import flow_run
 from prefect.states import Failed
 
 from rbench.config import ExperimentConfig
+from rbench.core import settings
 from rbench.core.errors import quiet_user_errors
 from rbench.core.secrets import redact
 from rbench.core.store import Store
 from rbench.experiment import config_text, preflight, resolve_experiment, run_name
-from rbench.tasks.attempts import bury_earlier_attempts
-from rbench.tasks.graph import submit_experiment, summarize_results
-from rbench.tasks.logged import remember_logged
-from rbench.tasks.orchestration import StoppableThreads, Submitter, ended_by_termination, task_runner
-from rbench.tasks.pending import log_pending_for, save_pending
-from rbench.tasks.track import log_experiment, publish_run_link
+from rbench.orchestration.attempts import bury_earlier_attempts
+from rbench.orchestration.graph import submit_experiment, summarize_results
+from rbench.orchestration.runner import StoppableThreads, Submitter, ended_by_termination, task_runner
+from rbench.tracking.logged import remember_logged
+from rbench.tracking.pending import log_pending_for, save_pending
+from rbench.tracking.write import log_experiment, publish_run_link
 
 log_to_mlflow = task(log_experiment, name="mlflow")
 
 
 def run_stages(cfg: ExperimentConfig) -> tuple[list[dict], list[dict], list[dict]]:
-    """Every stage of the experiment as Prefect tasks (:func:`rbench.tasks.graph.submit_experiment`);
+    """Every stage of the experiment as Prefect tasks (:func:`rbench.orchestration.graph.submit_experiment`);
     returns (results, failures, stage report)."""
     return submit_experiment(cfg, Submitter(str(cfg.store), cfg.execution))
 
@@ -97,7 +98,8 @@ def benchmark(config_path: str | None = None, experiment: ExperimentConfig | Non
     A retried run keeps its name and MLflow parent run; what its earlier attempt left unfinished
     is marked Crashed first.
     """
-    quiet_user_errors()
+    if not settings.debug():
+        quiet_user_errors()
     with ended_by_termination():  # a stop anywhere in the flow, the MLflow logging included
         bury_earlier_attempts()
         cfg = resolve_experiment(config_path, experiment, mirror=mirror, store=store, tracking_uri=tracking_uri,

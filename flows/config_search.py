@@ -7,57 +7,14 @@ every finished trial cached.
 
 from __future__ import annotations
 
-from pathlib import Path
 from statistics import fmean
 
 from prefect import flow
-from pydantic import ValidationError
 
-from rbench.config import ExperimentConfig, RetrieverConfig, parse_config
-from rbench.core.configfile import format_validation_error, load_mapping
-from rbench.core.errors import ConfigError
-from rbench.core.locations import ENV_MIRROR, ENV_STORE, ENV_TRACKING, flag_or_env
+from rbench.config.search import load_search_config, propose, trial_config
 from rbench.flows.benchmark import run_stages
 from rbench.tasks.evaluate import read_aggregate
-from rbench.tasks.search_space import SearchConfig, propose
-from rbench.tasks.track import log_search
-
-
-def load_search_config(path: str | Path, mirror: str | None = None, store: str | None = None
-                       ) -> tuple[ExperimentConfig, SearchConfig]:
-    """An experiment YAML with a ``search:`` section, validated; the tuned retriever must exist."""
-    path = Path(path)
-    raw = load_mapping(path, "search config", " with a 'search:' section")
-    if "search" not in raw:
-        raise ConfigError(f"{path} needs a 'search:' section (retriever, space, strategy, budget, metric, k)")
-    search_raw = raw.pop("search")
-    tracking_uri = flag_or_env(None, ENV_TRACKING)
-    if tracking_uri:
-        raw["mlflow"] = {**(raw.get("mlflow") or {}), "tracking_uri": tracking_uri}
-    cfg = parse_config(raw, base=path.resolve().parent, source=str(path), mirror=flag_or_env(mirror, ENV_MIRROR),
-                       store=flag_or_env(store, ENV_STORE))
-    try:
-        search = SearchConfig.model_validate(search_raw)
-    except ValidationError as e:
-        raise ConfigError(format_validation_error(e, f"{path} (search)")) from None
-    labels = [r.label for r in cfg.retrievers]
-    if search.retriever not in labels:
-        raise ConfigError(f"search.retriever {search.retriever!r} is not a retriever label of {path}; labels: {labels}")
-    if search.k not in cfg.metrics.k:
-        raise ConfigError(f"search.k {search.k} is not among metrics.k {cfg.metrics.k}: add it there")
-    return cfg, search
-
-
-def trial_config(cfg: ExperimentConfig, search: SearchConfig, params: dict) -> ExperimentConfig:
-    """The experiment restricted to the tuned retriever with ``params`` (``depth`` is the experiment's)."""
-    base = next(r for r in cfg.retrievers if r.label == search.retriever)
-    retriever_params = {**base.params, **{k: v for k, v in params.items() if k != "depth"}}
-    try:
-        retriever = RetrieverConfig.model_validate({"name": base.name, "label": base.label, "params": retriever_params})
-        return ExperimentConfig.model_validate({**cfg.model_dump(), "retrievers": [retriever.model_dump()],
-                                                "depth": params.get("depth", cfg.depth)})
-    except ValidationError as e:
-        raise ConfigError(format_validation_error(e, f"search trial {params}")) from None
+from rbench.tracking.write import log_search
 
 
 @flow(name="rbench-config-search", log_prints=True)

@@ -13,8 +13,8 @@ from rbench.core.errors import ConfigError
 from rbench.core.secrets import redact
 from rbench.evaluation.embeddings import write_comparison
 from rbench.flows.benchmark import finish, log_to_mlflow, run_with_runner
+from rbench.orchestration.graph import summarize_results
 from rbench.tasks.evaluate import model_rows
-from rbench.tasks.graph import summarize_results
 
 
 @flow(name="rbench-embedding-benchmark", log_prints=True)

@@ -54,9 +54,9 @@ def logged_summary(cfg, config_path: str) -> dict | None:
     holds already (no earlier logging waiting in the store), read without a flow; else None."""
     from rbench.core.store import Store
     from rbench.experiment import config_text
-    from rbench.tasks.graph import cached_experiment, summarize_results
-    from rbench.tasks.logged import already_logged
-    from rbench.tasks.pending import pending_records
+    from rbench.orchestration.graph import cached_experiment, summarize_results
+    from rbench.tracking.logged import already_logged
+    from rbench.tracking.pending import pending_records
 
     if pending_records(Store(cfg.store)):
         return None
@@ -72,8 +72,8 @@ def run_benchmark(cfg, config_path: str, flow: Literal["benchmark", "embeddings"
     """Run the experiment's flow (what is in the store is reused) and return its summary; a
     flow that ended without one raises its error."""
     from rbench.flows.benchmark import summary_of
-    from rbench.tasks.graph import check_data
-    from rbench.tasks.orchestration import built_for_the_flow
+    from rbench.orchestration.graph import check_data
+    from rbench.orchestration.runner import built_for_the_flow
 
     built_first = check_data(cfg)
     if flow == "embeddings":
@@ -213,7 +213,7 @@ def compare(*runs: Results | str, measures: Sequence[str] = ("recall@5", "ndcg@1
     that name."""
     from rbench.core.locations import resolve_tracking_uri
     from rbench.evaluation.experiment import experiment_tables, parse_measure
-    from rbench.tasks.results import load_results
+    from rbench.tracking.read import load_results
 
     if not runs:
         raise RbenchError("compare needs at least one run: Results, or an MLflow run id")

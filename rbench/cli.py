@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import textwrap
 import time
 from pathlib import Path
 
 from rbench.api import run_flow
+from rbench.core import settings
 from rbench.core.errors import ConfigError, RbenchError
 from rbench.core.secrets import redact
 
@@ -88,11 +88,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_chunking(args: argparse.Namespace) -> int:
-    from rbench.flows.chunking_grid import (
-        chunking_grid,
-        chunking_search,
-        load_grid_config,
-    )
+    from rbench.config.chunking import load_grid_config
+    from rbench.flows.chunking_grid import chunking_grid, chunking_search
 
     cfg = load_grid_config(args.config, args.mirror, args.store, args.corpus)
     where = (str(Path(args.config).resolve()), str(cfg.mirror) if cfg.mirror else None, str(cfg.store), args.corpus)
@@ -116,7 +113,8 @@ def cmd_chunking(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from rbench.flows.config_search import config_search, load_search_config
+    from rbench.config.search import load_search_config
+    from rbench.flows.config_search import config_search
 
     cfg, search = load_search_config(args.config, args.mirror, args.store)
     print(f"rbench: {search.strategy} search of {search.retriever!r} over {list(search.space)}, "
@@ -134,13 +132,13 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from rbench.core.locations import ENV_MIRROR, flag_or_env, remembered_mirror, resolve_store
+    from rbench.core.locations import given_mirror, remembered_mirror, resolve_store
     from rbench.retrievers.base import RETRIEVERS
     from rbench.tasks.datasets.base import ADAPTERS
 
     what = args.what
     if what in ("datasets", "all"):
-        mirror, whose = flag_or_env(args.mirror, ENV_MIRROR), ""
+        mirror, whose = given_mirror(args.mirror), ""
         if mirror is None:
             mirror = remembered_mirror(resolve_store(args.store))
             whose = " (the last 'rbench run' into this store read it)" if mirror else ""
@@ -193,7 +191,7 @@ def _list_models() -> None:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from rbench.tasks.results import list_runs
+    from rbench.tracking.read import list_runs
 
     uri = _tracking_uri(args)
     runs = list_runs(uri, args.experiment, args.limit)
@@ -246,7 +244,7 @@ def _tracking_uri(args: argparse.Namespace) -> str:
     """The tracking URI a reading command reads; a sqlite database that does not exist is an error
     (reading must not create an empty store)."""
     from rbench.core.locations import resolve_tracking_uri
-    from rbench.tasks.mlflow_setup import prepare_tracking
+    from rbench.tracking.backend import prepare_tracking
 
     uri = resolve_tracking_uri(args.tracking_uri, store=args.store)
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
@@ -258,7 +256,7 @@ def _tracking_uri(args: argparse.Namespace) -> str:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from rbench.report import metrics_table
-    from rbench.tasks.results import load_chunking_table, load_results
+    from rbench.tracking.read import load_chunking_table, load_results
 
     uri = _tracking_uri(args)
     chunking = load_chunking_table(uri, args.run, args.experiment)
@@ -275,7 +273,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from rbench.core.locations import resolve_store
-    from rbench.tasks.results import export_run
+    from rbench.tracking.read import export_run
 
     uri = _tracking_uri(args)
     written = export_run(uri, args.run, args.experiment, Path(args.out), store=resolve_store(args.store))
@@ -289,7 +287,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from rbench.evaluation.experiment import experiment_tables, parse_measure, table_text
     from rbench.evaluation.report import write_report
-    from rbench.tasks.results import differing_params, load_costs_and_traces, load_reproductions, load_results
+    from rbench.tracking.read import differing_params, load_costs_and_traces, load_reproductions, load_results
 
     uri = _tracking_uri(args)
     try:
@@ -323,7 +321,7 @@ def _compare_run(uri: str, run: str, experiment: str, tables: list, maps: list[s
                  seed: int) -> tuple[object, list[dict]]:
     """A run's parent and its comparison document against each published table."""
     from rbench.evaluation.reproduction import compare, document, load_notes
-    from rbench.tasks.results import load_results, load_run_params
+    from rbench.tracking.read import load_results, load_run_params
 
     (parent,), _, scores = load_results(uri, [run], experiment, per_query=True)
     protocol, params = load_run_params(uri, parent.info.run_id, experiment)
@@ -335,7 +333,7 @@ def _compare_run(uri: str, run: str, experiment: str, tables: list, maps: list[s
 def _log_comparisons(uri: str, run_id: str, tables: list, docs: list[dict], out: Path) -> None:
     """Write each comparison as ``<table>.json`` into ``out`` and keep it on the MLflow run."""
     from rbench.evaluation.reproduction import summary
-    from rbench.tasks.results import log_reproduction
+    from rbench.tracking.read import log_reproduction
 
     out.mkdir(parents=True, exist_ok=True)
     for table, doc in zip(tables, docs):
@@ -347,7 +345,7 @@ def _log_comparisons(uri: str, run_id: str, tables: list, docs: list[dict], out:
 def cmd_compare(args: argparse.Namespace) -> int:
     from rbench.evaluation.report import reproduction_page
     from rbench.evaluation.reproduction import load_published
-    from rbench.tasks.results import log_reproduction_page
+    from rbench.tracking.read import log_reproduction_page
 
     tables = [load_published(name) for name in args.against]
     uri = _tracking_uri(args)
@@ -375,7 +373,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from rbench.evaluation.reproduce import load_reproduction, matrix, page
     from rbench.evaluation.reproduction import load_published
     from rbench.experiment import resolve_experiment
-    from rbench.tasks.results import log_reproduction_page
+    from rbench.tracking.read import log_reproduction_page
 
     repro = load_reproduction(args.name)
     tables = [load_published(name) for name in repro.tables]
@@ -421,7 +419,7 @@ def cmd_compare_grid(args: argparse.Namespace) -> int:
     import io
 
     from rbench.evaluation.reproduction import compare_grid, grid_markdown, load_grid
-    from rbench.tasks.results import load_chunking_table, log_reproduction
+    from rbench.tracking.read import load_chunking_table, log_reproduction
 
     grid = load_grid(args.against)
     uri = _tracking_uri(args)
@@ -471,16 +469,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
-    from rbench.core.locations import ENV_TRACKING, flag_or_env, resolve_store
+    from rbench.core.locations import given_tracking_uri, resolve_store
     from rbench.core.store import Store
-    from rbench.tasks.pending import log_pending, pending_records
+    from rbench.tracking.pending import log_pending, pending_records
 
     store = Store(resolve_store(args.store))
     records = [Path(r) for r in args.records] or pending_records(store)
     if not records:
         print(f"rbench: no pending MLflow logging in {store.root}")
         return 0
-    uri = flag_or_env(args.tracking_uri, ENV_TRACKING)
+    uri = given_tracking_uri(args.tracking_uri)
     for record in records:
         run_id = log_pending(record, uri)
         print(f"rbench: logged {record.name} as MLflow run {run_id}")
@@ -723,7 +721,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``rbench`` command."""
     args = build_parser().parse_args(argv)
     if args.debug:
-        os.environ["RBENCH_DEBUG"] = "1"
+        settings.write(settings.DEBUG, "1")
     _setup_environment()
     if argv is None and args.command in WORKING_COMMANDS:  # a process of its own, not a caller's function call
         from rbench.core.stopping import stop_on_signals

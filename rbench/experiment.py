@@ -10,10 +10,9 @@ from pathlib import Path
 import yaml
 
 from rbench.config import ExecutionConfig, ExperimentConfig, load_config, parse_config
+from rbench.core import settings
 from rbench.core.errors import ConfigError
-from rbench.core.locations import ENV_CLONE, ENV_MIRROR, ENV_STORE, ENV_TRACKING, flag_or_env
-
-MIN_FREE_BYTES = int(os.environ.get("RBENCH_MIN_FREE_MB", "200")) * 1_000_000
+from rbench.core.locations import given_mirror, given_store, given_tracking_uri
 
 
 def resolve_experiment(config_path: str | None, experiment: ExperimentConfig | dict | None, *,
@@ -24,14 +23,14 @@ def resolve_experiment(config_path: str | None, experiment: ExperimentConfig | d
     process's environment (read here, on the worker, at run time), else from the experiment."""
     if config_path is None and experiment is None:
         raise ConfigError("give an experiment: config_path (a YAML file) or experiment (a structured config)")
-    mirror = flag_or_env(mirror, ENV_MIRROR)
-    store = flag_or_env(store, ENV_STORE)
-    tracking_uri = flag_or_env(tracking_uri, ENV_TRACKING)
+    mirror = given_mirror(mirror)
+    store = given_store(store)
+    tracking_uri = given_tracking_uri(tracking_uri)
     if experiment is not None:  # the structured form wins over a (default) file path
         raw = experiment.model_dump(mode="json") if isinstance(experiment, ExperimentConfig) else dict(experiment)
         cfg = parse_config(raw, source="(experiment parameter)", mirror=mirror, store=store)
     else:
-        clone = os.environ.get(ENV_CLONE)
+        clone = settings.read(settings.CLONE)
         if clone and not Path(config_path).exists():
             raise ConfigError(f"config {config_path} is not in the clone of {clone} (relative to the clone's root, "
                               f"{Path.cwd()}): commit and push it and deploy that commit, or pass the experiment "
@@ -77,8 +76,9 @@ def preflight(cfg: ExperimentConfig) -> None:
         raise ConfigError(f"store {store} is not writable ({e.strerror}): pass --store DIR (or set RBENCH_STORE) "
                           "to a folder you can write") from None
     free = shutil.disk_usage(store).free
-    if free < MIN_FREE_BYTES:
-        raise ConfigError(f"store {store} has {free / 1e6:.0f} MB free, less than {MIN_FREE_BYTES / 1e6:.0f} MB: "
+    needed = settings.min_free_bytes()
+    if free < needed:
+        raise ConfigError(f"store {store} has {free / 1e6:.0f} MB free, less than {needed / 1e6:.0f} MB: "
                           "free some space or pass --store DIR on another disk")
     check_tracking(cfg.tracking_uri(), cfg.mlflow.experiment)
 

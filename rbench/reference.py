@@ -19,28 +19,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-ENVIRONMENT = {
-    "RBENCH_STORE": "The store (cached stages, the MLflow database) when no `--store` or config `store` is given; "
-                    "default `./.rbench`.",
-    "RBENCH_MIRROR": "A folder holding the datasets' files, read instead of the network (`--mirror`).",
-    "MLFLOW_TRACKING_URI": "The MLflow tracking server or database when no `--tracking-uri` is given; default "
-                           "`sqlite:///<store>/mlflow.db`.",
-    "PREFECT_API_URL": "The Prefect server runs report to; unset, `rbench run` starts a temporary one.",
-    "RBENCH_CACHE": "Where converted models (ONNX) and migrated MLflow database templates are kept; default "
-                    "`~/.cache/rbench`.",
-    "RBENCH_MODEL_CACHE": "Where packaged LLM weights are unpacked; default `~/.cache/rbench/models`.",
-    "RBENCH_LLM_SLOTS": "The folder of each LLM endpoint's concurrency slots (lock files); a folder the nodes share "
-                        "makes `max_concurrency` cluster-wide; default `~/.cache/rbench/llm-slots`.",
-    "RBENCH_LEASE_TTL": "Seconds after which a store lease whose holder stopped renewing it is broken; default 60.",
-    "RBENCH_MIN_FREE_MB": "The free disk space, in MB, a run needs in its store before it starts; default 200.",
-    "RBENCH_MLFLOW_PUBLIC_URL": "The MLflow UI's address as users reach it, for the run links rbench prints; "
-                                "default: the tracking URI's.",
-    "RBENCH_GIT_COMMIT": "The commit recorded in MLflow when the code is not a git checkout (set in images).",
-    "RBENCH_DEBUG": "Any value: errors keep their whole traceback (`rbench --debug`).",
-    "RBENCH_CLONE": "Set by the deployments' pull step, not by users: the repository and commit a run cloned.",
-}
-"""Every environment variable rbench reads, with what it sets (a test checks the code reads no other
-``RBENCH_`` variable)."""
+from rbench.core.settings import VARIABLES
 
 CONSTRAINTS = ((annotated_types.Gt, "gt", ">"), (annotated_types.Ge, "ge", ">="), (annotated_types.Lt, "lt", "<"),
                (annotated_types.Le, "le", "<="), (annotated_types.MinLen, "min_length", "length >="),
@@ -260,14 +239,14 @@ def configuration_reference() -> str:
         RetrieverConfig,
         SubsampleConfig,
     )
-    from rbench.flows.chunking_grid import ChunkingGridConfig, ChunkingSearch
+    from rbench.config.chunking import ChunkingGridConfig, ChunkingSearch
+    from rbench.config.search import Dimension, SearchConfig
     from rbench.llm.config import BACKEND_FIELDS, LLMConfig
     from rbench.retrievers.base import RETRIEVERS, RetrieverSpec
     from rbench.retrievers.models import Encoding
     from rbench.retrievers.rerank import CrossEncoderParams
     from rbench.tasks.datasets.base import ADAPTERS
     from rbench.tasks.datasets.chunking import ChunkerConfig
-    from rbench.tasks.search_space import Dimension, SearchConfig
 
     shared = {
         ExperimentConfig: "Experiment file", SubsampleConfig: "subsample", MetricsConfig: "metrics",
@@ -337,7 +316,7 @@ def _named_things() -> list[str]:
 
     out = ["## Environment variables", "", "A flag or a config key wins over the environment.", "",
            "| variable | what it sets |", "| --- | --- |"]
-    out += [f"| `{name}` | {_cell(text)} |" for name, text in ENVIRONMENT.items()]
+    out += [f"| `{name}` | {_cell(text)} |" for name, text in VARIABLES.items()]
     out += ["", "## Prompts", "", "A retriever's `prompt`-typed keys take one of these names, or the path of a "
             "YAML file of your own with the same parts (`system`, `examples`, `user`).", "",
             "| name | variables | what it asks |", "| --- | --- | --- |"]

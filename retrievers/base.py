@@ -218,6 +218,8 @@ class Retriever(ABC):
     native: ClassVar[bool] = False
     """Whether it loads a native runtime itself (torch, FAISS, a tokenizer's model): the flow
     then builds its index and searches in a stage process (:mod:`rbench.core.processes`)."""
+    asks_llm: ClassVar[bool] = False
+    """Whether it calls an LLM itself: its retrieve stage then gives it the stage's LLM session and call cache."""
     searchable: ClassVar[bool] = True
     conformance: ClassVar[dict[str, dict[str, Any]]] = {"": {}}
     """Params that make the conformance test (``tests/integration/retrievers/test_conformance.py``)
@@ -271,6 +273,10 @@ class Retriever(ABC):
     def loads_native(self) -> bool:
         """Whether this retriever or a component is :attr:`native`."""
         return self.native
+
+    def calls_llm(self) -> bool:
+        """Whether this retriever or a component :attr:`asks_llm` (its retrieve stage then holds an LLM session)."""
+        return self.asks_llm
 
     def needs_gpu(self) -> bool:
         """Whether this retriever (or a component) runs a neural model on a GPU-capable device."""
@@ -351,6 +357,9 @@ class Composite(Retriever):
     def loads_native(self) -> bool:
         return self.native or any(c.loads_native() for c in self.components())
 
+    def calls_llm(self) -> bool:
+        return self.asks_llm or any(c.calls_llm() for c in self.components())
+
     def model_identities(self) -> list[str]:
         return [m for c in self.components() for m in c.model_identities()]
 
@@ -371,6 +380,18 @@ class Composite(Retriever):
 
     def take_traces(self) -> list[dict]:
         return [t for c in self.components() for t in c.take_traces()]
+
+
+class FirstStage(Composite):
+    """A composite that works on the hits of one first-stage retriever, the one its params'
+    ``first_stage`` names (rerankers, query rewriters): built once, its one component."""
+
+    def __init__(self, params=None):
+        super().__init__(params)
+        self._first = self.params.first_stage.build()
+
+    def components(self) -> list[Retriever]:
+        return [self._first]
 
     def use_llm(self, session, tables: Sequence[Path]) -> None:
         start = len(self.own_rewrites())

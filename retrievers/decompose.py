@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictBool, Stri
 
 from rbench.llm.config import LLMConfig, Sampling
 from rbench.llm.prompts import QuestionPrompt
-from rbench.retrievers.base import RETRIEVERS, Retriever, RetrieverSpec, Run
+from rbench.retrievers.base import RETRIEVERS, FirstStage, RetrieverSpec, Run
 from rbench.retrievers.llm_common import LLMComposite, merge, search_many
 from rbench.retrievers.rerank import CrossEncoderParams, CrossEncoderScorer
 
@@ -44,7 +44,7 @@ class DecomposeParams(BaseModel):
 
 
 @RETRIEVERS.register
-class Decompose(LLMComposite):
+class Decompose(FirstStage, LLMComposite):
     """LLM sub-queries -> first stage per sub-query -> merged run -> optional cross-encoder."""
 
     name = "decompose"
@@ -58,11 +58,7 @@ class Decompose(LLMComposite):
 
     def __init__(self, params=None):
         super().__init__(params)
-        self._first = self.params.first_stage.build()
         self._scorer = CrossEncoderScorer(self.params.rerank) if self.params.rerank else None
-
-    def components(self) -> list[Retriever]:
-        return [self._first]
 
     def own_rewrites(self) -> list:
         from rbench.llm.rewrite import RewriteSpec

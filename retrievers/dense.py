@@ -406,10 +406,24 @@ class Dense(Retriever):
         qids = list(queries)
         if not qids:
             return {}
-        scores, rows = self._index.search(self.encode([queries[q] for q in qids]), min(k, len(self._ids)))
         floor = -np.inf if self.params.min_score is None else self.params.min_score
-        run = {q: [(name, s) for name, s in hits if s >= floor] for q, hits in zip(qids, self._named(rows, scores))}
+        found = self.search_vectors(self.encode([queries[q] for q in qids]), k)
+        run = {q: [(name, s) for name, s in hits if s >= floor] for q, hits in zip(qids, found)}
         return self._native.translate(run) if self._native is not None else run
+
+    def hold(self, object_ids: Sequence[str], vectors: np.ndarray) -> None:
+        """Search these unit vectors, in an exact in-memory index, instead of a built index: for a caller
+        that encodes its own passages with :meth:`encode`, as the chunking grid does."""
+        index = import_faiss().IndexFlatIP(vectors.shape[1])
+        index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+        self._index, self._ids, self._rows, self._native = index, pa.array(list(object_ids), pa.string()), None, None
+
+    def search_vectors(self, vectors: np.ndarray, k: int) -> list[Hits]:
+        """The ``k`` nearest indexed objects of each query vector, best first."""
+        if not len(self._ids):
+            return [[] for _ in range(len(vectors))]
+        scores, rows = self._index.search(np.ascontiguousarray(vectors, dtype=np.float32), min(k, len(self._ids)))
+        return self._named(rows, scores)
 
     def _named(self, rows: np.ndarray, scores: np.ndarray) -> list[list[tuple[str, float]]]:
         """FAISS result rows as ``(object_id, score)`` lists (empty slots, row -1, left out); ids are

@@ -63,6 +63,7 @@ class LLMComposite(Composite):
 
     uses_model = True
     native = True
+    asks_llm = True
 
     def __init__(self, params=None):
         super().__init__(params)

@@ -17,7 +17,7 @@ from pydantic import (
 
 from rbench.llm.config import LLMConfig, Sampling
 from rbench.llm.prompts import PassagesPrompt
-from rbench.retrievers.base import RETRIEVERS, Retriever, RetrieverSpec, Run
+from rbench.retrievers.base import RETRIEVERS, FirstStage, RetrieverSpec, Run
 from rbench.retrievers.llm_common import LLMComposite, ranked
 
 
@@ -58,7 +58,7 @@ class LLMRerankParams(BaseModel):
 
 
 @RETRIEVERS.register
-class LLMRerank(LLMComposite):
+class LLMRerank(FirstStage, LLMComposite):
     """First stage -> listwise LLM reordering of its top ``candidates``; the rest follow."""
 
     name = "llm_rerank"
@@ -67,13 +67,6 @@ class LLMRerank(LLMComposite):
                         "max_tokens": 24}}  # a dense first stage returns every object: a list of one asks nothing
     Params = LLMRerankParams
     version = 2
-
-    def __init__(self, params=None):
-        super().__init__(params)
-        self._first = self.params.first_stage.build()
-
-    def components(self) -> list[Retriever]:
-        return [self._first]
 
     def search(self, queries: Mapping[str, str], k: int) -> Run:
         from rbench.llm.listwise import select_top, sliding_window

@@ -29,7 +29,7 @@ from rbench.core.configfile import PathOrName
 from rbench.core.errors import ConfigError
 from rbench.llm.config import LLMConfig, Sampling
 from rbench.llm.prompts import DocumentsPrompt, QuestionPrompt
-from rbench.retrievers.base import RETRIEVERS, Retriever, RetrieverSpec, Run
+from rbench.retrievers.base import RETRIEVERS, FirstStage, RetrieverSpec, Run
 from rbench.retrievers.fusion import rrf
 from rbench.retrievers.llm_common import (
     LLMComposite,
@@ -125,7 +125,7 @@ class MultiQueryParams(BaseModel):
 
 
 @RETRIEVERS.register
-class MultiQuery(LLMComposite):
+class MultiQuery(FirstStage, LLMComposite):
     """LLM keyword queries (+ synonyms) -> BM25 each -> doc collapse + RRF -> cross-encoder
     against the master query -> LLM selection of documents to read."""
 
@@ -139,11 +139,7 @@ class MultiQuery(LLMComposite):
 
     def __init__(self, params=None):
         super().__init__(params)
-        self._first = self.params.first_stage.build()
         self._scorer = CrossEncoderScorer(self.params.cross_encoder)
-
-    def components(self) -> list[Retriever]:
-        return [self._first]
 
     def own_rewrites(self) -> list:
         from rbench.llm.rewrite import RewriteSpec

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rbench.core import settings
 from rbench.core.errors import ConfigError, MissingExtraError
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -23,7 +24,7 @@ INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 def cache_root() -> Path:
     """Where exported models are kept."""
-    return Path(os.environ.get("RBENCH_CACHE", Path.home() / ".cache" / "rbench")) / "onnx"
+    return settings.cache_dir() / "onnx"
 
 
 def _modules(st_model) -> tuple[str, bool]:

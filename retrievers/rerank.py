@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator
 from rbench.core.configfile import PathOrName
 from rbench.core.errors import MissingExtraError
 from rbench.core.imports import one_load_at_a_time
-from rbench.retrievers.base import RETRIEVERS, Composite, CorpusRows, Retriever, RetrieverSpec, Run
+from rbench.retrievers.base import RETRIEVERS, CorpusRows, FirstStage, RetrieverSpec, Run
 
 
 def check_model_location(model: str) -> str:
@@ -95,7 +95,7 @@ class RerankParams(CrossEncoderParams):
 
 
 @RETRIEVERS.register
-class Rerank(Composite):
+class Rerank(FirstStage):
     """Cross-encoder reranking (sentence-transformers ``CrossEncoder``) of a first stage's hits."""
 
     name = "rerank"
@@ -107,11 +107,7 @@ class Rerank(Composite):
 
     def __init__(self, params=None):
         super().__init__(params)
-        self._first = self.params.first_stage.build()
         self._scorer = CrossEncoderScorer(self.params)
-
-    def components(self) -> list[Retriever]:
-        return [self._first]
 
     def model_identities(self) -> list[str]:
         from rbench.retrievers.models import model_identity

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictInt
 
 from rbench.llm.config import LLMConfig, Sampling
 from rbench.llm.prompts import PassagesPrompt, QuestionPrompt
-from rbench.retrievers.base import RETRIEVERS, Retriever, RetrieverSpec, Run
+from rbench.retrievers.base import RETRIEVERS, FirstStage, RetrieverSpec, Run
 from rbench.retrievers.llm_common import LLMComposite, ranked
 
 
@@ -52,7 +52,7 @@ class XRR2Params(BaseModel):
 
 
 @RETRIEVERS.register
-class XRR2(LLMComposite):
+class XRR2(FirstStage, LLMComposite):
     """Expand -> BM25 -> LLM top-k selection -> averaged LLM reranks of the top k."""
 
     name = "xrr2"
@@ -60,13 +60,6 @@ class XRR2(LLMComposite):
     conformance = {"": {"llm": "$SMOLLM2", "expansion_tokens": 32, "rounds": 1, "topk1": 2, "max_tokens": 16}}
     Params = XRR2Params
     version = 2
-
-    def __init__(self, params=None):
-        super().__init__(params)
-        self._first = self.params.first_stage.build()
-
-    def components(self) -> list[Retriever]:
-        return [self._first]
 
     def own_rewrites(self) -> list:
         from rbench.llm.rewrite import RewriteSpec

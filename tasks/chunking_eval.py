@@ -13,6 +13,7 @@ import bisect
 import csv
 import json
 import statistics
+import time
 from pathlib import Path
 from typing import Literal, Sequence
 
@@ -21,13 +22,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
-from rbench.core.errors import DataError
+from rbench.config.chunking import ChunkingGridConfig
+from rbench.core.errors import ConfigError, DataError
 from rbench.core.store import Artifact, Stage, write_atomic
+from rbench.evaluation.chunking_report import write_grid_report
 from rbench.evaluation.span_metrics import precision_omega, span_scores
-from rbench.retrievers.models import Encoding, embed, load_encoder, resolve_model
-from rbench.tasks.chunkers import SpanChunkerConfig, chunk_spans
-from rbench.tasks.datasets.base import FileSpec
-from rbench.tasks.datasets.chunking import token_starts
+from rbench.retrievers.dense import Dense, DenseParams
+from rbench.retrievers.models import Encoding, canonical_id
+from rbench.tasks.datasets.base import FileSpec, local_file
+from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_spans, cl100k, token_starts
 
 CHROMA_COMMIT = "d451fc4cf56e417b755994b4ca5212fd5057c0d2"
 CHROMA_DIGESTS = {
@@ -114,19 +117,20 @@ class ChunkEmbedConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    chunker: SpanChunkerConfig
+    chunker: ChunkerConfig
     model: str
     encoding: Encoding = Encoding()
     corpora: list[str] | None = None
 
 
 def build_chunk_embed(folder: Path, inputs: list[Artifact], config: ChunkEmbedConfig) -> dict:
-    """Chunk every corpus (``chunks.parquet`` with spans) and embed chunks and questions."""
+    """Chunk every corpus (``chunks.parquet`` with spans) and embed chunks and questions with the
+    dense retriever's encoder."""
     corpora, questions = load_eval_set(_eval_folder(inputs[0]), config.corpora)
     rows = [(cid, s, e) for cid, text in corpora.items() for s, e in chunk_spans(text, config.chunker)]
-    encoder = load_encoder(resolve_model(config.model), encoding=config.encoding)
-    np.save(folder / "chunks.npy", embed(encoder, [corpora[c][s:e] for c, s, e in rows], config.encoding, "document"))
-    np.save(folder / "questions.npy", embed(encoder, [q.text for q in questions], config.encoding, "query"))
+    dense = Dense(DenseParams(model=config.model, encoding=config.encoding))
+    np.save(folder / "chunks.npy", dense.encode([corpora[c][s:e] for c, s, e in rows], "document"))
+    np.save(folder / "questions.npy", dense.encode([q.text for q in questions], "query"))
     pq.write_table(pa.table({"corpus_id": [r[0] for r in rows], "start": [r[1] for r in rows],
                              "end": [r[2] for r in rows]}), folder / "chunks.parquet")
     return {"chunks": len(rows), "questions": len(questions), "corpora": len(corpora)}
@@ -149,7 +153,8 @@ def _to_tokens(spans: list[tuple[int, int]], starts: list[int]) -> list[tuple[in
 
 
 def build_chunk_eval(folder: Path, inputs: list[Artifact], config: ChunkEvalConfig) -> dict:
-    """Retrieve the top-N chunks per question by cosine similarity and score their spans."""
+    """Retrieve the top-N chunks per question by cosine similarity (the dense retriever's exact search
+    over the stored vectors: one index per corpus, or one pooled) and score their spans."""
     raw, chunked = inputs
     corpora, questions = load_eval_set(_eval_folder(raw), config.corpora)
     chunks = pq.read_table(chunked.file("chunks.parquet")).to_pylist()
@@ -159,13 +164,24 @@ def build_chunk_eval(folder: Path, inputs: list[Artifact], config: ChunkEvalConf
     if config.units == "cl100k_tokens":
         starts = {c: token_starts(t) for c, t in corpora.items()}
         units = [_to_tokens([u], starts[c["corpus_id"]])[0] for u, c in zip(units, chunks)]
+    groups = {"": list(range(len(chunks)))} if config.scope == "pooled" else {}
+    for i, c in enumerate(chunks):
+        if config.scope == "corpus":
+            groups.setdefault(c["corpus_id"], []).append(i)
+    top: dict[str, list[int]] = {}
+    for group, members in groups.items():
+        asked = [i for i, q in enumerate(questions) if config.scope == "pooled" or q.corpus_id == group]
+        if not asked:
+            continue
+        searcher = Dense()
+        searcher.hold([str(i) for i in members], vectors[members])
+        found = searcher.search_vectors(qvectors[asked], config.n)
+        top.update({questions[i].question_id: [int(oid) for oid, _ in hits] for i, hits in zip(asked, found)})
     rows = []
-    for q, qv in zip(questions, qvectors):
-        candidates = [i for i, c in enumerate(chunks) if config.scope == "pooled" or c["corpus_id"] == q.corpus_id]
-        similarity = vectors[candidates] @ qv
-        top = [candidates[i] for i in np.argsort(-similarity, kind="stable")[: config.n]]
-        own = [units[i] for i in top if chunks[i]["corpus_id"] == q.corpus_id]
-        unrelated = sum(units[i][1] - units[i][0] for i in top if chunks[i]["corpus_id"] != q.corpus_id)
+    for q in questions:
+        hits = top.get(q.question_id, [])
+        own = [units[i] for i in hits if chunks[i]["corpus_id"] == q.corpus_id]
+        unrelated = sum(units[i][1] - units[i][0] for i in hits if chunks[i]["corpus_id"] != q.corpus_id)
         refs = _to_tokens(q.references, starts[q.corpus_id]) if config.units == "cl100k_tokens" else q.references
         all_own = [units[i] for i, c in enumerate(chunks) if c["corpus_id"] == q.corpus_id]
         rows.append({"question_id": q.question_id, "corpus_id": q.corpus_id, **span_scores(own, refs, unrelated),
@@ -186,3 +202,43 @@ def encodes(config: ChunkEmbedConfig) -> bool:
 
 CHUNK_EMBED = Stage("chunk_embed", 2, build_chunk_embed, native=encodes)
 CHUNK_EVAL = Stage("chunk_eval", 2, build_chunk_eval)
+
+
+def embed_config(grid: ChunkingGridConfig, chunker: ChunkerConfig) -> ChunkEmbedConfig:
+    """The chunk-and-embed stage's settings for one chunker of the grid."""
+    return ChunkEmbedConfig(chunker=chunker, model=grid.model, corpora=grid.corpora,
+                            encoding=Encoding.for_model(canonical_id(grid.model), grid.encoding))
+
+
+def eval_config(grid: ChunkingGridConfig, n: int) -> ChunkEvalConfig:
+    """The retrieve-and-score stage's settings for one N of the grid."""
+    return ChunkEvalConfig(n=n, scope=grid.scope, units=grid.units, corpora=grid.corpora)
+
+
+def grid_files(grid: ChunkingGridConfig) -> list[FileSpec]:
+    """The grid's evaluation set: Chroma's pinned set, or a local folder's files by digest."""
+    if grid.data == "chroma":
+        return chroma_files(grid.corpora)
+    folder = Path(grid.data)
+    paths = sorted((folder / "corpora").glob("*.md")) + [folder / "questions_df.csv"]
+    if not (folder / "questions_df.csv").is_file():
+        raise ConfigError(f"data folder {folder} has no questions_df.csv; use 'chroma' or a folder in Chroma's format")
+    return [local_file(f"chroma/{p.relative_to(folder).as_posix()}", p) for p in paths]
+
+
+def summary_of(scored: Artifact) -> dict:
+    """The span measures' means and deviations of a finished ``chunk_eval`` stage."""
+    return json.loads(scored.file("summary.json").read_text())
+
+
+def report_grid(grid: ChunkingGridConfig, raw: Artifact, results: list[dict]) -> tuple[Path, dict]:
+    """The grid's table and figures in a new folder under the store's ``reports``; returns the folder and
+    the best cell per measure."""
+    texts, questions = load_eval_set(_eval_folder(raw), grid.corpora)
+    encoding = cl100k()
+    lengths = [len(encoding.encode(texts[q.corpus_id][s:e], disallowed_special=()))
+               for q in questions for s, e in q.references]
+    out = grid.store.resolve() / "reports" / f"chunking-{time.strftime('%Y%m%d-%H%M%S')}"
+    settings = {"size_unit": grid.size_unit, "metric_unit": grid.units, "std": grid.std, "scope": grid.scope,
+                "corpora": grid.corpora or sorted(texts), "questions": len(questions)}
+    return out, write_grid_report(results, lengths, [len(q.references) for q in questions], out, settings)

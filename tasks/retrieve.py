@@ -20,7 +20,6 @@ from rbench.llm.cache import CallCache
 from rbench.llm.client import LLMSession
 from rbench.llm.config import RUNTIME_FIELDS as LLM_RUNTIME_FIELDS
 from rbench.retrievers.base import RETRIEVERS
-from rbench.retrievers.llm_common import LLMComposite
 
 log = logging.getLogger("rbench")
 
@@ -71,10 +70,6 @@ def _without_runtime(value: Any) -> Any:
     if isinstance(value, list):
         return [_without_runtime(v) for v in value]
     return value
-
-
-def _calls_llm(retriever) -> bool:
-    return isinstance(retriever, LLMComposite) or any(_calls_llm(c) for c in getattr(retriever, "components", list)())
 
 
 def with_doc_ids(hits: pa.Table, corpus: Path, retriever: str) -> pa.Table:
@@ -161,7 +156,7 @@ def build_retrieve(folder: Path, inputs: list[Artifact], config: RetrieveConfig,
         "batches_resumed": resumed,
         "batches_redone": checkpoint.redone,
         **retriever.stats(),
-        **(session.accounting.summary() if _calls_llm(retriever) else {}),
+        **(session.accounting.summary() if retriever.calls_llm() else {}),
     }
 
 

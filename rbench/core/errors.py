@@ -1,7 +1,6 @@
 """Errors rbench raises for bad input: each message names the value, what was expected and the fix."""
 
 import logging
-import os
 
 
 class RbenchError(Exception):
@@ -45,9 +44,8 @@ class _UserErrorFilter(logging.Filter):
 
 def quiet_user_errors() -> None:
     """Log a user error raised inside a Prefect task or flow as its message alone, without the
-    engine's traceback (set ``RBENCH_DEBUG=1``, or pass ``rbench --debug``, to keep it)."""
-    if os.environ.get("RBENCH_DEBUG"):
-        return
+    engine's traceback (the benchmark flow calls it unless ``RBENCH_DEBUG`` is set, as ``rbench --debug``
+    sets it)."""
     for name in ("prefect.task_runs", "prefect.flow_runs"):
         logger = logging.getLogger(name)
         if not any(isinstance(f, _UserErrorFilter) for f in logger.filters):

@@ -19,9 +19,10 @@ import time
 import uuid
 from pathlib import Path
 
+from rbench.core import settings
+
 log = logging.getLogger("rbench")
 
-DEFAULT_TTL = float(os.environ.get("RBENCH_LEASE_TTL", "60"))
 
 
 _HELD: set["Lease"] = set()
@@ -72,9 +73,9 @@ class Lease(LeaseCheck):
     """An exclusive, heart-beaten lease on ``path``; use as a context manager. Pickled (sent to
     a stage process), it becomes a :class:`LeaseCheck` of the same token."""
 
-    def __init__(self, path: Path, ttl: float = DEFAULT_TTL, poll: float = 0.2):
+    def __init__(self, path: Path, ttl: float | None = None, poll: float = 0.2):
         self.path = Path(path)
-        self.ttl = ttl
+        self.ttl = settings.lease_ttl() if ttl is None else ttl
         self.poll = poll
         self.token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
         self._stop = threading.Event()

@@ -5,17 +5,16 @@ default (``./.rbench``; ``sqlite:///<store>/mlflow.db``)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-ENV_MIRROR, ENV_STORE, ENV_TRACKING = "RBENCH_MIRROR", "RBENCH_STORE", "MLFLOW_TRACKING_URI"
-ENV_CLONE = "RBENCH_CLONE"  # set by the deployments' pull step: the repository and commit this run cloned
+from rbench.core import settings
+
 DEFAULT_STORE = Path(".rbench")
 
 
 def resolve_store(flag: str | Path | None = None) -> Path:
     """The store of a command without a settings file: ``flag``, else ``$RBENCH_STORE``, else ``./.rbench``."""
-    chosen = flag or os.environ.get(ENV_STORE) or DEFAULT_STORE
+    chosen = given_store(flag) or DEFAULT_STORE
     return Path(chosen).expanduser().resolve()
 
 
@@ -27,13 +26,23 @@ def default_tracking_uri(store: str | Path) -> str:
 def resolve_tracking_uri(flag: str | None = None, store: str | Path | None = None) -> str:
     """The tracking URI of a command without a settings file: ``flag``, else ``$MLFLOW_TRACKING_URI``,
     else the sqlite file of the store resolved by :func:`resolve_store` from ``store``."""
-    return flag or os.environ.get(ENV_TRACKING) or default_tracking_uri(resolve_store(store))
+    return given_tracking_uri(flag) or default_tracking_uri(resolve_store(store))
 
 
-def flag_or_env(flag: str | Path | None, variable: str) -> str | None:
-    """``flag``, else the environment variable (read now: on a worker, at run time), else None, which
-    leaves the settings file's value in place."""
-    return str(flag) if flag else (os.environ.get(variable) or None)
+def given_mirror(flag: str | Path | None = None) -> str | None:
+    """The mirror a command or flow was given: ``flag``, else ``$RBENCH_MIRROR`` (read now: on a worker, at
+    run time), else None, which leaves the settings file's value in place."""
+    return str(flag) if flag else settings.read(settings.MIRROR)
+
+
+def given_store(flag: str | Path | None = None) -> str | None:
+    """The store a command or flow was given: ``flag``, else ``$RBENCH_STORE``, else None (the file's)."""
+    return str(flag) if flag else settings.read(settings.STORE)
+
+
+def given_tracking_uri(flag: str | None = None) -> str | None:
+    """The tracking URI a command or flow was given: ``flag``, else ``$MLFLOW_TRACKING_URI``, else None."""
+    return str(flag) if flag else settings.read(settings.TRACKING)
 
 
 MIRROR_NOTE = "mirror"

@@ -1,4 +1,4 @@
-"""The content-hash keyed artifact store (the Prefect glue lives in ``rbench.tasks.orchestration``).
+"""The content-hash keyed artifact store (the Prefect glue lives in ``rbench.orchestration.runner``).
 
 Every stage output is a folder ``<store>/<stage>/<key>``. The key hashes the stage
 name and version, the digest of its code (:mod:`rbench.core.identity`), the part of its

@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-ENV_SLOTS = "RBENCH_LLM_SLOTS"
+from rbench.core import settings
+
 POLL_SECONDS = 0.02
 
 
@@ -30,9 +31,8 @@ def slots_folder(endpoint: str) -> Path:
     """The folder of ``endpoint``'s slots (created; under the system's temporary folder when the
     home folder is not writable, as in some containers)."""
     name = hashlib.sha256(endpoint.rstrip("/").lower().encode()).hexdigest()[:16]
-    configured = os.environ.get(ENV_SLOTS)
-    root = Path(configured or Path.home() / ".cache" / "rbench" / "llm-slots").expanduser()
-    folder = root / name
+    configured = settings.read("RBENCH_LLM_SLOTS")
+    folder = settings.llm_slots() / name
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:

@@ -10,13 +10,13 @@ which a vLLM server can serve.
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
 import uuid
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from rbench.core import settings
 from rbench.core.errors import ConfigError, MissingExtraError
 from rbench.core.imports import one_load_at_a_time
 
@@ -102,7 +102,7 @@ def _local_identity(name: str) -> str:
 
 def model_cache() -> Path:
     """The folder where converted models are kept."""
-    return Path(os.environ.get("RBENCH_MODEL_CACHE") or Path.home() / ".cache" / "rbench" / "models")
+    return settings.model_cache()
 
 
 @one_load_at_a_time

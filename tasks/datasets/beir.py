@@ -112,7 +112,7 @@ class Beir(Adapter):
     def object_batches(self, raw: Path, params: BeirParams) -> Iterator[pa.RecordBatch]:
         """:meth:`objects` read by column (Arrow parses blocks of lines; only passages longer than
         a window go through the chunker), except with a chunker other than word windows."""
-        if params.chunker.kind == "chonky" or params.chunker.unit != "words":
+        if not params.chunker.word_windows:
             return super().object_batches(raw, params)
         return self._columns(raw, params)
 

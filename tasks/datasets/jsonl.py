@@ -132,7 +132,7 @@ class Jsonl(Adapter):
         """:meth:`objects` read by column (Arrow parses blocks of lines; the per-row work left is
         chunking the passages longer than a window), except with ``metadata_fields`` or a
         chunker other than word windows."""
-        if params.metadata_fields or params.chunker.kind == "chonky" or params.chunker.unit != "words":
+        if params.metadata_fields or not params.chunker.word_windows:
             return super().object_batches(raw, params)
         return self._columns(raw, params)
 

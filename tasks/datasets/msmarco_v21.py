@@ -11,10 +11,9 @@ Topics are ``qid<TAB>query`` lines, qrels TREC lines (``qid Q0 docid grade``, gr
 
 from __future__ import annotations
 
-import logging
-
 import gzip
 import json
+import logging
 from pathlib import Path
 from typing import Iterator
 

@@ -142,7 +142,7 @@ def run_stage(raw: str, stage: str) -> None:
     in the store) and print a JSON line of seconds and bytes written."""
     from rbench.config import ExperimentConfig
     from rbench.core.store import Store
-    from rbench.tasks.graph import CachedOnly, NotCached, submit_experiment
+    from rbench.orchestration.graph import CachedOnly, NotCached, submit_experiment
 
     cfg = ExperimentConfig.model_validate(json.loads(raw))
 

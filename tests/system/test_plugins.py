@@ -75,7 +75,7 @@ def plugin_site(tmp_path):
 def test_an_entry_point_retriever_runs_in_the_flow(tmp_path, tiny_files, plugin_site, prefect_server):
     from prefect.settings import PREFECT_API_URL
 
-    from rbench.tasks.results import load_results
+    from rbench.tracking.read import load_results
 
     corpus, queries = tiny_files
     config = tmp_path / "exp.yaml"

@@ -410,7 +410,7 @@ def test_a_child_failing_as_on_a_full_disk_while_creating_the_mlflow_database_ke
     import sys
 
     from rbench.core.errors import RbenchError
-    from rbench.tasks.mlflow_setup import prepare_tracking
+    from rbench.tracking.backend import prepare_tracking
 
     full = tmp_path / "python-on-a-full-disk"  # the child that creates the database, failing as it does then
     full.write_text("#!/bin/sh\necho 'Traceback ...' >&2\necho 'sqlite3.OperationalError: database or disk is full' >&2\n"
@@ -479,7 +479,7 @@ def test_a_disk_that_fills_during_the_preflight_prepare_is_one_message(tmp_path,
     import errno
 
     from rbench.cli import main
-    from rbench.tasks import graph
+    from rbench.orchestration import graph
 
     class FullDisk:
         name = "prepare"

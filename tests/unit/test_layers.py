@@ -21,6 +21,7 @@ LAYERS = [  # lowest first; a module's layer is that of the longest prefix that 
     ("rbench.retrievers", "rbench.tasks.datasets"),
     ("rbench.config", "rbench.experiment"),
     ("rbench.tasks",),
+    ("rbench.tracking", "rbench.orchestration"),
     ("rbench.flows",),
     ("rbench.cli", "rbench.report", "rbench"),
 ]
@@ -120,3 +121,60 @@ def test_lower_layers_import_without_the_upper_ones(module):
             f"print(up); sys.exit(1 if up else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _environment_reads(tree) -> list[tuple[int, str]]:
+    """``(line, what)`` of each read of the environment in a module: ``os.environ.get``, ``os.getenv``,
+    ``os.environ[...]`` read, ``dict(os.environ)`` and the like."""
+    import ast
+
+    reads = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "getenv"):
+            owner = ast.unparse(node.func.value)
+            if owner in ("os.environ", "os", "environ") and node.args:
+                reads.append((node.lineno, ast.unparse(node.args[0])))
+        elif isinstance(node, ast.Subscript) and ast.unparse(node.value) == "os.environ" \
+                and isinstance(node.ctx, ast.Load):
+            reads.append((node.lineno, ast.unparse(node.slice)))
+    return reads
+
+
+def test_rbench_variables_are_read_in_the_settings_module_only():
+    """Every ``RBENCH_`` variable (and the store, mirror and tracking URI) is read through
+    ``rbench.core.settings``, at run time: no other module reads one, by name or through a constant."""
+    import ast
+
+    from rbench.core import settings
+
+    ours = set(settings.VARIABLES)
+    found = []
+    for name, path in modules().items():
+        if name == "rbench.core.settings":
+            continue
+        for line, what in _environment_reads(ast.parse(path.read_text(encoding="utf-8"))):
+            literal = what.strip("'\"")
+            constant = not what.startswith(("'", '"')) and what.split(".")[-1].isupper()
+            if literal.startswith("RBENCH_") or literal in ours or constant:
+                found.append(f"{path.relative_to(REPO)}:{line} reads {what}")
+    assert not found, "\n".join(found)
+
+
+def test_tasks_hold_stages_and_flows_hold_no_config_schema():
+    """``tasks/`` holds pipeline stages only (each module defines a ``Stage``; dataset adapters live in
+    ``tasks/datasets``), and ``flows/`` defines no settings class: schemas live in the config layer."""
+    import importlib
+
+    from pydantic import BaseModel
+
+    from rbench.core.store import Stage
+
+    mods = modules()
+    stageless = sorted(n for n in mods if n.startswith("rbench.tasks.") and not n.startswith("rbench.tasks.datasets")
+                       and not any(isinstance(v, Stage) and v.build.__module__ == n
+                                   for v in vars(importlib.import_module(n)).values()))
+    assert not stageless, f"modules of tasks/ that define no stage: {stageless}"
+    schemas = sorted(f"{n}.{v.__name__}" for n in mods if n.startswith("rbench.flows")
+                     for v in vars(importlib.import_module(n)).values()
+                     if isinstance(v, type) and issubclass(v, BaseModel) and v.__module__ == n)
+    assert not schemas, f"config schemas in flows/: {schemas}"

@@ -95,14 +95,14 @@ def test_the_built_reference_describes_every_key_and_shows_nested_defaults():
 
 
 def test_the_environment_prompts_models_and_published_tables_are_listed():
+    from rbench.core.settings import VARIABLES as ENVIRONMENT
     from rbench.evaluation.reproduction import published_names
     from rbench.llm.prompts import BUILTIN
-    from rbench.reference import ENVIRONMENT
 
     read = set()
     for folder in ("rbench", "tasks", "retrievers", "flows", "evaluation", "deployments"):
         for path in (REPO / folder).rglob("*.py"):
-            if path.name != "reference.py":
+            if path.name != "settings.py":
                 read |= set(re.findall(r"RBENCH_[A-Z_]+[A-Z]", path.read_text(encoding="utf-8")))
     assert read and read <= set(ENVIRONMENT), sorted(read - set(ENVIRONMENT))
     text = configuration_reference()

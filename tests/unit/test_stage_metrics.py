@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rbench.core.store import Artifact
-from rbench.tasks.track import stage_metrics
+from rbench.tracking.write import stage_metrics
 
 
 def _artifact(stage: str, **info) -> Artifact:

@@ -54,7 +54,7 @@ def test_grid_runs_caches_and_reuses_chunks_for_new_n(tmp_path):
     table = (tmp_path / one["report_folder"] / "grid.md").read_text()
     assert "over 2 questions of finance" in table  # the two finance questions only
 
-    from rbench.tasks.results import load_chunking_table
+    from rbench.tracking.read import load_chunking_table
 
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     run, shown = load_chunking_table(uri, one["mlflow_run_id"], "rbench-chunking")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from rbench.config.search import Dimension, SearchConfig, load_search_config, propose
 from rbench.core.errors import ConfigError
-from rbench.flows.config_search import config_search, load_search_config
-from rbench.tasks.search_space import Dimension, SearchConfig, propose
+from rbench.flows.config_search import config_search
 from tests.conftest import tiny_dataset
 
 pytestmark = pytest.mark.usefixtures("prefect_server")  # one Prefect test server per session

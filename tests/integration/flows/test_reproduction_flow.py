@@ -13,9 +13,9 @@ from mlflow.tracking import MlflowClient
 
 from rbench.cli import main
 from rbench.flows.benchmark import benchmark
-from rbench.tasks.results import load_reproductions
-from tests.unit.tasks.test_bright import write_anserini, write_bright
+from rbench.tracking.read import load_reproductions
 from tests.conftest import TORCH_THREADS
+from tests.unit.tasks.test_bright import write_anserini, write_bright
 
 REPO = Path(__file__).resolve().parents[3]
 

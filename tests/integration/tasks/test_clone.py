@@ -12,7 +12,7 @@ import pytest
 
 from rbench.core.errors import ConfigError, RbenchError
 from rbench.experiment import resolve_experiment
-from rbench.tasks.clone import git_clone
+from rbench.orchestration.clone import git_clone
 from tests.conftest import REPO, missing
 
 pytestmark = pytest.mark.usefixtures("prefect_server")

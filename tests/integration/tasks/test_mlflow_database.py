@@ -10,7 +10,7 @@ import sys
 from contextlib import closing
 from pathlib import Path
 
-from rbench.tasks.mlflow_setup import empty_database, prepare_tracking
+from rbench.tracking.backend import empty_database, prepare_tracking
 
 
 def _contents(db: Path) -> dict:

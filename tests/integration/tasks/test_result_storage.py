@@ -7,7 +7,7 @@ import inspect
 import pytest
 
 from rbench.core.store import Stage, Store
-from rbench.tasks.orchestration import RESULTS_FOLDER, call_stage, result_storage
+from rbench.orchestration.runner import RESULTS_FOLDER, call_stage, result_storage
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 

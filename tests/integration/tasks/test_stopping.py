@@ -15,7 +15,7 @@ from prefect import flow
 from prefect.futures import PrefectConcurrentFuture
 
 from rbench.config import ExecutionConfig
-from rbench.tasks.orchestration import Submitter
+from rbench.orchestration.runner import Submitter
 
 pytestmark = pytest.mark.usefixtures("prefect_server")  # one Prefect test server per session
 
@@ -119,7 +119,7 @@ import os, signal, threading, time
 from prefect import flow, task
 from prefect.runtime import flow_run
 from rbench.config import ExecutionConfig
-from rbench.tasks.orchestration import ended_by_termination, task_runner
+from rbench.orchestration.runner import ended_by_termination, task_runner
 
 started = threading.Event()
 

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from rbench.flows.benchmark import benchmark, summary_of
-from rbench.tasks.results import load_results
+from rbench.tracking.read import load_results
 from tests.conftest import (
     CORPUS,
     QUERIES,
@@ -316,7 +316,7 @@ def test_a_signal_at_any_moment_ends_the_run_within_ten_seconds(tmp_path, moment
 def test_a_failed_mlflow_logging_is_kept_and_logged_by_the_next_run(tmp_path, tiny_files, monkeypatch):
     from mlflow.tracking import MlflowClient
 
-    import rbench.tasks.track as track
+    import rbench.tracking.write as track
 
     corpus, queries = tiny_files
     config = _write(tmp_path, _base(tmp_path, corpus, queries, [{"name": "bm25s"}]))

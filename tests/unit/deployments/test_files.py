@@ -20,7 +20,7 @@ def test_prefect_yaml_fills_only_the_code_location_at_deploy_time():
     templated = set(re.findall(r"\{\{\s*\$(\w+)\s*\}\}", code))
     assert templated == {"RBENCH_GIT_URL", "RBENCH_GIT_COMMIT"}
     spec = yaml.safe_load(text)
-    assert spec["pull"][0]["rbench.tasks.clone.git_clone"]["commit_sha"]
+    assert spec["pull"][0]["rbench.orchestration.clone.git_clone"]["commit_sha"]
     nightly = next(d for d in spec["deployments"] if d["name"].endswith("nightly"))
     assert nightly["schedules"][0]["active"] and nightly["concurrency_limit"] == 1
 
@@ -87,7 +87,7 @@ def test_the_worker_environment_is_read_at_run_time(tmp_path, tiny_files, monkey
 
 
 def test_gpu_tasks_are_placed_on_gpu_resources():
-    from rbench.tasks.orchestration import task_runner
+    from rbench.orchestration.runner import task_runner
 
     dask = task_runner(ExecutionConfig(runner="dask", gpus=2, max_workers=2))
     assert dask.cluster_kwargs["resources"] == {"GPU": 2} and dask.cluster_kwargs["n_workers"] == 2
@@ -96,7 +96,7 @@ def test_gpu_tasks_are_placed_on_gpu_resources():
 
 
 def test_links_use_the_public_addresses_a_browser_opens(monkeypatch):
-    from rbench.tasks.track import run_link
+    from rbench.tracking.write import run_link
 
     monkeypatch.delenv("RBENCH_MLFLOW_PUBLIC_URL", raising=False)
     assert run_link("http://u:pw@mlflow:5000", "3", "abc") == "http://mlflow:5000/#/experiments/3/runs/abc"

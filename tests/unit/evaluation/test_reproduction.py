@@ -136,8 +136,8 @@ def test_each_shipped_table_names_a_study_config_that_produces_its_cells(name):
 
 
 def test_every_shipped_config_validates():
-    from rbench.flows.chunking_grid import load_grid_config
-    from rbench.flows.config_search import load_search_config
+    from rbench.config.chunking import load_grid_config
+    from rbench.config.search import load_search_config
 
     paths = sorted((REPO / "configs").rglob("*.yaml"))
     assert len(paths) >= 14

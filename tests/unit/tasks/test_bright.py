@@ -245,8 +245,8 @@ def test_a_file_the_run_must_fetch_is_asked_for_before_the_flow_and_every_missin
     import yaml
 
     from rbench.config import load_config
+    from rbench.orchestration.graph import check_data
     from rbench.tasks.datasets import pinned
-    from rbench.tasks.graph import check_data
 
     files = write_anserini(tmp_path / "anserini")
     upstream = tmp_path / "upstream" / "castorini" / "anserini-tools" / ANSERINI_TOOLS_COMMIT

@@ -10,9 +10,8 @@ import pytest
 import yaml
 
 from rbench.core.errors import ConfigError, DataError
-from rbench.tasks.chunkers import SpanChunkerConfig, recursive_spans
-from rbench.tasks.chunking_eval import load_eval_set
-from rbench.tasks.datasets.chunking import token_spans
+from rbench.tasks.chunking_eval import embed_config, eval_config, load_eval_set
+from rbench.tasks.datasets.chunking import ChunkerConfig, recursive_spans, token_spans
 
 SOTU = ("Madam Speaker, Madam Vice President, our First Lady and Second Gentleman. Members of Congress and the Cabinet. "
         "Last year COVID-19 kept us apart. This year we are finally together again. Tonight, we meet as Democrats, "
@@ -52,6 +51,27 @@ def test_token_spans_cover_the_text_with_overlap():
     assert "".join(SOTU[s:e] for s, e in token_spans(SOTU, 20, 0)) == SOTU
 
 
+def test_one_chunker_config_gives_the_passages_a_dataset_prepares_and_their_spans():
+    """The prepared passages of a word-window chunker are its spans' words; ``none`` is the text whole;
+    ``recursive`` prepares the text's own slices."""
+    from rbench.tasks.datasets.chunking import chunk_spans, chunk_text
+
+    text = "  w0 w1\n\nw2   w3 w4 w5 w6 w7 w8 w9 "
+    words = ChunkerConfig(kind="tokens", size=4, overlap=1)
+    spans = chunk_spans(text, words)
+    assert [" ".join(text[s:e].split()) for s, e in spans] == chunk_text(text, words) == [
+        "w0 w1 w2 w3", "w3 w4 w5 w6", "w6 w7 w8 w9"]
+    assert text[spans[0][0]:spans[0][1]] == "w0 w1\n\nw2   w3"
+    assert chunk_spans(text, ChunkerConfig(kind="none")) == [(0, len(text))]
+    assert chunk_spans("   ", ChunkerConfig(kind="none")) == [] == chunk_spans("   ", words)
+    recursive = ChunkerConfig(kind="recursive", size=12, overlap=0)
+    assert chunk_spans(text, recursive) == [(0, 12), (12, 23), (23, 35)]  # cut at the blank line, then words
+    assert chunk_text(text, recursive) == ["w0 w1\n\nw2", "w3 w4 w5", "w6 w7 w8 w9"]
+    assert ChunkerConfig(kind="recursive", size=3, overlap=0, unit="words").size_unit == "words"
+    assert chunk_text(text, ChunkerConfig(kind="recursive", size=3, overlap=0, unit="words")) == [
+        "w0 w1\n\nw2", "w3 w4 w5", "w6 w7 w8", "w9"]
+
+
 def test_recursive_spans_respect_size_and_boundaries():
     spans = recursive_spans(SOTU, 120, 30)
     assert all(e - s <= 120 for s, e in spans)
@@ -61,7 +81,7 @@ def test_recursive_spans_respect_size_and_boundaries():
 
 def test_overlap_not_smaller_than_size_is_an_error():
     with pytest.raises(ValueError, match="overlap 50 must be >= 0 and smaller than the chunk size 50"):
-        SpanChunkerConfig(size=50, overlap=50)
+        ChunkerConfig(size=50, overlap=50)
 
 
 def test_loader_names_bad_references(tmp_path):
@@ -83,7 +103,7 @@ def test_loader_names_bad_references(tmp_path):
 
 
 def test_grid_config_rejects_overlap_fraction_of_one(tmp_path):
-    from rbench.flows.chunking_grid import load_grid_config
+    from rbench.config.chunking import load_grid_config
 
     path = tmp_path / "grid.yaml"
     path.write_text(yaml.safe_dump({"data": "chroma", "overlaps": [0.5, 1.0]}))
@@ -100,12 +120,12 @@ def test_a_run_can_be_limited_to_named_corpora(tmp_path):
 
 
 def test_grid_corpus_option_reaches_both_stage_keys(tmp_path):
-    from rbench.flows.chunking_grid import load_grid_config
+    from rbench.config.chunking import load_grid_config
 
     path = tmp_path / "grid.yaml"
     path.write_text(yaml.safe_dump({"data": "chroma", "corpora": ["sotu"]}))
     cfg = load_grid_config(path)
-    assert cfg.embed_config(cfg.chunkers()[0]).corpora == ["sotu"] and cfg.eval_config(3).corpora == ["sotu"]
+    assert embed_config(cfg, cfg.chunkers()[0]).corpora == ["sotu"] and eval_config(cfg, 3).corpora == ["sotu"]
     assert load_grid_config(path, corpora=["finance"]).corpora == ["finance"]
     path.write_text(yaml.safe_dump({"data": "chroma", "units": "tokens"}))
     with pytest.raises(ConfigError, match="units"):
@@ -120,10 +140,10 @@ def test_recursive_chunker_can_count_cl100k_tokens_as_chromas_report_does():
     assert by_tokens[0][0] == 0 and by_tokens[-1][1] == len(SOTU)
     assert all(len(encoding.encode(SOTU[s:e])) <= 21 for s, e in by_tokens)
     assert max(e - s for s, e in by_tokens) > 20  # a 20-token chunk holds more than 20 characters
-    assert SpanChunkerConfig(kind="recursive", size=20, unit="cl100k_tokens").size_unit == "cl100k_tokens"
-    assert SpanChunkerConfig(kind="recursive", size=20).size_unit == "characters"
+    assert ChunkerConfig(kind="recursive", size=20, overlap=5, unit="cl100k_tokens").size_unit == "cl100k_tokens"
+    assert ChunkerConfig(kind="recursive", size=20, overlap=5).size_unit == "characters"
     with pytest.raises(ValueError, match="only 'recursive' can count characters"):
-        SpanChunkerConfig(kind="tokens", size=20, unit="characters")
+        ChunkerConfig(kind="tokens", size=20, overlap=0, unit="characters")
 
 
 def test_grid_table_marks_every_tied_best_row_and_states_its_units(tmp_path):

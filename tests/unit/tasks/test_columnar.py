@@ -6,8 +6,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import re
 import random
+import re
 import threading
 
 import numpy as np
@@ -29,8 +29,8 @@ from rbench.tasks.datasets.columnar import (
 )
 from rbench.tasks.datasets.jsonl import Jsonl
 from rbench.tasks.datasets.msmarco_v21 import MsmarcoParams
+from rbench.tasks.datasets.validate import duplicate_ids
 from rbench.tasks.prepare import TableDigest, build_prepare, write_corpus
-from rbench.tasks.validate import duplicate_ids
 
 WORDS = ["a", "bb", "дом", "日本", "x\u2003y", "—", "é", "[H]", ":"]
 SPACES = ["", " ", "  ", *PY_WHITESPACE, "\u2014", "\u00e9 "]

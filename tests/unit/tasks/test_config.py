@@ -166,8 +166,8 @@ def test_a_name_that_is_not_a_file_beside_the_config_stays_a_name(tmp_path):
 
 
 def test_the_chunking_and_search_loaders_are_as_strict_as_the_experiment_loader(tmp_path):
-    from rbench.flows.chunking_grid import load_grid_config
-    from rbench.flows.config_search import load_search_config
+    from rbench.config.chunking import load_grid_config
+    from rbench.config.search import load_search_config
 
     for load in (load_grid_config, load_search_config):
         with pytest.raises(ConfigError, match="does not exist: pass the path of a YAML file"):
@@ -206,8 +206,8 @@ def test_show_and_report_honour_the_store_and_tracking_uri_of_the_environment(tm
 
 
 def test_chunking_and_search_take_store_and_tracking_uri_from_the_environment(tmp_path, monkeypatch):
-    from rbench.flows.chunking_grid import load_grid_config
-    from rbench.flows.config_search import load_search_config
+    from rbench.config.chunking import load_grid_config
+    from rbench.config.search import load_search_config
 
     grid = tmp_path / "grid.yaml"
     grid.write_text("store: filestore\n")

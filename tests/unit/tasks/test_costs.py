@@ -3,7 +3,7 @@ made while rewriting, none while retrieving."""
 
 from __future__ import annotations
 
-from rbench.tasks.results import load_costs_and_traces
+from rbench.tracking.read import load_costs_and_traces
 
 
 def test_the_rewrite_stage_costs_are_read_beside_the_retrieval_ones(tmp_path):

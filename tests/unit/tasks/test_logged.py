@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rbench.config import parse_config
 from rbench.core.store import Artifact
-from rbench.tasks.logged import already_logged, logged_digest, remember_logged, run_is_finished
+from rbench.tracking.logged import already_logged, logged_digest, remember_logged, run_is_finished
 
 
 def _runs_db(path: Path, rows: list[tuple[str, str, str]]) -> str:

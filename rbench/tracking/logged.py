@@ -23,7 +23,7 @@ from typing import Sequence
 from rbench.config import ExperimentConfig
 from rbench.core.secrets import redact
 from rbench.core.store import Artifact, Store, canonical_json, write_atomic
-from rbench.tasks.track import git_commit
+from rbench.tracking.write import git_commit
 
 LOGGED = "_mlflow-logged"
 log = logging.getLogger("rbench")

@@ -1,4 +1,5 @@
-"""Search spaces over a retriever's parameters, and the strategies that sample them.
+"""Search spaces over a retriever's parameters, the strategies that sample them, and the search
+section of an experiment file.
 
 Every strategy is deterministic for a seed and proposes trials in the same order whatever
 the budget, so a search rerun with a larger budget repeats (and finds cached) every
@@ -8,12 +9,16 @@ finished trial before trying new ones.
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any, Callable, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
 
-from rbench.core.errors import MissingExtraError
+from rbench.config import ExperimentConfig, RetrieverConfig, parse_config
+from rbench.core.configfile import format_validation_error, load_mapping
+from rbench.core.errors import ConfigError, MissingExtraError
+from rbench.core.locations import given_mirror, given_store, given_tracking_uri
 
 
 class Dimension(BaseModel):
@@ -118,3 +123,40 @@ def _suggest(trial, name: str, d: Dimension) -> Any:
     if d.integer:
         return trial.suggest_int(name, int(d.low), int(d.high))
     return round(trial.suggest_float(name, d.low, d.high), 6)
+
+
+def load_search_config(path: str | Path, mirror: str | None = None, store: str | None = None
+                       ) -> tuple[ExperimentConfig, SearchConfig]:
+    """An experiment YAML with a ``search:`` section, validated; the tuned retriever must exist."""
+    path = Path(path)
+    raw = load_mapping(path, "search config", " with a 'search:' section")
+    if "search" not in raw:
+        raise ConfigError(f"{path} needs a 'search:' section (retriever, space, strategy, budget, metric, k)")
+    search_raw = raw.pop("search")
+    tracking_uri = given_tracking_uri()
+    if tracking_uri:
+        raw["mlflow"] = {**(raw.get("mlflow") or {}), "tracking_uri": tracking_uri}
+    cfg = parse_config(raw, base=path.resolve().parent, source=str(path), mirror=given_mirror(mirror),
+                       store=given_store(store))
+    try:
+        search = SearchConfig.model_validate(search_raw)
+    except ValidationError as e:
+        raise ConfigError(format_validation_error(e, f"{path} (search)")) from None
+    labels = [r.label for r in cfg.retrievers]
+    if search.retriever not in labels:
+        raise ConfigError(f"search.retriever {search.retriever!r} is not a retriever label of {path}; labels: {labels}")
+    if search.k not in cfg.metrics.k:
+        raise ConfigError(f"search.k {search.k} is not among metrics.k {cfg.metrics.k}: add it there")
+    return cfg, search
+
+
+def trial_config(cfg: ExperimentConfig, search: SearchConfig, params: dict) -> ExperimentConfig:
+    """The experiment restricted to the tuned retriever with ``params`` (``depth`` is the experiment's)."""
+    base = next(r for r in cfg.retrievers if r.label == search.retriever)
+    retriever_params = {**base.params, **{k: v for k, v in params.items() if k != "depth"}}
+    try:
+        retriever = RetrieverConfig.model_validate({"name": base.name, "label": base.label, "params": retriever_params})
+        return ExperimentConfig.model_validate({**cfg.model_dump(), "retrievers": [retriever.model_dump()],
+                                                "depth": params.get("depth", cfg.depth)})
+    except ValidationError as e:
+        raise ConfigError(format_validation_error(e, f"search trial {params}")) from None

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rbench.config import ExperimentConfig
+from rbench.core import settings
 from rbench.core.locations import default_tracking_uri
 from rbench.core.secrets import redact, split_credentials
 from rbench.core.store import Artifact, canonical_json
 from rbench.tasks.evaluate import read_aggregate
-from rbench.tasks.mlflow_setup import prepare_tracking, tracking
+from rbench.tracking.backend import prepare_tracking, tracking
 
 
 def metric_name(metric: str, k: int) -> str:
@@ -119,7 +120,7 @@ def git_commit() -> str | None:
             return commit.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         pass
-    return os.environ.get("RBENCH_GIT_COMMIT") or None
+    return settings.image_commit()
 
 
 def _device_name() -> str:
@@ -326,7 +327,7 @@ def run_link(tracking_uri: str, experiment_id: str, run_id: str) -> str:
     """The MLflow UI's address of a run, at ``RBENCH_MLFLOW_PUBLIC_URL`` when set (the address a
     browser uses; the worker's tracking URI, e.g. ``http://mlflow:5000``, may resolve only inside
     the cluster)."""
-    public = os.environ.get("RBENCH_MLFLOW_PUBLIC_URL") or split_credentials(tracking_uri)[0]
+    public = settings.mlflow_public_url() or split_credentials(tracking_uri)[0]
     return f"{public.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
 
 

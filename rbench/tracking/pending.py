@@ -1,6 +1,6 @@
 """MLflow logging that failed, kept in the store until it succeeds.
 
-A record holds what :func:`rbench.tasks.track.log_experiment` needs: the experiment, the
+A record holds what :func:`rbench.tracking.write.log_experiment` needs: the experiment, the
 config text, the stage report, failed pairs, and the addresses (stage, key) of the
 artifacts to log; the artifacts themselves stay in the store. A tracking URI with a
 password is never written: the record keeps its redacted form, and logging it needs
@@ -75,7 +75,7 @@ def log_pending(record: Path, tracking_uri: str | None = None) -> str:
 
     ``tracking_uri`` replaces the recorded one (required when that one held a password).
     """
-    from rbench.tasks.track import log_experiment
+    from rbench.tracking.write import log_experiment
 
     try:
         data = json.loads(record.read_text())

@@ -9,6 +9,8 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
+from rbench.core import settings
+
 log = logging.getLogger("rbench")
 
 
@@ -91,7 +93,7 @@ def empty_database(path: Path) -> Path:
     from rbench.core.lease import Lease
     from rbench.core.stopping import reaped_on_stop
 
-    root = Path(os.environ.get("RBENCH_CACHE") or Path.home() / ".cache" / "rbench").expanduser() / "mlflow"
+    root = settings.cache_dir() / "mlflow"
     try:
         root.mkdir(parents=True, exist_ok=True)
         writable = os.access(root, os.W_OK)

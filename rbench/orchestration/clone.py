@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 import subprocess
 
+from rbench.core import settings
 from rbench.core.errors import RbenchError
-from rbench.core.locations import ENV_CLONE
 from rbench.core.secrets import redact
 
 
@@ -28,7 +28,7 @@ def git_clone(repository: str, commit_sha: str | None = None, branch: str | None
                    "repositories); an uncommitted config runs through the deployment's experiment parameter")
         _fail_flow_run(message)
         raise RbenchError(message) from None
-    os.environ[ENV_CLONE] = f"{redact(repository)} at {what_was_cloned(commit_sha, branch)}"
+    settings.write(settings.CLONE, f"{redact(repository)} at {what_was_cloned(commit_sha, branch)}")
     return result
 
 

@@ -1,7 +1,7 @@
 """The stage graph of an experiment, whoever executes it.
 
 :func:`submit_experiment` submits every stage of every dataset x retriever to a submitter:
-the Prefect one (:class:`rbench.tasks.orchestration.Submitter`, tasks on a task runner) or
+the Prefect one (:class:`rbench.orchestration.runner.Submitter`, tasks on a task runner) or
 :class:`CachedOnly`, which only looks stages up in the store, without Prefect, and stops
 at the first stage that is not there. A submitter has ``submit(stage, inputs, config, label,
 gpu=False, **options)`` returning a handle, ``as_completed(handles)``, ``artifact(handle)``
@@ -183,7 +183,7 @@ def check_data(cfg: ExperimentConfig) -> set[tuple[str, str]]:
     not in the store yet) is asked for at its source: one that is not there, or a source that
     does not answer, stops the run here with every such file named and where to put it in a
     mirror. Returns ``(stage, key)`` of what was built here (for
-    :func:`rbench.tasks.orchestration.built_for_the_flow`)."""
+    :func:`rbench.orchestration.runner.built_for_the_flow`)."""
     store = Store(cfg.store)
     at_hand, problems = [], []
     for ds in cfg.datasets:
