@@ -75,7 +75,8 @@ def writing_to(uri: str):
 
 def run_tags(config_text: str) -> dict[str, str]:
     """Provenance tags: Prefect flow run (its UI link built from ``PREFECT_UI_URL``), attempt, git
-    commit (of the checkout, else ``RBENCH_GIT_COMMIT`` baked into an image), config digest,
+    commit (of the checkout, else ``RBENCH_GIT_COMMIT`` baked into an image) and whether the checkout
+    had uncommitted changes (``git.dirty``), config digest,
     device, ``CUDA_VISIBLE_DEVICES``, library versions."""
     import hashlib
     import platform
@@ -83,21 +84,21 @@ def run_tags(config_text: str) -> dict[str, str]:
 
     tags = {"rbench.config_sha256": hashlib.sha256(config_text.encode()).hexdigest(),
             "rbench.host": platform.node(), "rbench.python": platform.python_version()}
-    try:
-        from prefect.runtime import flow_run
-        from prefect.settings import get_current_settings
+    from prefect.runtime import flow_run
+    from prefect.settings import get_current_settings
 
-        if flow_run.id:
-            tags["prefect.flow_run_id"] = str(flow_run.id)
-            tags["rbench.attempt"] = str(flow_run.run_count)
-            tags["prefect.flow_run_name"] = str(flow_run.name)
-            if get_current_settings().ui_url:  # a temporary server has no UI: its link read "None/flow-runs/..."
-                tags["prefect.flow_run_url"] = str(flow_run.ui_url)
-    except Exception:  # outside a flow run
-        pass
+    if flow_run.id:  # None outside a flow run
+        tags["prefect.flow_run_id"] = str(flow_run.id)
+        tags["rbench.attempt"] = str(flow_run.run_count)
+        tags["prefect.flow_run_name"] = str(flow_run.name)
+        if get_current_settings().ui_url:  # a temporary server has no UI: its link read "None/flow-runs/..."
+            tags["prefect.flow_run_url"] = str(flow_run.ui_url)
     commit = git_commit()
     if commit:
         tags["git.commit"] = commit
+        dirty = git_dirty()
+        if dirty is not None:
+            tags["git.dirty"] = str(dirty).lower()
     for package in ("prefect", "mlflow", "torch", "faiss-cpu", "faiss-gpu-cu12", "sentence-transformers",
                     "pyserini", "bm25s", "transformers"):
         try:
@@ -109,18 +110,31 @@ def run_tags(config_text: str) -> dict[str, str]:
     return tags
 
 
-def git_commit() -> str | None:
-    """The commit of rbench's checkout, else ``RBENCH_GIT_COMMIT`` (baked into an image), else None."""
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def _git(folder: Path, *args: str) -> str | None:
+    """The output of a git command in ``folder``; None when git or a checkout is missing."""
     import subprocess
 
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parents[1],
-                                capture_output=True, text=True, timeout=10)
-        if commit.returncode == 0:
-            return commit.stdout.strip()
+        done = subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
-        pass
-    return settings.image_commit()
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def git_commit(folder: Path = CHECKOUT) -> str | None:
+    """The commit of rbench's checkout, else ``RBENCH_GIT_COMMIT`` (baked into an image), else None."""
+    head = _git(folder, "rev-parse", "HEAD")
+    return head.strip() if head else settings.image_commit()
+
+
+def git_dirty(folder: Path = CHECKOUT) -> bool | None:
+    """Whether the checkout has changes its commit lacks (modified, staged or new files git does not
+    ignore); None outside a checkout."""
+    status = _git(folder, "status", "--porcelain")
+    return None if status is None else bool(status.strip())
 
 
 def _device_name() -> str:
