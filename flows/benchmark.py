@@ -1,5 +1,6 @@
 """The benchmark flow: download -> prepare -> subsample -> (encode) -> index -> (rewrite)
--> retrieve -> evaluate -> MLflow, with independent work submitted concurrently."""
+-> retrieve -> evaluate -> MLflow, with independent work submitted concurrently
+(:func:`rbench.flows.benchmark_stages.experiment_stages` is that chain)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from rbench.core.errors import quiet_user_errors
 from rbench.core.secrets import redact
 from rbench.core.store import Store
 from rbench.experiment import config_text, preflight, resolve_experiment, run_name
+from rbench.flows.benchmark_stages import experiment_stages
 from rbench.orchestration.attempts import bury_earlier_attempts
-from rbench.orchestration.graph import submit_experiment, summarize_results
+from rbench.orchestration.graph import summarize_results
 from rbench.orchestration.runner import StoppableThreads, Submitter, ended_by_termination, task_runner
 from rbench.tracking.logged import remember_logged
 from rbench.tracking.pending import log_pending_for, save_pending
@@ -24,9 +26,9 @@ log_to_mlflow = task(log_experiment, name="mlflow")
 
 
 def run_stages(cfg: ExperimentConfig) -> tuple[list[dict], list[dict], list[dict]]:
-    """Every stage of the experiment as Prefect tasks (:func:`rbench.orchestration.graph.submit_experiment`);
-    returns (results, failures, stage report)."""
-    return submit_experiment(cfg, Submitter(str(cfg.store), cfg.execution))
+    """Every stage of the experiment as Prefect tasks on this flow's task runner; returns (results,
+    failures, stage report)."""
+    return experiment_stages(cfg, Submitter(str(cfg.store), cfg.execution))
 
 
 @flow(name="rbench-stages")

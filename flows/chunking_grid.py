@@ -38,8 +38,8 @@ def chunking_grid(config_path: str, mirror: str | None = None, store: str | None
                             "summary": summary_of(scored), "per_question": str(scored.file("per_question.parquet"))})
     out, best = report_grid(cfg, raw, results)
     run_id = log_chunking_grid(cfg, results, best, out, report)
-    return {"mlflow_run_id": run_id, "results": results, "best": {m: {k: r[k] for k in ("chunk_size", "overlap", "n")} for m, r in best.items()},
-            "report_folder": str(out), "stages": report}
+    cells = {m: {k: r[k] for k in ("chunk_size", "overlap", "n")} for m, r in best.items()}
+    return {"mlflow_run_id": run_id, "results": results, "best": cells, "report_folder": str(out), "stages": report}
 
 
 @flow(name="rbench-chunking-search", log_prints=True)

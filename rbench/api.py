@@ -54,7 +54,8 @@ def logged_summary(cfg, config_path: str) -> dict | None:
     holds already (no earlier logging waiting in the store), read without a flow; else None."""
     from rbench.core.store import Store
     from rbench.experiment import config_text
-    from rbench.orchestration.graph import cached_experiment, summarize_results
+    from rbench.flows.benchmark_stages import cached_experiment
+    from rbench.orchestration.graph import summarize_results
     from rbench.tracking.logged import already_logged
     from rbench.tracking.pending import pending_records
 

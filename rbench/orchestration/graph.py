@@ -1,6 +1,6 @@
 """The stage graph of an experiment, whoever executes it.
 
-:func:`submit_experiment` submits every stage of every dataset x retriever to a submitter:
+:class:`ExperimentGraph` submits every stage of every dataset x retriever to a submitter:
 the Prefect one (:class:`rbench.orchestration.runner.Submitter`, tasks on a task runner) or
 :class:`CachedOnly`, which only looks stages up in the store, without Prefect, and stops
 at the first stage that is not there. A submitter has ``submit(stage, inputs, config, label,
@@ -16,7 +16,7 @@ from typing import Any, Iterable, Sequence
 import pyarrow.parquet as pq
 
 from rbench.config import ExperimentConfig
-from rbench.core.errors import DataError, RbenchError
+from rbench.core.errors import DataError
 from rbench.core.processes import build_call
 from rbench.core.secrets import redact
 from rbench.core.store import Artifact, Stage, Store, canonical_json
@@ -34,86 +34,137 @@ def _index_label(dataset: str, leaf) -> str:
     return f"{dataset}/{leaf.name}" + (f":{model.rsplit('/', 1)[-1]}" if model else "")
 
 
-def _unique(label: str, key: str, taken: dict[str, str]) -> str:
-    """``label``, or ``label#2``, ``#3``... when another configuration (two LLMs serving one model,
-    two indexes of one model) already has it, so that a failure is reported under its own name."""
-    candidate, n = label, 1
-    while taken.setdefault(candidate, key) != key:
-        n += 1
-        candidate = f"{label}#{n}"
-    return candidate
+class ExperimentGraph:
+    """The stages of one experiment, each submitted by a named step (:meth:`download`,
+    :meth:`prepare`, :meth:`subsample`, :meth:`index`, :meth:`rewrite`, :meth:`retrieve`,
+    :meth:`evaluate`) to a submitter, so that the caller's body reads as the pipeline: the
+    benchmark flow (:func:`rbench.flows.benchmark.experiment_stages`) and cached lookups alike.
 
-
-def submit_experiment(cfg: ExperimentConfig, sub) -> tuple[list[dict], list[dict], list[dict]]:
-    """Submit every stage of every dataset x retriever; return (results, failures, stage report).
-
-    Datasets run in parallel; each index that some retriever needs is built once per
-    dataset (shared by fusion and rerank components); retrieval and evaluation start as
-    soon as their inputs exist. A failing stage fails only the pairs that depend on it.
-    Each result holds ``dataset``, ``retriever`` (its config) and the ``indexes``, ``run``
-    and ``evaluation`` artifacts; each failure names the pair and the first error.
+    Each index some retriever needs is submitted once per dataset (shared by fusion and rerank
+    components), as is each query rewrite; every step returns a handle, and :meth:`outcome`
+    reports each dataset x retriever pair as a result (its ``indexes``, ``rewrites``, ``run`` and
+    ``evaluation`` artifacts) or a failure naming the first failed stage it depends on.
     """
-    prepared, queries = {}, {}
-    for ds in cfg.datasets:
-        raw = sub.submit(DOWNLOAD, [], DownloadConfig.of(ds, cfg.mirror), ds.name, mirror=cfg.mirror)
-        prepared[ds.name] = sub.submit(PREPARE, [raw], ds, ds.name)
-        queries[ds.name] = sub.submit(SUBSAMPLE, [prepared[ds.name]], cfg.subsample, ds.name)
-    dataset_of = {id(handle): name for name, handle in prepared.items()}
-    pairs = []
-    for handle in sub.as_completed(list(prepared.values())):
-        name = dataset_of[id(handle)]
-        corpus = sub.artifact(handle)
-        if corpus is None:
-            pairs.extend((name, r, None, [], [], None, {name}) for r in cfg.retrievers)
-            continue
+
+    def __init__(self, cfg: ExperimentConfig, sub):
+        self.cfg, self.sub = cfg, sub
+        self._prepared: dict[str, Any] = {}
+        self._queries: dict[str, Any] = {}
+        self._indexes: dict[tuple[str, str], tuple[Any, set[str]]] = {}
+        self._rewritten: dict[tuple[str, str], tuple[Any, str]] = {}
+        self._taken: dict[str, dict[str, str]] = {}
+        self._needs: dict[tuple[str, str], set[str]] = {}
+        self._pairs: list[tuple[str, Any, Any, list, list, Any]] = []
+        self._built: dict[str, Any] = {}
+
+    def download(self, ds) -> Any:
+        """The dataset's files, from the mirror or the network."""
+        return self.sub.submit(DOWNLOAD, [], DownloadConfig.of(ds, self.cfg.mirror), ds.name, mirror=self.cfg.mirror)
+
+    def prepare(self, ds, raw) -> Any:
+        """The corpus and queries in rbench's Parquet contract."""
+        self._prepared[ds.name] = self.sub.submit(PREPARE, [raw], ds, ds.name)
+        return self._prepared[ds.name]
+
+    def subsample(self, ds, prepared) -> Any:
+        """The queries the experiment asks."""
+        self._queries[ds.name] = self.sub.submit(SUBSAMPLE, [prepared], self.cfg.subsample, ds.name)
+        return self._queries[ds.name]
+
+    def prepared(self) -> Iterable[tuple[Any, Artifact]]:
+        """``(dataset, corpus)`` as each dataset's prepare stage finishes; a dataset whose prepare
+        failed fails its pairs and is not yielded."""
+        dataset_of = {id(h): ds for ds in self.cfg.datasets for h in [self._prepared[ds.name]]}
+        for handle in self.sub.as_completed(list(self._prepared.values())):
+            ds = dataset_of[id(handle)]
+            corpus = self.sub.artifact(handle)
+            if corpus is None:
+                self._pairs += [(ds.name, r, None, [], [], None) for r in self.cfg.retrievers]
+                for r in self.cfg.retrievers:
+                    self._needs[(ds.name, r.label)] = {ds.name}
+                continue
+            yield ds, corpus
+
+    def index(self, ds, r, corpus: Artifact) -> list:
+        """The indexes the retriever searches, each built once per dataset (encoded in shards first where
+        its leaf encodes)."""
         rows = pq.ParquetFile(corpus.file("corpus.parquet")).metadata.num_rows
-        indexes: dict[str, tuple[object, set[str]]] = {}
-        rewritten: dict[str, tuple[object, str]] = {}
-        taken: dict[str, str] = {}
-        for r in cfg.retrievers:
-            retriever = r.build()
-            label = f"{name}/{r.label}"
-            built, needs = [], {name, label}
-            for leaf, leaf_cfg in zip(retriever.leaves(), IndexConfig.all_of(r)):
-                key = canonical_json(leaf_cfg)
-                if key not in indexes:
-                    index_label = _unique(_index_label(name, leaf), key, taken)
-                    device = getattr(leaf.params, "device", None)
-                    shards = leaf_cfg.shards(rows, cfg.execution.shard_size)
-                    shard_labels = [f"{index_label}[{shard.start}:{shard.stop}]" for shard in shards]
-                    encoded = [sub.submit(ENCODE, [corpus], shard, shard_label, gpu=leaf.needs_gpu(), device=device)
-                               for shard, shard_label in zip(shards, shard_labels)]
-                    indexes[key] = (sub.submit(INDEX, [corpus, *encoded], leaf_cfg, index_label,
-                                               gpu=leaf.needs_gpu() and not shards), {index_label, *shard_labels})
-                built.append(indexes[key][0])
-                needs |= indexes[key][1]
-            rewrites = []
-            for spec in retriever.rewrites():
-                key = canonical_json(spec.key_view())
-                if key not in rewritten:
-                    rewrite_label = _unique(f"{name}/{spec.kind}:{spec.llm.model.rsplit('/', 1)[-1]}", key, taken)
-                    rewritten[key] = (sub.submit(REWRITE, [queries[name]], spec, rewrite_label,
-                                                 gpu=spec.llm.backend != "openai" and spec.llm.device != "cpu"),
-                                      rewrite_label)
-                rewrites.append(rewritten[key][0])
-                needs.add(rewritten[key][1])
-            run = sub.submit(RETRIEVE, [corpus, queries[name], *built, *rewrites], RetrieveConfig.of(r, cfg.depth),
-                             label, gpu=retriever.needs_gpu())
-            scored = sub.submit(EVALUATE, [queries[name], run], cfg.metrics, label)
-            pairs.append((name, r, run, built, rewrites, scored, needs))
-    report = sub.report()
-    results, failures = [], []
-    for name, r, run, built, rewrites, scored, needs in pairs:
-        evaluation = sub.artifact(scored) if scored is not None else None
-        if evaluation is None:
-            first = next((row for row in report if row["status"] == "failed" and row["label"] in needs), None)
-            failures.append({"dataset": name, "retriever": r.label,
-                             "error": f"{first['stage']}[{first['label']}]: {first['error']}" if first else "not run"})
-            continue
-        results.append({"dataset": name, "retriever": r, "indexes": [sub.artifact(b) for b in built],
-                        "rewrites": [sub.artifact(w) for w in rewrites], "run": sub.artifact(run),
-                        "evaluation": evaluation})
-    return results, failures, report
+        needs = self._needs.setdefault((ds.name, r.label), {ds.name, f"{ds.name}/{r.label}"})
+        built = []
+        for leaf, leaf_cfg in zip(self._retriever(r).leaves(), IndexConfig.all_of(r)):
+            key = (ds.name, canonical_json(leaf_cfg))
+            if key not in self._indexes:
+                label = self._unique(ds.name, _index_label(ds.name, leaf), key[1])
+                device = getattr(leaf.params, "device", None)
+                shards = leaf_cfg.shards(rows, self.cfg.execution.shard_size)
+                shard_labels = [f"{label}[{shard.start}:{shard.stop}]" for shard in shards]
+                encoded = [self.sub.submit(ENCODE, [corpus], shard, shard_label, gpu=leaf.needs_gpu(), device=device)
+                           for shard, shard_label in zip(shards, shard_labels)]
+                self._indexes[key] = (self.sub.submit(INDEX, [corpus, *encoded], leaf_cfg, label,
+                                                      gpu=leaf.needs_gpu() and not shards), {label, *shard_labels})
+            built.append(self._indexes[key][0])
+            needs |= self._indexes[key][1]
+        return built
+
+    def rewrite(self, ds, r) -> list:
+        """The LLM rewrites of the queries the retriever reads, each asked once per dataset."""
+        needs = self._needs.setdefault((ds.name, r.label), {ds.name, f"{ds.name}/{r.label}"})
+        rewrites = []
+        for spec in self._retriever(r).rewrites():
+            key = (ds.name, canonical_json(spec.key_view()))
+            if key not in self._rewritten:
+                label = self._unique(ds.name, f"{ds.name}/{spec.kind}:{spec.llm.model.rsplit('/', 1)[-1]}", key[1])
+                self._rewritten[key] = (self.sub.submit(REWRITE, [self._queries[ds.name]], spec, label,
+                                                        gpu=spec.llm.backend != "openai" and spec.llm.device != "cpu"),
+                                        label)
+            rewrites.append(self._rewritten[key][0])
+            needs.add(self._rewritten[key][1])
+        return rewrites
+
+    def retrieve(self, ds, r, corpus: Artifact, indexes: list, rewrites: list) -> Any:
+        """The retriever's run over the dataset's queries."""
+        return self.sub.submit(RETRIEVE, [corpus, self._queries[ds.name], *indexes, *rewrites],
+                               RetrieveConfig.of(r, self.cfg.depth), f"{ds.name}/{r.label}",
+                               gpu=self._retriever(r).needs_gpu())
+
+    def evaluate(self, ds, r, indexes: list, rewrites: list, run) -> Any:
+        """The run's metrics, per query and aggregated; the pair is then complete."""
+        scored = self.sub.submit(EVALUATE, [self._queries[ds.name], run], self.cfg.metrics, f"{ds.name}/{r.label}")
+        self._pairs.append((ds.name, r, run, indexes, rewrites, scored))
+        return scored
+
+    def outcome(self) -> tuple[list[dict], list[dict], list[dict]]:
+        """(results, failures, stage report) once every submitted stage has ended."""
+        report = self.sub.report()
+        results, failures = [], []
+        for name, r, run, built, rewrites, scored in self._pairs:
+            evaluation = self.sub.artifact(scored) if scored is not None else None
+            if evaluation is None:
+                needs = self._needs[(name, r.label)]
+                first = next((row for row in report if row["status"] == "failed" and row["label"] in needs), None)
+                error = f"{first['stage']}[{first['label']}]: {first['error']}" if first else "not run"
+                failures.append({"dataset": name, "retriever": r.label, "error": error})
+                continue
+            results.append({"dataset": name, "retriever": r, "indexes": [self.sub.artifact(b) for b in built],
+                            "rewrites": [self.sub.artifact(w) for w in rewrites], "run": self.sub.artifact(run),
+                            "evaluation": evaluation})
+        return results, failures, report
+
+    def _retriever(self, r):
+        if r.label not in self._built:
+            self._built[r.label] = r.build()
+        return self._built[r.label]
+
+    def _unique(self, dataset: str, label: str, key: str) -> str:
+        """``label``, or ``label#2``, ``#3``... when another configuration of this dataset (two LLMs
+        serving one model, two indexes of one model) already has it, so a failure is reported under its
+        own name."""
+        taken = self._taken.setdefault(dataset, {})
+        candidate, n = label, 1
+        while taken.setdefault(candidate, key) != key:
+            n += 1
+            candidate = f"{label}#{n}"
+        return candidate
 
 
 def summarize_results(cfg: ExperimentConfig, results: list[dict], report: list[dict], run_id: str | None,
@@ -164,15 +215,6 @@ class CachedOnly:
     def report(self) -> list[dict]:
         """One row per stage looked up, all ``cached``."""
         return list(self.rows)
-
-
-def cached_experiment(cfg: ExperimentConfig) -> tuple[list[dict], list[dict]] | None:
-    """``(results, report)`` when every stage of the experiment is in the store, else None."""
-    try:
-        results, failures, report = submit_experiment(cfg, CachedOnly(Store(cfg.store)))
-    except (NotCached, RbenchError):  # missing, or refused by a check: the flow builds it or reports it
-        return None
-    return (results, report) if not failures else None
 
 
 def check_data(cfg: ExperimentConfig) -> set[tuple[str, str]]:

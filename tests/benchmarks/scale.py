@@ -142,7 +142,8 @@ def run_stage(raw: str, stage: str) -> None:
     in the store) and print a JSON line of seconds and bytes written."""
     from rbench.config import ExperimentConfig
     from rbench.core.store import Store
-    from rbench.orchestration.graph import CachedOnly, NotCached, submit_experiment
+    from rbench.flows.benchmark_stages import experiment_stages
+    from rbench.orchestration.graph import CachedOnly, NotCached
 
     cfg = ExperimentConfig.model_validate(json.loads(raw))
 
@@ -160,7 +161,7 @@ def run_stage(raw: str, stage: str) -> None:
 
     submitter = OneStage(Store(cfg.store))
     try:
-        submit_experiment(cfg, submitter)
+        experiment_stages(cfg, submitter)
     except NotCached:
         pass
     seconds = sum(a.info.get("build_seconds") or 0.0 for a in submitter.built)
