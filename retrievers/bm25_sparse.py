@@ -35,6 +35,60 @@ def _import():
     return bm25s, Stemmer, Tokenizer
 
 
+NONOCCURRENCE = ("bm25l", "bm25+")
+"""The variants whose score subtracts, per term, the score of a document without it (bm25s 0.3.16,
+``scoring.py`` lines 76-112 and 297-298)."""
+
+
+def idf_weights(method: str, df: np.ndarray, n_docs: int) -> np.ndarray:
+    """Each term's idf under a BM25 variant, 0 where its document frequency is 0, as bm25s 0.3.16 computes
+    it (``bm25s/scoring.py`` lines 60-73 and 178-219; the variants of Kamphuis et al., ECIR 2020), in float64:
+
+    - ``robertson``: log(max((N - df + 0.5) / (df + 0.5), 1))
+    - ``lucene``: log(1 + (N - df + 0.5) / (df + 0.5))
+    - ``atire``: log(N / df)
+    - ``bm25l``: log((N + 1) / (df + 0.5))
+    - ``bm25+``: log((N + 1) / df)
+    """
+    d = np.asarray(df, dtype=np.float64)
+    seen = d > 0
+    d = np.where(seen, d, 1.0)
+    if method == "robertson":
+        weights = np.log(np.maximum((n_docs - d + 0.5) / (d + 0.5), 1))
+    elif method == "lucene":
+        weights = np.log(1 + (n_docs - d + 0.5) / (d + 0.5))
+    elif method == "atire":
+        weights = np.log(n_docs / d)
+    elif method == "bm25l":
+        weights = np.log((n_docs + 1) / (d + 0.5))
+    elif method == "bm25+":
+        weights = np.log((n_docs + 1) / d)
+    else:
+        raise ValueError(f"unknown BM25 variant {method!r}")
+    return np.where(seen, weights, 0.0)
+
+
+def tf_component(method: str, tf, doc_len, avg_len, k1: float, b: float, delta: float):
+    """The term-frequency factor of a BM25 variant, as bm25s 0.3.16 computes it (``bm25s/scoring.py``
+    lines 115-159), with the length norm L = 1 - b + b * doc_len / avg_len:
+
+    - ``robertson``, ``lucene``: tf / (k1 * L + tf)
+    - ``atire``: tf * (k1 + 1) / (tf + k1 * L)
+    - ``bm25l``: with c = tf / L, (k1 + 1) * (c + delta) / (k1 + c + delta)
+    - ``bm25+``: (k1 + 1) * tf / (k1 * L + tf) + delta
+    """
+    if method in ("robertson", "lucene"):
+        return tf / (k1 * ((1 - b) + b * doc_len / avg_len) + tf)
+    if method == "atire":
+        return (tf * (k1 + 1)) / (tf + k1 * (1 - b + b * doc_len / avg_len))
+    if method == "bm25l":
+        c = tf / (1 - b + b * doc_len / avg_len)
+        return ((k1 + 1) * (c + delta)) / (k1 + c + delta)
+    if method == "bm25+":
+        return ((k1 + 1) * tf) / (k1 * (1 - b + b * doc_len / avg_len) + tf) + delta
+    raise ValueError(f"unknown BM25 variant {method!r}")
+
+
 class BM25sParams(BaseModel):
     """BM25 parameters (fixed at index time in bm25s) and the tokenisation choices."""
 
@@ -81,11 +135,10 @@ class BM25s(Retriever):
         """Tokenise the corpus batch by batch and build bm25s's score matrix without holding
         every token list: each batch's (document, term, tf) postings go to a side file, and the
         matrix's columns are filled from them by counting sort, straight into the files bm25s
-        loads. Scores are bm25s's own formulas (its tf and idf functions), so the index equals
-        what ``bm25s.BM25.index`` builds from the same tokens, up to the order of columns."""
+        loads. Scores are bm25s's formulas (:func:`idf_weights`, :func:`tf_component`), so the index equals
+        what ``bm25s.BM25.index`` builds from the same tokens, up to the order of columns (a test
+        compares every term's scores for each method)."""
         bm25s, _, _ = _import()
-        from bm25s import scoring
-
         tokenizer = self._tokenizer()
         engine = bm25s.BM25(k1=self.params.k1, b=self.params.b, method=self.params.method)
         postings = folder / "_postings"
@@ -115,14 +168,12 @@ class BM25s(Retriever):
         if not len(doc_len):
             raise DataError(f"bm25s: corpus {corpus} has no objects to index")
         n_docs, avg = len(doc_len), doc_len.mean()
-        frequencies = dict(enumerate(df.tolist()))
-        idf = scoring._build_idf_array(frequencies, n_docs, scoring._select_idf_scorer(engine.idf_method), engine.dtype)
+        exact_idf = idf_weights(engine.idf_method, df, n_docs)
+        idf = exact_idf.astype(engine.dtype)
         nonoccurrence = None
-        if engine.method in engine.methods_requiring_nonoccurrence:
-            nonoccurrence = scoring._build_nonoccurrence_array(
-                frequencies, n_docs, scoring._select_idf_scorer(engine.idf_method),
-                scoring._select_tfc_scorer(engine.method), avg, avg, engine.k1, engine.b, engine.delta, engine.dtype)
-        tfc = scoring._select_tfc_scorer(engine.method)
+        if engine.method in NONOCCURRENCE:
+            absent = tf_component(engine.method, 0, avg, avg, engine.k1, engine.b, engine.delta)
+            nonoccurrence = (exact_idf * absent).astype(engine.dtype)
         indptr = np.concatenate([[0], np.cumsum(df)])
         data = np.lib.format.open_memmap(postings / "data.npy", mode="w+", dtype=engine.dtype, shape=(int(indptr[-1]),))
         rows = np.lib.format.open_memmap(postings / "indices.npy", mode="w+", dtype=engine.int_dtype,
@@ -131,8 +182,8 @@ class BM25s(Retriever):
         for part in parts:
             with np.load(part) as p:
                 term, doc, tf = p["term"], p["doc"], p["tf"]
-            scores = idf[term] * tfc(tf_array=tf, l_d=doc_len[doc], l_avg=avg, k1=engine.k1, b=engine.b,
-                                     delta=engine.delta)
+            scores = idf[term] * tf_component(engine.method, tf, doc_len[doc], avg, engine.k1, engine.b,
+                                              engine.delta)
             if nonoccurrence is not None:
                 scores -= nonoccurrence[term]
             order = np.argsort(term, kind="stable")  # within a term, documents stay in corpus order
