@@ -21,7 +21,8 @@ from pydantic import (
 
 from rbench.core.configfile import PathOrName
 from rbench.core.errors import ConfigError, DataError, MissingExtraError
-from rbench.retrievers.base import RETRIEVERS, Hits, IdIndex, Retriever, Run, column_rows
+from rbench.retrievers.base import RETRIEVERS, Hits, Retriever, Run
+from rbench.retrievers.corpus import IdIndex, column_rows
 from rbench.retrievers.models import (
     Encoding,
     canonical_id,

@@ -10,15 +10,8 @@ from typing import Literal, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
-from rbench.retrievers.base import (
-    RETRIEVERS,
-    Composite,
-    CorpusRows,
-    Hits,
-    Retriever,
-    RetrieverSpec,
-    Run,
-)
+from rbench.retrievers.base import RETRIEVERS, Composite, Hits, Retriever, RetrieverSpec, Run
+from rbench.retrievers.corpus import CorpusRows
 
 
 def rrf(runs: Sequence[Hits], k: float = 60, weights: Sequence[float] | None = None) -> Hits:

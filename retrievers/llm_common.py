@@ -9,7 +9,8 @@ from typing import Any, Literal, Mapping, Sequence
 
 import pyarrow.parquet as pq
 
-from rbench.retrievers.base import Composite, CorpusRows, Hits
+from rbench.retrievers.base import Composite, Hits
+from rbench.retrievers.corpus import CorpusRows
 from rbench.retrievers.fusion import rrf
 
 

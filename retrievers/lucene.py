@@ -73,7 +73,7 @@ class _Lucene:
     def index(self, corpus: str, folder: str, threads: int) -> int:
         from pyserini.index.lucene import LuceneIndexer
 
-        from rbench.retrievers.base import corpus_batches
+        from rbench.retrievers.corpus import corpus_batches
 
         indexer = LuceneIndexer(folder, threads=threads)
         count = 0

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
 
 from rbench.core.errors import ConfigError, MissingExtraError
+from rbench.core.hashing import folder_fingerprint
 from rbench.core.hub import hub_revision
 from rbench.core.imports import one_load_at_a_time
-from rbench.core.store import folder_fingerprint
 
 if TYPE_CHECKING:
     import numpy as np

@@ -10,7 +10,8 @@ from typing import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from rbench.retrievers.base import RETRIEVERS, Retriever, Run, corpus_batches
+from rbench.retrievers.base import RETRIEVERS, Retriever, Run
+from rbench.retrievers.corpus import corpus_batches
 
 TABLE = "ngrams.npy"
 

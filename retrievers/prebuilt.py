@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rbench.core.errors import DataError
-from rbench.core.store import folder_fingerprint
+from rbench.core.hashing import folder_fingerprint
 
 POINTER = "prebuilt.json"
 

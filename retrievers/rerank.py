@@ -11,7 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator
 from rbench.core.configfile import PathOrName
 from rbench.core.errors import MissingExtraError
 from rbench.core.imports import one_load_at_a_time
-from rbench.retrievers.base import RETRIEVERS, CorpusRows, FirstStage, RetrieverSpec, Run
+from rbench.retrievers.base import RETRIEVERS, FirstStage, RetrieverSpec, Run
+from rbench.retrievers.corpus import CorpusRows
 
 
 def check_model_location(model: str) -> str:

@@ -19,7 +19,8 @@ from pydantic import BaseModel
 
 from rbench.config import DatasetConfig
 from rbench.core.errors import ChecksumError, DataError, MissingExtraError
-from rbench.core.store import Artifact, Stage, fast_fingerprint, file_digest
+from rbench.core.hashing import fast_fingerprint, file_digest
+from rbench.core.store import Artifact, Stage
 from rbench.tasks.datasets.base import FileSpec, ManifestFiles, expand, get_adapter, known_file
 
 log = logging.getLogger("rbench")

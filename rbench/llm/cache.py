@@ -17,7 +17,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from rbench.core.store import canonical_json, write_atomic
+from rbench.core.hashing import canonical_json
+from rbench.core.store import write_atomic
 
 log = logging.getLogger("rbench")
 FOLDER = "llm-calls"

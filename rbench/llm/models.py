@@ -82,8 +82,8 @@ def llm_identity(config) -> str:
 def _local_identity(name: str) -> str:
     from importlib.metadata import PackageNotFoundError, version
 
+    from rbench.core.hashing import fast_fingerprint, folder_fingerprint
     from rbench.core.hub import hub_revision
-    from rbench.core.store import fast_fingerprint, folder_fingerprint
 
     resolved = resolve_llm(name)
     if resolved.source.startswith("package"):
@@ -111,8 +111,8 @@ def converted_folder(resolved: LocalLLM) -> Path:
     for other models their own location."""
     if resolved.gguf is None:
         return Path(resolved.location)
+    from rbench.core.hashing import fast_fingerprint
     from rbench.core.lease import Lease
-    from rbench.core.store import fast_fingerprint
 
     source = Path(resolved.location) / resolved.gguf
     target = model_cache() / f"{source.stem}-{fast_fingerprint(source)[:16]}"

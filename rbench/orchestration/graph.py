@@ -17,9 +17,10 @@ import pyarrow.parquet as pq
 
 from rbench.config import ExperimentConfig
 from rbench.core.errors import DataError
+from rbench.core.hashing import canonical_json
 from rbench.core.processes import build_call
 from rbench.core.secrets import redact
-from rbench.core.store import Artifact, Stage, Store, canonical_json
+from rbench.core.store import Artifact, Stage, Store
 from rbench.tasks.download import DOWNLOAD, DownloadConfig, source_of, unreachable
 from rbench.tasks.evaluate import EVALUATE, read_aggregate
 from rbench.tasks.index import ENCODE, INDEX, IndexConfig

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Sequence
 
 from rbench.config import ExperimentConfig
+from rbench.core.hashing import canonical_json
 from rbench.core.secrets import redact
-from rbench.core.store import Artifact, Store, canonical_json, write_atomic
+from rbench.core.store import Artifact, Store, write_atomic
 from rbench.tracking.write import git_commit
 
 LOGGED = "_mlflow-logged"

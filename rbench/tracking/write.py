@@ -15,9 +15,10 @@ from typing import Any, Sequence
 
 from rbench.config import ExperimentConfig
 from rbench.core import settings
+from rbench.core.hashing import canonical_json
 from rbench.core.locations import default_tracking_uri
 from rbench.core.secrets import redact, split_credentials
-from rbench.core.store import Artifact, canonical_json
+from rbench.core.store import Artifact
 from rbench.tasks.evaluate import read_aggregate
 from rbench.tracking.backend import prepare_tracking, tracking
 

@@ -15,8 +15,8 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
 from rbench.core.errors import DataError
+from rbench.core.hashing import file_digest
 from rbench.core.registry import Registry
-from rbench.core.store import file_digest
 
 ADAPTERS: Registry = Registry("dataset adapter", package="rbench.tasks.datasets", group="rbench.datasets",
                               hint="For your own files use adapter 'jsonl'.")

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from rbench.core.configfile import ConfigPath
 from rbench.core.errors import DataError
-from rbench.core.store import fast_fingerprint
+from rbench.core.hashing import fast_fingerprint
 from rbench.tasks.datasets.base import (
     ADAPTERS,
     OBJECT_SCHEMA,

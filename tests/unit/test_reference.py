@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 from rbench.config import ExperimentConfig, MetricsConfig
 from rbench.core.configfile import ConfigPath, PathOrName
-from rbench.reference import Sections, anchor, cli_reference, configuration_reference, docstring_clause, type_text
+from rbench.reference_pages import Sections, anchor, cli_reference, configuration_reference, docstring_clause, type_text
 from rbench.retrievers.base import RETRIEVERS, Retriever
 from rbench.tasks.datasets.base import ADAPTERS
 
@@ -65,7 +65,7 @@ def test_a_registered_plugin_retriever_gets_its_section(monkeypatch):
 
 
 def test_an_undocumented_key_of_rbench_stops_the_reference_build_and_a_plugins_is_marked(monkeypatch):
-    from rbench.reference import UndocumentedKey
+    from rbench.reference_pages import UndocumentedKey
 
     bm25 = RETRIEVERS.get("bm25")
 

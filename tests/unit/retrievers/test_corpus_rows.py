@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rbench.retrievers.base import CorpusRows
+from rbench.retrievers.corpus import CorpusRows
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ def test_at_most_keep_rows_stay_loaded(corpus):
     pa.array([f"{(i * 7919) % 1000:05d}" for i in range(1000)], pa.large_string()).slice(10, 900),
 ], ids=["fixed-width", "mixed-width", "large-string-slice"])
 def test_id_index_finds_each_row_and_marks_the_absent(ids):
-    from rbench.retrievers.base import IdIndex
+    from rbench.retrievers.corpus import IdIndex
 
     names = ids.to_pylist()
     wanted = [names[0], names[-1], names[437], "nope", names[437] + "x", "id"]

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rbench.core.errors import DataError
-from rbench.retrievers.base import column_rows
+from rbench.retrievers.corpus import column_rows
 from rbench.tasks.retrieve import HITS_SCHEMA, RUN_SCHEMA, with_doc_ids
 
 

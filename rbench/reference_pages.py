@@ -258,7 +258,7 @@ def configuration_reference() -> str:
     }
     sections = Sections(shared)
     out = ["# Configuration reference", "",
-           "Generated from the code when the site is built (`rbench.reference`): the typed settings classes, "
+           "Generated from the code when the site is built (`rbench.reference_pages`): the typed settings classes, "
            "the dataset adapter registry and the retriever registry, including retrievers and adapters that "
            "installed plugins register. A key not listed here is an error in a config file.", ""]
     out += _section("Experiment file", 2, [_doc(ExperimentConfig),
