@@ -251,18 +251,6 @@ class Composite(Retriever):
     def take_traces(self) -> list[dict]:
         return [t for c in self.components() for t in c.take_traces()]
 
-
-class FirstStage(Composite):
-    """A composite that works on the hits of one first-stage retriever, the one its params'
-    ``first_stage`` names (rerankers, query rewriters): built once, its one component."""
-
-    def __init__(self, params=None):
-        super().__init__(params)
-        self._first = self.params.first_stage.build()
-
-    def components(self) -> list[Retriever]:
-        return [self._first]
-
     def use_llm(self, session, tables: Sequence[Path]) -> None:
         start = len(self.own_rewrites())
         self.bind_llm(session, tables[:start])
@@ -277,3 +265,15 @@ class FirstStage(Composite):
             count = len(component.leaves())
             component.open(folders[start : start + count], corpus)
             start += count
+
+
+class FirstStage(Composite):
+    """A composite that works on the hits of one first-stage retriever, the one its params'
+    ``first_stage`` names (rerankers, query rewriters): built once, its one component."""
+
+    def __init__(self, params=None):
+        super().__init__(params)
+        self._first = self.params.first_stage.build()
+
+    def components(self) -> list[Retriever]:
+        return [self._first]
