@@ -9,8 +9,8 @@ from typing import Literal, Sequence
 from rbench.evaluation.experiment import table_html, table_latex, table_markdown
 from rbench.evaluation.metrics import METRICS
 from rbench.evaluation.plots import recall_curves
-from rbench.evaluation.reproduction import HEADER, caption, cell_notes, summary
-from rbench.evaluation.reproduction import rows as repro_rows
+from rbench.evaluation.reproduction_text import HEADER, caption, cell_notes, summary
+from rbench.evaluation.reproduction_text import rows as repro_rows
 from rbench.evaluation.standard import STANDARD, cut_label, cut_order
 
 

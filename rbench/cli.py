@@ -332,7 +332,7 @@ def _compare_run(uri: str, run: str, experiment: str, tables: list, maps: list[s
 
 def _log_comparisons(uri: str, run_id: str, tables: list, docs: list[dict], out: Path) -> None:
     """Write each comparison as ``<table>.json`` into ``out`` and keep it on the MLflow run."""
-    from rbench.evaluation.reproduction import summary
+    from rbench.evaluation.reproduction_text import summary
     from rbench.tracking.read import log_reproduction
 
     out.mkdir(parents=True, exist_ok=True)
@@ -418,7 +418,7 @@ def cmd_compare_grid(args: argparse.Namespace) -> int:
     import csv
     import io
 
-    from rbench.evaluation.reproduction import compare_grid, grid_markdown, load_grid
+    from rbench.evaluation.grids import compare_grid, grid_markdown, load_grid
     from rbench.tracking.read import load_chunking_table, log_reproduction
 
     grid = load_grid(args.against)

@@ -11,14 +11,8 @@ import yaml
 from rbench.config import load_config
 from rbench.core.errors import ConfigError, RbenchError
 from rbench.evaluation.report import reproduction_markdown, write_report
-from rbench.evaluation.reproduction import (
-    bootstrap_interval,
-    compare,
-    document,
-    load_published,
-    published_names,
-    summary,
-)
+from rbench.evaluation.reproduction import bootstrap_interval, compare, document, load_published, published_names
+from rbench.evaluation.reproduction_text import summary
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -289,7 +283,7 @@ def _grid(tmp_path: Path, cells: list, **changes) -> Path:
 
 
 def test_a_grid_cell_against_a_run_hand_computed(tmp_path):
-    from rbench.evaluation.reproduction import compare_grid, grid_markdown, load_grid
+    from rbench.evaluation.grids import compare_grid, grid_markdown, load_grid
 
     grid = load_grid(str(_grid(tmp_path, [[100, 10, 1, 20.0, 10.0, 50.0, 40.0, 28.57, 12.0],
                                           [100, 10, 3, 10.0, 5.0, 80.0, 30.0, 17.0, 8.0]])))
@@ -312,7 +306,7 @@ def test_a_grid_cell_against_a_run_hand_computed(tmp_path):
     ([[100, 10, 1, 1, 1, 1, 1, 1, 1], [100, 10, 1, 1, 1, 1, 1, 1, 1]], "repeat"),
 ])
 def test_a_bad_grid_names_the_file(tmp_path, cells, message):
-    from rbench.evaluation.reproduction import load_grid
+    from rbench.evaluation.grids import load_grid
 
     with pytest.raises(ConfigError, match=message) as err:
         load_grid(str(_grid(tmp_path, cells)))
