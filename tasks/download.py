@@ -18,7 +18,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from rbench.config import DatasetConfig
-from rbench.core.errors import ChecksumError, DataError, MissingExtraError
+from rbench.core.errors import ChecksumError, DataError, MissingExtraError, Unreachable
 from rbench.core.hashing import fast_fingerprint, file_digest
 from rbench.core.store import Artifact, Stage
 from rbench.tasks.datasets.base import FileSpec, ManifestFiles, expand, get_adapter, known_file
@@ -218,11 +218,26 @@ def _fetch(spec: FileSpec, target: Path, mirror: Path | None) -> str:
             with urllib.request.urlopen(spec.url, timeout=60) as response, open(target, "wb") as out:
                 shutil.copyfileobj(response, out)
     except (OSError, ValueError) as e:
-        raise DataError(
+        error = Unreachable if _transient(e) else DataError
+        raise error(
             f"{spec.name}: {where}download from {source} failed ({e}). Without network, pass "
             "--mirror DIR (or set RBENCH_MIRROR) to a folder that holds it"
         ) from None
     return source
+
+
+RETRY_STATUS = {408, 429, 500, 502, 503, 504}
+
+
+def _transient(error: BaseException) -> bool:
+    """Whether a failed fetch may succeed later: a timeout, a dropped or refused connection, or an HTTP
+    status that says so (408, 429, 5xx); not a missing file (404) or a refused access (401, 403)."""
+    if isinstance(error, urllib.error.HTTPError):
+        return error.code in RETRY_STATUS
+    status = getattr(getattr(error, "response", None), "status_code", None)  # the hub client's errors
+    if status is not None:
+        return status in RETRY_STATUS
+    return isinstance(error, (urllib.error.URLError, TimeoutError, ConnectionError))
 
 
 def _fetch_verified(spec: FileSpec, folder: Path, mirror: Path | None) -> tuple[int, bool]:
@@ -274,4 +289,4 @@ def build_download(folder: Path, inputs: list[Artifact], config: DownloadConfig,
     return {"files": len(files) + len(listings), "bytes": total, "unverified": unpinned}
 
 
-DOWNLOAD = Stage("download", 2, build_download)
+DOWNLOAD = Stage("download", 2, build_download, retries=2, retry_delays=(10.0, 60.0), transient=(Unreachable,))

@@ -15,6 +15,11 @@ class DataError(RbenchError):
     """An input data file is missing, malformed or inconsistent."""
 
 
+class Unreachable(DataError):
+    """A source did not answer now (a timeout, a refused or dropped connection, HTTP 408, 429 or 5xx):
+    the same request may succeed later, so a stage that fails with it is retried."""
+
+
 class ChecksumError(DataError):
     """A downloaded or mirrored file does not match its registered sha256."""
 

@@ -116,7 +116,26 @@ def stage_task(stage: Stage):
                 wait_for_the_end()
             raise
 
-    return task(run, name=stage.name, cache_policy=StageCachePolicy(stage=stage), persist_result=True)
+    retrying = {}
+    if stage.retries:
+        retrying = {"retries": stage.retries, "retry_delay_seconds": list(stage.retry_delays),
+                    "retry_condition_fn": _failed_with(stage.transient)}
+    return task(run, name=stage.name, cache_policy=StageCachePolicy(stage=stage), persist_result=True, **retrying)
+
+
+def _failed_with(errors: tuple[type[BaseException], ...]):
+    """Prefect's retry condition: the task run failed with one of ``errors``."""
+
+    def condition(task, task_run, state) -> bool:
+        try:
+            state.result()
+        except errors:
+            return True
+        except BaseException:
+            return False
+        return False
+
+    return condition
 
 
 _SAVED: dict[tuple[str, str], Any] = {}  # (server URL, block name) -> the block this process saved there

@@ -91,3 +91,39 @@ def test_a_stage_gets_its_store_block_without_a_lookup_on_the_server(tmp_path, m
     assert [r["status"] for r in report] == ["ran", "ran", "cached"]
     assert [(a.path / "out.txt").read_text() for a in artifacts] == ["1", "2", "2"]
     assert lookups == []
+
+
+ATTEMPTS: list[str] = []
+
+
+def _fails_once_then_builds(folder, inputs, config):
+    ATTEMPTS.append(config["error"])
+    if len(ATTEMPTS) == 1 or config["error"] == "DataError":
+        from rbench.core import errors
+
+        raise getattr(errors, config["error"])(f"attempt {len(ATTEMPTS)}")
+    (folder / "out.txt").write_text("built")
+    return {"attempts": len(ATTEMPTS)}
+
+
+@pytest.mark.parametrize("error, attempts", [("Unreachable", 2), ("DataError", 1)])
+def test_a_stage_that_fails_with_a_transient_error_is_retried_by_prefect(tmp_path, error, attempts):
+    """A stage declares its retries and the errors worth them (the download stage: ``Unreachable``);
+    Prefect retries its task on those only: an unreachable source once more, a bad file never."""
+    from prefect import flow
+
+    from rbench.core.errors import DataError, Unreachable
+
+    stage = Stage("flaky", 1, _fails_once_then_builds, retries=1, retry_delays=(0.0,), transient=(Unreachable,))
+    ATTEMPTS.clear()
+
+    @flow
+    def one_stage(root: str):
+        return call_stage(stage, root, [], {"error": error}, "flaky", [])
+
+    if error == "DataError":
+        with pytest.raises(DataError, match="attempt 1"):
+            one_stage(str(tmp_path / "store"))
+    else:
+        assert (one_stage(str(tmp_path / "store")).path / "out.txt").read_text() == "built"
+    assert ATTEMPTS == [error] * attempts

@@ -196,3 +196,34 @@ def test_a_hub_file_is_asked_for_unless_the_hubs_cache_holds_it(tmp_path, monkey
     assert probe(spec) is None
     nowhere = FileSpec(name="x.txt")
     assert unreachable(DownloadConfig(files=[spec, nowhere]), None) == [(nowhere, "it has no download source")]
+
+
+@pytest.mark.parametrize("error, transient", [
+    ("HTTPError(503)", True), ("HTTPError(429)", True), ("HTTPError(404)", False), ("HTTPError(403)", False),
+    ("URLError", True), ("TimeoutError", True), ("ConnectionResetError", True), ("FileNotFoundError", False),
+])
+def test_a_source_that_may_answer_later_fails_the_download_as_unreachable(tmp_path, monkeypatch, error, transient):
+    """A timeout, a dropped connection or HTTP 408/429/5xx fails the download with ``Unreachable`` (the
+    stage's Prefect task retries it); a missing file or a refused access is a plain DataError."""
+    import urllib.error
+    import urllib.request
+
+    from rbench.core.errors import Unreachable
+
+    made = {"URLError": urllib.error.URLError("no route"), "TimeoutError": TimeoutError("timed out"),
+            "ConnectionResetError": ConnectionResetError("reset"), "FileNotFoundError": FileNotFoundError("gone")}
+    if error.startswith("HTTPError"):
+        code = int(error[10:13])
+        raised = urllib.error.HTTPError("https://example.org/f", code, "status", {}, None)
+    else:
+        raised = made[error]
+
+    def fail(*args, **kwargs):
+        raise raised
+
+    monkeypatch.setattr(urllib.request, "urlopen", fail)
+    spec = _spec("f.txt", b"x", url="https://example.org/f")
+    with pytest.raises(DataError, match="download from https://example.org/f failed") as caught:
+        DOWNLOAD.run(Store(tmp_path / "store"), [], DownloadConfig(files=[spec]))
+    assert isinstance(caught.value, Unreachable) is transient
+    assert DOWNLOAD.retries == 2 and DOWNLOAD.transient == (Unreachable,)
