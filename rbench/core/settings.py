@@ -35,17 +35,20 @@ VARIABLES = {
 ``RBENCH_`` variable)."""
 
 
-def read(name: str) -> str | None:
-    """The value of one of :data:`VARIABLES`, None when unset or empty."""
+def _listed(name: str) -> str:
     if name not in VARIABLES:
         raise KeyError(f"{name} is not one of rbench's environment variables: add it to VARIABLES")
-    return os.environ.get(name) or None
+    return name
+
+
+def read(name: str) -> str | None:
+    """The value of one of :data:`VARIABLES`, None when unset or empty."""
+    return os.environ.get(_listed(name)) or None
 
 
 def write(name: str, value: str) -> None:
     """Set one of :data:`VARIABLES` for this process and the processes it starts."""
-    read(name)
-    os.environ[name] = value
+    os.environ[_listed(name)] = value
 
 
 def _number(name: str, default: float) -> float:

@@ -39,7 +39,7 @@ class ExperimentGraph:
     """The stages of one experiment, each submitted by a named step (:meth:`download`,
     :meth:`prepare`, :meth:`subsample`, :meth:`index`, :meth:`rewrite`, :meth:`retrieve`,
     :meth:`evaluate`) to a submitter, so that the caller's body reads as the pipeline: the
-    benchmark flow (:func:`rbench.flows.benchmark.experiment_stages`) and cached lookups alike.
+    benchmark flow (:func:`rbench.flows.benchmark_stages.experiment_stages`) and cached lookups alike.
 
     Each index some retriever needs is submitted once per dataset (shared by fusion and rerank
     components), as is each query rewrite; every step returns a handle, and :meth:`outcome`
