@@ -494,3 +494,19 @@ def test_a_disk_that_fills_during_the_preflight_prepare_is_one_message(tmp_path,
     err = capsys.readouterr().err
     assert "dataset 'tiny': the disk holding the store" in err and "is full" in err and "--store DIR" in err
     assert "Traceback" not in err
+
+
+def test_environment_settings_are_read_when_used_and_a_bad_number_is_named(tmp_path, monkeypatch):
+    """The lease TTL and the free-space minimum were read once, at import: a worker's value set later
+    was ignored. They are read when used, and a value that is not a number is one message."""
+    from rbench.core import settings
+    from rbench.core.lease import Lease
+
+    monkeypatch.setenv("RBENCH_LEASE_TTL", "7.5")
+    monkeypatch.setenv("RBENCH_MIN_FREE_MB", "3")
+    assert Lease(tmp_path / "x.lease").ttl == 7.5 and settings.min_free_bytes() == 3_000_000
+    monkeypatch.setenv("RBENCH_LEASE_TTL", "ten")
+    with pytest.raises(ConfigError, match=r"RBENCH_LEASE_TTL='ten' is not a number: unset it or give one, such as 60"):
+        Lease(tmp_path / "y.lease")
+    with pytest.raises(KeyError, match="RBENCH_NOT_LISTED is not one of rbench's environment variables"):
+        settings.read("RBENCH_NOT_LISTED")
