@@ -1,7 +1,7 @@
 """Writing to MLflow: one parent run per flow run and a child per dataset x retriever (experiments),
 one run per chunking grid, a parent and child runs per search; every path goes through
-:func:`writing_to` and gets the same provenance tags. Reading is in ``results.py``, the sqlite
-bootstrap in ``mlflow_setup.py``."""
+:func:`writing_to` and gets the same provenance tags. Reading is in ``read.py``, the sqlite
+bootstrap in ``backend.py``."""
 
 from __future__ import annotations
 
