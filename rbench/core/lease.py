@@ -23,8 +23,6 @@ from rbench.core import settings
 
 log = logging.getLogger("rbench")
 
-
-
 _HELD: set["Lease"] = set()
 _HELD_LOCK = threading.RLock()  # re-entered by a signal handler that runs on the thread holding it
 _STOPPING = threading.Event()
