@@ -48,6 +48,12 @@ def recall(vectors: np.ndarray, qvectors: np.ndarray, docs: list[str], gold: lis
     index = faiss.IndexFlatIP(vectors.shape[1])
     index.add(vectors)
     _, rows = index.search(qvectors, 100)
+    return ranked_recall(rows, docs, gold, ks)
+
+
+def ranked_recall(rows: np.ndarray, docs: list[str], gold: list[list[str]], ks=(1, 5, 10)) -> dict[int, float]:
+    """Document-level recall@k of ranked passage rows per question (-1: an empty slot), each ranking
+    de-duplicated by document."""
     found = {k: [] for k in ks}
     for row, relevant in zip(rows, gold):
         ranked = list(dict.fromkeys(docs[r] for r in row if r >= 0))
