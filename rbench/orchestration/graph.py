@@ -35,6 +35,10 @@ def _index_label(dataset: str, leaf) -> str:
     return f"{dataset}/{leaf.name}" + (f":{model.rsplit('/', 1)[-1]}" if model else "")
 
 
+def _pair_label(ds, r) -> str:
+    return f"{ds.name}/{r.label}"
+
+
 class ExperimentGraph:
     """The stages of one experiment, each submitted by a named step (:meth:`download`,
     :meth:`prepare`, :meth:`subsample`, :meth:`index`, :meth:`rewrite`, :meth:`retrieve`,
@@ -90,7 +94,7 @@ class ExperimentGraph:
         """The indexes the retriever searches, each built once per dataset (encoded in shards first where
         its leaf encodes)."""
         rows = pq.ParquetFile(corpus.file("corpus.parquet")).metadata.num_rows
-        needs = self._needs.setdefault((ds.name, r.label), {ds.name, f"{ds.name}/{r.label}"})
+        needs = self._pair_needs(ds, r)
         built = []
         for leaf, leaf_cfg in zip(self._retriever(r).leaves(), IndexConfig.all_of(r)):
             key = (ds.name, canonical_json(leaf_cfg))
@@ -109,7 +113,7 @@ class ExperimentGraph:
 
     def rewrite(self, ds, r) -> list:
         """The LLM rewrites of the queries the retriever reads, each asked once per dataset."""
-        needs = self._needs.setdefault((ds.name, r.label), {ds.name, f"{ds.name}/{r.label}"})
+        needs = self._pair_needs(ds, r)
         rewrites = []
         for spec in self._retriever(r).rewrites():
             key = (ds.name, canonical_json(spec.key_view()))
@@ -125,12 +129,12 @@ class ExperimentGraph:
     def retrieve(self, ds, r, corpus: Artifact, indexes: list, rewrites: list) -> Any:
         """The retriever's run over the dataset's queries."""
         return self.sub.submit(RETRIEVE, [corpus, self._queries[ds.name], *indexes, *rewrites],
-                               RetrieveConfig.of(r, self.cfg.depth), f"{ds.name}/{r.label}",
+                               RetrieveConfig.of(r, self.cfg.depth), _pair_label(ds, r),
                                gpu=self._retriever(r).needs_gpu())
 
     def evaluate(self, ds, r, indexes: list, rewrites: list, run) -> Any:
         """The run's metrics, per query and aggregated; the pair is then complete."""
-        scored = self.sub.submit(EVALUATE, [self._queries[ds.name], run], self.cfg.metrics, f"{ds.name}/{r.label}")
+        scored = self.sub.submit(EVALUATE, [self._queries[ds.name], run], self.cfg.metrics, _pair_label(ds, r))
         self._pairs.append((ds.name, r, run, indexes, rewrites, scored))
         return scored
 
@@ -150,6 +154,10 @@ class ExperimentGraph:
                             "rewrites": [self.sub.artifact(w) for w in rewrites], "run": self.sub.artifact(run),
                             "evaluation": evaluation})
         return results, failures, report
+
+    def _pair_needs(self, ds, r) -> set[str]:
+        """The labels of the stages a dataset x retriever pair depends on (its failure names the first)."""
+        return self._needs.setdefault((ds.name, r.label), {ds.name, _pair_label(ds, r)})
 
     def _retriever(self, r):
         if r.label not in self._built:
