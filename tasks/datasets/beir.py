@@ -86,6 +86,7 @@ class Beir(Adapter):
     Params = BeirParams
     graded = True
     excludes = True
+    every_query = True
     version = 3
 
     def files(self, params: BeirParams) -> list[FileSpec]:

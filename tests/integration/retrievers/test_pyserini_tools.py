@@ -145,3 +145,72 @@ def test_indexes_keyed_by_segment_ids_built_by_pyserini_and_faiss_give_rbenchs_o
         assert info["ids"] == "metadata.segment_id" and info["indexed"] == len(segments) == 5, (name, info)
         assert own_ranking and ranking == own_ranking, name
         assert metrics == own_metrics and any(r["value"] > 0 for r in metrics), name
+
+
+TIED = [  # BEIR documents, several with the very same text: equal BM25 scores, ordered by Anserini's id tie-breaker
+    ("zeta", "Penguins", "penguins swim in cold water"), ("alpha", "Penguins", "penguins swim in cold water"),
+    ("mu", "Penguins", "penguins swim in cold water"), ("beta", "Towers", "the eiffel tower stands in paris"),
+    ("omega", "Towers", "the eiffel tower stands in paris"), ("delta", "Java", "lucene is a java search library"),
+    ("d10", "Penguins", "penguins swim in cold water"), ("d9", "Penguins", "penguins swim in cold water"),
+]
+
+
+def test_bm25_breaks_ties_as_pyserinis_own_cli_under_the_corpus_ids_and_arms_doc_n_ids(tmp_path):
+    """Pyserini's documented BEIR recipe (JsonCollection of ``title + " " + text`` under the corpus's
+    ids, ``--bm25``) and ARM's (``doc_<line>`` ids over its serialized file, ``src/retrieval/bm25.py``
+    line 60) give the same ranked lists, ties included, as rbench's BM25 with ``lucene_ids: auto``
+    (a BEIR corpus: one object per document, so its ids) and ``lucene_ids: position``; rbench's
+    hashed object ids order the tied documents otherwise."""
+    need("pyserini")
+    import pyarrow.parquet as pq
+
+    from rbench.config import DatasetConfig
+    from rbench.core.store import Store
+    from rbench.retrievers.base import make_retriever
+    from rbench.tasks.download import DOWNLOAD, DownloadConfig
+    from rbench.tasks.prepare import PREPARE
+
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in TIED))
+    queries = {"q1": "do penguins swim", "q2": "eiffel tower paris", "q3": "penguins tower"}
+    (beir / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items()))
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\talpha\t1\nq2\tbeta\t1\nq3\tmu\t1\n")
+    cfg = DatasetConfig.model_validate({"name": "tied", "adapter": "beir", "params": {"path": str(beir)}})
+    store = Store(tmp_path / "store")
+    corpus = PREPARE.run(store, [DOWNLOAD.run(store, [], DownloadConfig.of(cfg))], cfg).file("corpus.parquet")
+    rows = pq.read_table(corpus, columns=["object_id", "doc_id", "text"]).to_pylist()
+    (tmp_path / "topics.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in queries.items()))
+
+    def pyserini(name: str, ids: list[str]) -> dict[str, list[str]]:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "docs.jsonl").write_text(
+            "".join(json.dumps({"id": i, "contents": r["text"]}) + "\n" for i, r in zip(ids, rows)))
+        built = tool("pyserini.index.lucene", "--collection", "JsonCollection", "--input", str(tmp_path / name),
+                     "--index", str(tmp_path / f"{name}-index"), "--generator", "DefaultLuceneDocumentGenerator",
+                     "--threads", "1")
+        assert built.returncode == 0, built.stderr[-3000:]
+        searched = tool("pyserini.search.lucene", "--index", str(tmp_path / f"{name}-index"), "--topics",
+                        str(tmp_path / "topics.tsv"), "--output", str(tmp_path / f"{name}.txt"), "--bm25",
+                        "--hits", "8")
+        assert searched.returncode == 0, searched.stderr[-3000:]
+        run: dict[str, list[str]] = {}
+        for line in (tmp_path / f"{name}.txt").read_text().splitlines():
+            run.setdefault(line.split()[0], []).append(line.split()[2])
+        return run
+
+    def rbench(lucene_ids: str) -> dict[str, list[str]]:
+        bm25, folder = make_retriever("bm25", {"lucene_ids": lucene_ids}), tmp_path / f"rbench-{lucene_ids}"
+        folder.mkdir()
+        bm25.index(corpus, folder)
+        bm25.open([folder], corpus)
+        return {q: [d for d, _ in hits] for q, hits in bm25.search(queries, 8).items()}
+
+    object_of = {r["doc_id"]: r["object_id"] for r in rows}
+    beir_run = {q: [object_of[d] for d in docs] for q, docs in pyserini("by-corpus-id", [r["doc_id"] for r in rows]).items()}
+    assert [r["doc_id"] for r in rows] == [i for i, _, _ in TIED]  # the corpus keeps the file's order
+    assert beir_run["q1"][:5] == [object_of[d] for d in ("alpha", "d10", "d9", "mu", "zeta")]  # ids as text
+    assert rbench("auto") == beir_run
+    arm_run = pyserini("by-position", [f"doc_{n}" for n in range(len(rows))])
+    assert rbench("position") == {q: [rows[int(d[4:])]["object_id"] for d in docs] for q, docs in arm_run.items()}
+    assert rbench("object_id") != beir_run  # the hashed ids order the five tied penguin documents otherwise
