@@ -21,6 +21,7 @@ ROWS = [  # object id, doc id, segment id
 
 
 def _corpus(tmp_path, rows=ROWS, batch=2):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     table = pa.table({"object_id": [r[0] for r in rows], "text": [f"text of {r[0]}" for r in rows],
                       "doc_id": [r[1] for r in rows],
                       "metadata": [json.dumps({"segment_id": r[2], "url": "u"}, ensure_ascii=False, sort_keys=True)
@@ -86,3 +87,25 @@ def test_ids_is_a_setting_of_a_prebuilt_index_only(params, tmp_path):
     with pytest.raises(ValidationError, match="ids"):
         params(ids="segment_id")
     assert params().ids == "auto"
+
+
+def test_arms_doc_n_ids_map_to_the_objects_at_those_rows(tmp_path):
+    corpus = _corpus(tmp_path)  # row groups of 2: rows 0-1, 2-3
+    rows = NativeIds(corpus, "position")
+    run = {"q1": [("doc_3", 3.0), ("doc_0", 2.0)], "q2": [("doc_2", 1.0)], "q3": []}
+    assert rows.translate(run) == {"q1": [("o4", 3.0), ("o1", 2.0)], "q2": [("o3", 1.0)], "q3": []}
+    with pytest.raises(DataError, match=r"2 id\(s\) that are not positions .* \['doc_4', 'o1'\]"):
+        rows.translate({"q1": [("doc_4", 1.0), ("o1", 0.5)]})
+
+
+def test_lucene_ids_choose_the_ids_of_a_built_index_and_leave_a_prebuilt_ones_alone(tmp_path):
+    from rbench.retrievers.bm25 import BM25
+
+    several, single = _corpus(tmp_path), _corpus(tmp_path / "one", [r for r in ROWS if r[0] != "o2"])
+    assert BM25({})._lucene_ids(several) == "object_id" and BM25({})._lucene_ids(single) == "doc_id"
+    assert BM25({"lucene_ids": "position"})._lucene_ids(single) == "position"
+    with pytest.raises(DataError, match="lucene_ids doc_id needs one object per document"):
+        BM25({"lucene_ids": "doc_id"})._lucene_ids(several)
+    with pytest.raises(ValidationError, match="a prebuilt index has its own ids"):
+        BM25Params(prebuilt="some-prebuilt-name", lucene_ids="position")
+    assert BM25({}).index_params() == {"lucene_ids": "auto"}

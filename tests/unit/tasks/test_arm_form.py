@@ -96,9 +96,10 @@ def test_tabfact_in_targets_form_keeps_the_splits_tables_in_arms_text(tmp_path):
         {"1-1-1.html.csv": [["the lions rank first"], [1], "none"]}))
     (raw / "tabfact_sample" / "table_to_page_sample.json").write_text(json.dumps(
         {"1-1-1.html.csv": ["league table", "https://en.wikipedia.org/wiki/League"]}))
-    prepared = _prepare(tmp_path, raw, {"name": "tabfact", "params": {"form": "target"}})
-    assert [c["text"] for c in _table(prepared.file("corpus.parquet"))] == [
-        "league table [SEP] [H] rank: 1 , [H] team: "]
+    prepared = _prepare(tmp_path / "none", raw, {"name": "tabfact", "params": {"form": "target"}})
+    assert [c["text"] for c in _table(prepared.file("corpus.parquet"))] == ["[H] rank: 1 , [H] team: "]  # measured default
+    paged = _prepare(tmp_path / "page", raw, {"name": "tabfact", "params": {"form": "target", "title": "page"}})
+    assert [c["text"] for c in _table(paged.file("corpus.parquet"))] == ["league table [SEP] [H] rank: 1 , [H] team: "]
 
 
 def test_target_in_arms_form_names_rows_by_context_else_the_table_id(tmp_path):
@@ -183,3 +184,18 @@ def test_a_bad_method_is_refused():
     with pytest.raises(ConfigError, match="subsample.method"):
         parse_config({"subsample": {"method": "random"}, "datasets": [{"name": "fetaqa"}],
                       "retrievers": [{"name": "bm25"}]})
+
+
+def test_tabfact_keeps_the_examples_files_order_of_tables_and_statements(tmp_path):
+    """What a sampler reads and ``doc_<n>`` numbers: test_examples.json's order (tables as listed,
+    statements as listed), not the table ids sorted."""
+    raw = tmp_path / "raw"
+    (raw / "tabfact_sample" / "all_csv").mkdir(parents=True)
+    for table in ("2-9.html.csv", "1-5.html.csv"):
+        (raw / "tabfact_sample" / "all_csv" / table).write_text(f"name#score\n{table[:3]}#1\n")
+    (raw / "tabfact_sample" / "val_examples_sample.json").write_text(json.dumps(
+        {"2-9.html.csv": [["zeta wins", "alpha loses"], [1, 0], "none"], "1-5.html.csv": [["mid"], [1], "none"]}))
+    (raw / "tabfact_sample" / "table_to_page_sample.json").write_text(json.dumps({}))
+    prepared = _prepare(tmp_path, raw, {"name": "tabfact", "params": {"form": "target"}})
+    assert [q["text"] for q in _table(prepared.file("queries.parquet"))] == ["zeta wins", "alpha loses", "mid"]
+    assert [c["source"] for c in _table(prepared.file("corpus.parquet"))] == ["2-9.html.csv", "1-5.html.csv"]

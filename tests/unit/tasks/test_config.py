@@ -222,3 +222,27 @@ def test_chunking_and_search_take_store_and_tracking_uri_from_the_environment(tm
     experiment, _ = load_search_config(search)
     assert experiment.store == tmp_path / "envstore" and experiment.tracking_uri() == "http://tracking:5000"
     assert load_grid_config(grid, store=str(tmp_path / "flag")).store == tmp_path / "flag"
+
+
+def test_protocol_arm_builds_bm25_under_arms_doc_n_ids_unless_the_file_says_otherwise():
+    arm = {**BASE, "protocol": "arm", "retrievers": [{"name": "bm25"}, {"name": "bm25", "label": "own",
+                                                                         "params": {"lucene_ids": "object_id"}}]}
+    first, second = parse_config(arm).retrievers
+    assert first.params["lucene_ids"] == "position" and second.params["lucene_ids"] == "object_id"
+    assert parse_config(BASE).retrievers[0].params["lucene_ids"] == "auto"
+
+
+@pytest.mark.parametrize("subsample", ["all", False, {"size": "all"}])
+def test_every_judged_query_is_asked_for_in_words(subsample):
+    cfg = parse_config({**BASE, "subsample": subsample})
+    assert cfg.subsample.size == "all" and cfg.subsample.count(1406) == 1406
+    assert "size" in _error({**BASE, "subsample": {"size": "every"}})
+
+
+def test_a_beir_dataset_scores_every_query_unless_the_file_sets_a_size():
+    unset, given = parse_config(BASE).subsample, parse_config({**BASE, "subsample": {"size": 500}}).subsample
+    assert unset.for_dataset(every_query=True).count(1406) == 1406 and unset.for_dataset(False).count(1406) == 500
+    assert given.for_dataset(every_query=True).count(1406) == 500
+    from rbench.tasks.datasets.base import get_adapter
+
+    assert get_adapter("beir").every_query and not get_adapter("fetaqa").every_query
