@@ -33,6 +33,19 @@ def _print_metrics(metrics: list[dict]) -> None:
         print()
 
 
+def _print_samples(cfg, stages: list[dict]) -> None:
+    """Beside the table: each dataset scored on a sample of its judged queries, and how to score all."""
+    from rbench.core.store import Store
+
+    store = Store(cfg.store)
+    for row in stages:
+        artifact = store.load("subsample", row["key"]) if row["stage"] == "subsample" and row.get("key") else None
+        info = artifact.info if artifact else {}
+        if info.get("of") and info.get("queries", info["of"]) < info["of"]:
+            print(f"{row['label']}: scored on a sample, {info['queries']:,} of its {info['of']:,} queries "
+                  f"(subsample.size {cfg.subsample.size}); `subsample: all` scores every judged query")
+
+
 def _show_hint(run_id: str, tracking_uri: str) -> None:
     print(f"MLflow run {run_id} at {tracking_uri}")
     print(f"show it again with: rbench show {run_id} --tracking-uri {tracking_uri}")
@@ -47,6 +60,7 @@ def _nothing_to_do(cfg, config_path: str, started: float) -> bool:
     if summary is None:
         return False
     _print_metrics(summary["metrics"])
+    _print_samples(cfg, summary["stages"])
     print(f"stages: 0 ran, {len(summary['stages'])} cached, 0 failed or skipped; wall time "
           f"{time.perf_counter() - started:.1f}s")
     print("every stage is cached and MLflow holds these results already: no flow run started "
@@ -71,6 +85,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     ran = [s for s in result["stages"] if s["status"] == "ran"]
     cached = [s for s in result["stages"] if s["status"] == "cached"]
     _print_metrics(result["metrics"])
+    _print_samples(cfg, result["stages"])
     print(f"stages: {len(ran)} ran, {len(cached)} cached, "
           f"{len(result['stages']) - len(ran) - len(cached)} failed or skipped; wall time {elapsed:.1f}s")
     if result.get("mlflow_run_id"):

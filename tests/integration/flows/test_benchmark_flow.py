@@ -416,3 +416,29 @@ def test_a_beir_folder_scores_by_default_as_beirs_own_evaluation(tmp_path):
             for m in ("ndcg", "recall")}
     assert len(scores) == 12
     assert round(ours["ndcg"], 5) == beir["ndcg"] and round(ours["recall"], 5) == beir["recall"]
+
+
+def test_a_beir_folder_is_scored_on_every_judged_query_by_default_and_a_sample_says_so(tmp_path, capsys):
+    """BEIR's evaluation scores every query with judgements; so does rbench for a BEIR folder unless
+    the file sets ``subsample.size``. 520 queries (rbench's default sample is 500): all 520 scored;
+    with ``size: 500`` the run's output says it scored a sample and how to score all."""
+    from rbench.cli import main
+
+    folder = tmp_path / "beir"
+    (folder / "qrels").mkdir(parents=True)
+    write_jsonl(folder / "corpus.jsonl", [{"_id": f"d{i}", "title": "", "text": f"topic{i} w{i % 7} w{i % 11}"}
+                                          for i in range(520)])
+    write_jsonl(folder / "queries.jsonl", [{"_id": f"q{i}", "text": f"topic{i} w{i % 7}"} for i in range(520)])
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"q{i}\td{i}\t1\n" for i in range(520)))
+    cfg = {"name": "beir-all", "store": str(tmp_path / "store"), "metrics": {"k": [10]},
+           "mlflow": {"experiment": "beir-all"}, "retrievers": [{"name": "bm25"}],
+           "datasets": [{"name": "many", "adapter": "beir", "params": {"path": str(folder)}}]}
+    (tmp_path / "all.yaml").write_text(yaml.safe_dump(cfg))
+    result = benchmark(str(tmp_path / "all.yaml"))
+    assert {m["queries"] for m in result["metrics"]} == {520}
+    (tmp_path / "sample.yaml").write_text(yaml.safe_dump({**cfg, "subsample": {"size": 500}}))
+    capsys.readouterr()
+    assert main(["run", str(tmp_path / "sample.yaml")]) == 0
+    printed = capsys.readouterr().out
+    assert "many: scored on a sample, 500 of its 520 queries (subsample.size 500); `subsample: all` scores" in printed
