@@ -168,3 +168,85 @@ def test_the_seed_chunking_study_reproduces_every_cell_of_the_published_grid(tmp
     cells = json.loads((tmp_path / "grid" / "seed002-sotu-fixedtoken-minilm.json").read_text())["cells"]
     assert len(cells) == 375
     assert sum(c["equal"] for c in cells) == 375 and sum(c["std_equal"] for c in cells) == 375
+
+
+def test_pyserinis_beir_bm25_conditions_are_the_same_computation_as_pyserinis_own_cli(tmp_path, capsys):
+    """Pyserini's 2CR BEIR conditions, run by Pyserini's own commands on a fixture named as a
+    published test set (trec-covid: 50 judged queries, so the published sample size holds) and by
+    rbench's BM25: ``bm25-flat`` (one field, ``title + " " + text``, under the BEIR ids) and
+    ``bm25-multifield`` (text and title as two fields, ``--fields contents=1.0 title=1.0``), both
+    ``--bm25 --remove-query``. The ranked lists are the same, ties included, and ``rbench compare``
+    against the shipped table gives exact verdicts (``equal`` or ``off by q``) to both.
+    ~70 s: four JVM starts for Pyserini's commands, one flow."""
+    import random
+
+    import pyarrow.parquet as pq
+
+    from tests.conftest import need, write_jsonl
+    from tests.integration.retrievers.test_pyserini_tools import tool
+
+    need("pyserini")
+    rng = random.Random(5)
+    words = [f"w{i}" for i in range(40)]
+    docs = {f"d{i}": (f"title {rng.choice(words)}", " ".join(rng.choices(words, k=rng.randint(3, 12))))
+            for i in range(120)}
+    docs["q3"] = docs["d7"] = docs["d70"] = ("tied", "w1 w2 w3")  # equal scores; q3 is also a query's id
+    beir = tmp_path / "trec-covid"
+    (beir / "qrels").mkdir(parents=True)
+    write_jsonl(beir / "corpus.jsonl", [{"_id": d, "title": t, "text": x} for d, (t, x) in docs.items()])
+    queries = {f"q{i}": " ".join(rng.sample(words, 3)) for i in range(50)}
+    queries["q3"] = "tied w1 w2"
+    write_jsonl(beir / "queries.jsonl", [{"_id": q, "text": t} for q, t in queries.items()])
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"{q}\t{rng.choice(sorted(docs))}\t{rng.choice([1, 2])}\n" for q in queries))
+    (tmp_path / "topics.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in queries.items()))
+
+    def pyserini(name: str, rows: list[dict], *fields: str) -> dict[str, list[str]]:
+        (tmp_path / name).mkdir()
+        write_jsonl(tmp_path / name / "docs.jsonl", rows)
+        built = tool("pyserini.index.lucene", "--collection", "JsonCollection", "--input", str(tmp_path / name),
+                     "--index", str(tmp_path / f"{name}-index"), "--generator", "DefaultLuceneDocumentGenerator",
+                     "--threads", "1", *(["--fields", "title"] if fields else []))
+        assert built.returncode == 0, built.stderr[-3000:]
+        searched = tool("pyserini.search.lucene", "--index", str(tmp_path / f"{name}-index"), "--topics",
+                        str(tmp_path / "topics.tsv"), "--output", str(tmp_path / f"{name}.txt"), "--bm25",
+                        "--hits", "1000", "--remove-query", *(["--fields", *fields] if fields else []))
+        assert searched.returncode == 0, searched.stderr[-3000:]
+        run: dict[str, list[str]] = {}
+        for line in (tmp_path / f"{name}.txt").read_text().splitlines():
+            run.setdefault(line.split()[0], []).append(line.split()[2])
+        return run
+
+    flat = pyserini("flat", [{"id": d, "contents": f"{t} {x}".strip()} for d, (t, x) in docs.items()])
+    multi = pyserini("multi", [{"id": d, "contents": x, "title": t} for d, (t, x) in docs.items()],
+                     "contents=1.0", "title=1.0")
+    assert "q3" not in flat["q3"] and flat["q3"][:2] == ["d7", "d70"]  # removed; the tie in id order
+
+    cfg = {"name": "beir-2cr", "store": str(tmp_path / "store"), "depth": 1000, "metrics": {"k": [10, 100, 1000]},
+           "mlflow": {"experiment": "beir-2cr"},
+           "datasets": [{"name": "tc-flat", "adapter": "beir", "params": {"path": str(beir)}},
+                        {"name": "tc-multi", "adapter": "beir", "params": {"path": str(beir), "title": "none"}}],
+           "retrievers": [{"name": "bm25", "label": "flat"},
+                          {"name": "bm25", "label": "multi", "params": {"fields": "multifield"}}]}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(cfg))
+    result = benchmark(str(tmp_path / "exp.yaml"))
+    store = tmp_path / "store"
+    for dataset, label, expected in (("tc-flat", "flat", flat), ("tc-multi", "multi", multi)):
+        (pair,) = [s for s in result["stages"] if s["stage"] == "retrieve" and s["label"] == f"{dataset}/{label}"]
+        hits = pq.read_table(store / "retrieve" / pair["key"] / "run.parquet").to_pylist()
+        ours: dict[str, list[str]] = {}
+        for hit in sorted(hits, key=lambda h: (h["query_id"], h["rank"])):
+            if hit["doc_id"] != hit["query_id"]:  # the evaluation drops it (ignore_identical_ids), as --remove-query does
+                ours.setdefault(hit["query_id"], []).append(hit["doc_id"])
+        assert ours == expected, label
+
+    cells = {}
+    for system, label, dataset in (("bm25-flat", "flat", "tc-flat"), ("bm25-multifield", "multi", "tc-multi")):
+        assert main(["compare", result["mlflow_run_id"], "--against", "pyserini-beir-bm25", "--tracking-uri",
+                     result["tracking_uri"], "--map", f"{system}={label}", "--map", f"trec-covid={dataset}",
+                     "--out", str(tmp_path / system)]) == 0
+        doc = json.loads((tmp_path / system / "pyserini-beir-bm25.json").read_text())
+        cells[system] = [c for c in doc["cells"] if (c["system"], c["dataset"]) == (system, "trec-covid")]
+    for system, measured in cells.items():
+        assert len(measured) == 3 and all(c["exact"] and c["queries"] == 50 for c in measured), (system, measured)
+        assert all(c["verdict"] == "equal" or c["verdict"].startswith("off by ") for c in measured)
