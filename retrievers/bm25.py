@@ -22,10 +22,11 @@ from rbench.retrievers.prebuilt import (
     index_folder,
     match_ids,
     native_ids,
+    built_map,
     one_object_per_document,
     read_pointer,
-    record_built_ids,
     sample_positions,
+    write_id_map,
     write_pointer,
 )
 
@@ -125,7 +126,7 @@ class BM25(Retriever):
             kind = self._lucene_ids(corpus)
             indexed = lucene.call("index", str(corpus), str(folder / "lucene"), os.cpu_count() or 1, kind,
                                   self.multifield)
-            record_built_ids(folder, kind)
+            write_id_map(corpus, kind, folder)
             return {"indexed": indexed, "ids": kind}
         finally:
             give_back(lucene)
@@ -151,10 +152,11 @@ class BM25(Retriever):
         weakref.finalize(self, give_back, self._lucene)
         self._handle, _ = self._open(self._lucene, pointer["location"] if pointer else str(folder / "lucene"))
         self._lucene.call("set_bm25", self._handle, self.params.k1, self.params.b)
+        self._native = None if pointer else built_map(folder)
 
     def open(self, folders: Sequence[Path], corpus: Path) -> None:
         super().open(folders, corpus)
-        self._native = native_ids(folders[0], corpus)
+        self._native = native_ids(folders[0], corpus) or self._native
 
     @staticmethod
     def _open(lucene: LuceneProcess, location: str) -> tuple[int, int]:

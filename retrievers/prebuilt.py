@@ -85,8 +85,9 @@ def _columns(kind: str) -> list[str]:
     return ["object_id"] + (["doc_id"] if kind == "doc_id" else ["metadata"] if kind.startswith("metadata.") else [])
 
 
-BUILT_IDS = "ids.json"
-"""Beside an index rbench built: which ids it was written under (absent: object ids)."""
+ID_MAP = "lucene-ids.parquet"
+"""Beside an index rbench built under ids other than its object ids: each object's id in the index
+(``doc_id``) and its ``object_id``, so that hits map back without the corpus."""
 POSITION_PREFIX = "doc_"
 """``position`` ids are ``doc_<n>``, ``n`` the object's row in the corpus from 0: the ids the ARM
 reproduction indexes its serialized objects under (apostolhskouk/ARM at 5a6cb92,
@@ -103,22 +104,39 @@ def built_ids(corpus: Path, kind: str, titles: bool = False) -> Iterator[tuple[l
     """``(ids, texts, titles)`` batches of the corpus under the ids of ``kind`` (``object_id``,
     ``doc_id`` or ``position``), in corpus order, for an index to be built under them; the
     objects' page titles with ``titles``, else an empty list."""
-    columns = ["object_id", "text"] + (["doc_id"] if kind == "doc_id" else []) + (["page_title"] if titles else [])
-    start = 0
-    for batch in pq.ParquetFile(corpus).iter_batches(batch_size=4096, columns=columns):
-        if kind == "position":
-            ids = [f"{POSITION_PREFIX}{n}" for n in range(start, start + batch.num_rows)]
-        else:
-            ids = batch.column(kind).to_pylist()
-        start += batch.num_rows
+    columns = ["text"] + (["page_title"] if titles else [])
+    for ids, batch in _id_batches(corpus, kind, columns):
         names = [t or "" for t in batch.column("page_title").to_pylist()] if titles else []
-        yield ids, batch.column("text").to_pylist(), names
+        yield ids.to_pylist(), batch.column("text").to_pylist(), names
 
 
-def record_built_ids(folder: Path, kind: str) -> None:
-    """Record beside a built index which ids it holds (nothing for object ids)."""
-    if kind != "object_id":
-        (folder / BUILT_IDS).write_text(json.dumps({"ids": kind}))
+def _id_batches(corpus: Path, kind: str, columns: list[str]) -> Iterator[tuple[pa.Array, pa.RecordBatch]]:
+    """The corpus's ids of ``kind`` beside batches of its ``columns`` (and ``object_id``), in order."""
+    wanted = sorted({"object_id", *columns, *(["doc_id"] if kind == "doc_id" else [])})
+    start = 0
+    for batch in pq.ParquetFile(corpus).iter_batches(batch_size=4096, columns=wanted):
+        if kind == "position":
+            ids = pa.array([f"{POSITION_PREFIX}{n}" for n in range(start, start + batch.num_rows)], pa.string())
+        else:
+            ids = batch.column(kind)
+        start += batch.num_rows
+        yield ids, batch
+
+
+def write_id_map(corpus: Path, kind: str, folder: Path) -> None:
+    """Write :data:`ID_MAP` beside an index built under the ids of ``kind`` (nothing for object ids)."""
+    if kind == "object_id":
+        return
+    schema = pa.schema([("object_id", pa.string()), ("doc_id", pa.string())])
+    with pq.ParquetWriter(folder / ID_MAP, schema) as writer:
+        for ids, batch in _id_batches(corpus, kind, []):
+            writer.write_batch(pa.RecordBatch.from_arrays([batch.column("object_id"), ids], schema=schema))
+
+
+def built_map(folder: Path) -> "NativeIds | None":
+    """The translation of a built index's hits to objects (None: it holds object ids)."""
+    path = folder / ID_MAP
+    return NativeIds(path, "doc_id") if path.is_file() else None
 
 
 def id_column(batch: pa.RecordBatch, kind: str) -> pa.Array:
@@ -191,25 +209,12 @@ class NativeIds:
     def translate(self, run: dict[str, list[tuple[str, float]]]) -> dict[str, list[tuple[str, float]]]:
         """``run`` with each hit's id replaced by its object id; an id the corpus lacks is a DataError."""
         wanted = pa.array(sorted({i for hits in run.values() for i, _ in hits}), pa.string())
-        objects = self._by_position(wanted.to_pylist()) if self.kind == "position" else self._by_value(wanted)
+        objects = self._by_value(wanted)
         lost = [i for i in wanted.to_pylist() if i not in objects]
         if lost:
             raise DataError(f"the index returned {len(lost)} id(s) that are not {self.kind}s of the corpus "
                             f"{self.corpus}, e.g. {lost[:3]}: it indexes another corpus")
         return {q: [(objects[i], s) for i, s in hits] for q, hits in run.items()}
-
-    def _by_position(self, wanted: list[str]) -> dict[str, str]:
-        """``doc_<n>`` -> the object id of row ``n`` (ids of another shape are left out)."""
-        rows = {int(i[len(POSITION_PREFIX):]): i for i in wanted
-                if i.startswith(POSITION_PREFIX) and i[len(POSITION_PREFIX):].isdigit()}
-        objects, start = {}, 0
-        for batch in pq.ParquetFile(self.corpus).iter_batches(batch_size=_BATCH, columns=["object_id"]):
-            inside = [n for n in rows if start <= n < start + batch.num_rows]
-            if inside:
-                ids = batch.column(0).take(pa.array([n - start for n in inside])).to_pylist()
-                objects.update((rows[n], o) for n, o in zip(inside, ids))
-            start += batch.num_rows
-        return objects
 
     def _by_value(self, wanted: pa.Array) -> dict[str, str]:
         """The corpus's ids of this kind -> object ids, for the ``wanted`` ones."""
@@ -222,11 +227,8 @@ class NativeIds:
 
 
 def native_ids(folder: Path, corpus: Path) -> NativeIds | None:
-    """The translation for the index an index stage's ``folder`` points at or holds, or None when
-    its ids are object ids."""
+    """The translation for the index an index stage's ``folder`` points at, or None when its ids are object ids."""
     pointer = read_pointer(folder)
-    if pointer is None and (folder / BUILT_IDS).exists():
-        pointer = json.loads((folder / BUILT_IDS).read_text())
     kind = (pointer or {}).get("ids", "object_id")
     return None if kind == "object_id" else NativeIds(corpus, kind)
 

@@ -89,13 +89,21 @@ def test_ids_is_a_setting_of_a_prebuilt_index_only(params, tmp_path):
     assert params().ids == "auto"
 
 
-def test_arms_doc_n_ids_map_to_the_objects_at_those_rows(tmp_path):
+def test_a_built_index_under_other_ids_maps_its_hits_back_without_the_corpus(tmp_path):
+    from rbench.retrievers.prebuilt import built_ids, built_map, write_id_map
+
     corpus = _corpus(tmp_path)  # row groups of 2: rows 0-1, 2-3
-    rows = NativeIds(corpus, "position")
+    assert [ids for ids, _, _ in built_ids(corpus, "position")] == [["doc_0", "doc_1", "doc_2", "doc_3"]]
+    assert next(built_ids(corpus, "doc_id", titles=False))[0] == ["docA", "docA", "docB", "docC"]
+    for kind in ("position", "object_id"):
+        (tmp_path / kind).mkdir()
+        write_id_map(corpus, kind, tmp_path / kind)
+    assert built_map(tmp_path / "object_id") is None
+    rows = built_map(tmp_path / "position")
     run = {"q1": [("doc_3", 3.0), ("doc_0", 2.0)], "q2": [("doc_2", 1.0)], "q3": []}
     assert rows.translate(run) == {"q1": [("o4", 3.0), ("o1", 2.0)], "q2": [("o3", 1.0)], "q3": []}
-    with pytest.raises(DataError, match=r"2 id\(s\) that are not positions .* \['doc_4', 'o1'\]"):
-        rows.translate({"q1": [("doc_4", 1.0), ("o1", 0.5)]})
+    with pytest.raises(DataError, match=r"1 id\(s\) that are not doc_ids .* \['doc_4'\]"):
+        rows.translate({"q1": [("doc_4", 1.0), ("doc_1", 0.5)]})
 
 
 def test_lucene_ids_choose_the_ids_of_a_built_index_and_leave_a_prebuilt_ones_alone(tmp_path):
