@@ -175,5 +175,6 @@ class BM25(Retriever):
     def search(self, queries: Mapping[str, str], k: int) -> Run:
         qids = list(queries)
         fields = {"contents": 1.0, "title": 1.0} if self.multifield else None
-        run = self._lucene.call("search", self._handle, [queries[q] for q in qids], qids, k, os.cpu_count() or 1, fields)
+        run = self._lucene.call("search", self._handle, [queries[q] for q in qids], qids, k, os.cpu_count() or 1,
+                                fields)
         return self._native.translate(run) if self._native else run

@@ -304,7 +304,8 @@ class Adapter(ABC):
     notices a changed source without a bump). ``unique_positions``: the adapter counts each
     document's positions itself, so two objects never share one (the prepare stage then
     skips its check). ``every_query``: its datasets are scored on every judged query unless the
-    experiment sets a ``subsample.size`` (BEIR's own evaluation scores them all). ``repeated_record`` says what two records at one place mean in its data.
+    experiment sets a ``subsample.size`` (BEIR's own evaluation scores them all).
+    ``repeated_record`` says what two records at one place mean in its data.
     """
 
     name: ClassVar[str]

@@ -236,7 +236,7 @@ def test_pyserinis_beir_bm25_conditions_are_the_same_computation_as_pyserinis_ow
         hits = pq.read_table(store / "retrieve" / pair["key"] / "run.parquet").to_pylist()
         ours: dict[str, list[str]] = {}
         for hit in sorted(hits, key=lambda h: (h["query_id"], h["rank"])):
-            if hit["doc_id"] != hit["query_id"]:  # the evaluation drops it (ignore_identical_ids), as --remove-query does
+            if hit["doc_id"] != hit["query_id"]:  # evaluation drops it (ignore_identical_ids), as --remove-query does
                 ours.setdefault(hit["query_id"], []).append(hit["doc_id"])
         assert ours == expected, label
 

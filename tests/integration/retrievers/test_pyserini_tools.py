@@ -172,7 +172,8 @@ def test_bm25_breaks_ties_as_pyserinis_own_cli_under_the_corpus_ids_and_arms_doc
 
     beir = tmp_path / "beir"
     (beir / "qrels").mkdir(parents=True)
-    (beir / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in TIED))
+    (beir / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n"
+                                               for i, t, x in TIED))
     queries = {"q1": "do penguins swim", "q2": "eiffel tower paris", "q3": "penguins tower"}
     (beir / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items()))
     (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\talpha\t1\nq2\tbeta\t1\nq3\tmu\t1\n")
@@ -207,7 +208,8 @@ def test_bm25_breaks_ties_as_pyserinis_own_cli_under_the_corpus_ids_and_arms_doc
         return {q: [d for d, _ in hits] for q, hits in bm25.search(queries, 8).items()}
 
     object_of = {r["doc_id"]: r["object_id"] for r in rows}
-    beir_run = {q: [object_of[d] for d in docs] for q, docs in pyserini("by-corpus-id", [r["doc_id"] for r in rows]).items()}
+    by_id = pyserini("by-corpus-id", [r["doc_id"] for r in rows])
+    beir_run = {q: [object_of[d] for d in docs] for q, docs in by_id.items()}
     assert [r["doc_id"] for r in rows] == [i for i, _, _ in TIED]  # the corpus keeps the file's order
     assert beir_run["q1"][:5] == [object_of[d] for d in ("alpha", "d10", "d9", "mu", "zeta")]  # ids as text
     assert rbench("auto") == beir_run

@@ -97,7 +97,7 @@ def test_tabfact_in_targets_form_keeps_the_splits_tables_in_arms_text(tmp_path):
     (raw / "tabfact_sample" / "table_to_page_sample.json").write_text(json.dumps(
         {"1-1-1.html.csv": ["league table", "https://en.wikipedia.org/wiki/League"]}))
     prepared = _prepare(tmp_path / "none", raw, {"name": "tabfact", "params": {"form": "target"}})
-    assert [c["text"] for c in _table(prepared.file("corpus.parquet"))] == ["[H] rank: 1 , [H] team: "]  # measured default
+    assert [c["text"] for c in _table(prepared.file("corpus.parquet"))] == ["[H] rank: 1 , [H] team: "]  # the default
     paged = _prepare(tmp_path / "page", raw, {"name": "tabfact", "params": {"form": "target", "title": "page"}})
     assert [c["text"] for c in _table(paged.file("corpus.parquet"))] == ["league table [SEP] [H] rank: 1 , [H] team: "]
 

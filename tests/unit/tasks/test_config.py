@@ -20,7 +20,8 @@ def _error(raw: dict) -> str:
 def test_valid_config_fills_defaults(tmp_path):
     cfg = parse_config({**BASE, "store": "s"}, base=tmp_path)
     assert cfg.metrics.k == [1, 3, 5, 10] and cfg.subsample.size == 500
-    assert cfg.retrievers[0].label == "bm25" and cfg.retrievers[0].params == {"k1": 0.9, "b": 0.4, "prebuilt": None, "ids": "auto", "fields": "flat", "lucene_ids": "auto"}
+    assert cfg.retrievers[0].label == "bm25" and cfg.retrievers[0].params == {
+        "k1": 0.9, "b": 0.4, "prebuilt": None, "ids": "auto", "fields": "flat", "lucene_ids": "auto"}
     assert cfg.datasets[0].params == {"split": "dev", "form": "rbench", "granularity": "row", "title": "page_section"}
     assert cfg.store == tmp_path / "s"
 
