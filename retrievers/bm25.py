@@ -99,7 +99,8 @@ class BM25(Retriever):
     def index_params(self) -> dict:
         if self.params.prebuilt:
             return {"prebuilt": self.params.prebuilt, "ids": self.params.ids}
-        return {"lucene_ids": self.params.lucene_ids, **({"fields": "multifield"} if self.multifield else {})}
+        return {k: v for k, v in (("lucene_ids", self.params.lucene_ids), ("fields", self.params.fields))
+                if v != BM25Params.model_fields[k].default}
 
     def model_identities(self) -> list[str]:
         """An existing index's identity: its folder's fingerprint, or the prebuilt name with

@@ -95,8 +95,12 @@ reproduction indexes its serialized objects under (apostolhskouk/ARM at 5a6cb92,
 
 
 def one_object_per_document(corpus: Path) -> bool:
-    """Whether every document of the corpus is one object (a BEIR corpus prepared whole)."""
-    rows = pq.ParquetFile(corpus).metadata.num_rows
+    """Whether every document of the corpus is one object (a BEIR corpus prepared whole); False
+    for a table of objects without document ids."""
+    file = pq.ParquetFile(corpus)
+    if "doc_id" not in file.schema_arrow.names:
+        return False
+    rows = file.metadata.num_rows
     return pc.count_distinct(pq.read_table(corpus, columns=["doc_id"]).column(0)).as_py() == rows
 
 

@@ -116,4 +116,6 @@ def test_lucene_ids_choose_the_ids_of_a_built_index_and_leave_a_prebuilt_ones_al
         BM25({"lucene_ids": "doc_id"})._lucene_ids(several)
     with pytest.raises(ValidationError, match="a prebuilt index has its own ids"):
         BM25Params(prebuilt="some-prebuilt-name", lucene_ids="position")
-    assert BM25({}).index_params() == {"lucene_ids": "auto"}
+    assert BM25({}).index_params() == {} and BM25({"fields": "multifield"}).index_params() == {"fields": "multifield"}
+    pq.write_table(pa.table({"object_id": ["o1"], "text": ["t"]}), tmp_path / "bare.parquet")
+    assert BM25({})._lucene_ids(tmp_path / "bare.parquet") == "object_id"  # no document ids: rbench's own
