@@ -50,6 +50,18 @@ def find_java_home() -> Path:
     )
 
 
+JVM_LOGGING = Path(__file__).with_name("jvm-logging.properties")
+
+
+def quiet_options(version: int) -> list[str]:
+    """JVM options that keep Lucene's warnings about the Java it runs on out of rbench's output:
+    Lucene frees its memory maps through ``sun.misc.Unsafe``, which Java 23+ warns about once per
+    process unless allowed (JEP 471; the option is unknown before 23), and it logs that Java 22+
+    wants a newer ``MMapDirectory`` (``jvm-logging.properties`` raises that logger to SEVERE)."""
+    return [f"-Djava.util.logging.config.file={JVM_LOGGING}",
+            *(["--sun-misc-unsafe-memory-access=allow"] if version >= 23 else [])]
+
+
 @lru_cache(maxsize=1)
 def start_pyserini() -> None:
     """Configure Java and import Pyserini once per process (a placeholder ``OPENAI_API_KEY``
@@ -67,6 +79,7 @@ def start_pyserini() -> None:
             raise RbenchError("Pyserini's Anserini jar is missing; reinstall with: pip install --force-reinstall pyserini")
         jnius_config.add_classpath(max(jars, key=os.path.getctime))
         jnius_config.add_options("-Xrs")  # SIGINT and SIGTERM stay Python's: the JVM installs no handler for them
+        jnius_config.add_options(*quiet_options(java_version(home) or MIN_JAVA))
         os.environ["ANSERINI_CLASSPATH"] = str(Path(spec.origin).parent / "no-jars-here")
     placeholder = "OPENAI_API_KEY" not in os.environ
     if placeholder:

