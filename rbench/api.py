@@ -18,8 +18,10 @@ FLOW_TAG = "rbench"  # every flow run rbench starts carries it (deployments add 
 
 
 def setup_environment() -> None:
-    """Prefect's and the tokenizers' settings rbench runs with, where the caller set none."""
+    """Prefect's, MLflow's and the tokenizers' settings rbench runs with, where the caller set none
+    (MLflow's artifact progress bars would print between rbench's lines in report, export, compare)."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 

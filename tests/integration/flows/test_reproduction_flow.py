@@ -54,8 +54,10 @@ def test_the_anserini_bm25_study_on_a_fixture_is_compared_logged_and_reported(tm
         assert cell["delta"] == pytest.approx(measured[(metric, k)] - published)
         assert cell["ci_low"] <= cell["measured"] <= cell["ci_high"]
     assert cells[("pony", "ndcg", 10)]["missing"] == "the run has no dataset 'pony'"
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert "| bm25 | biology | ndcg@10 | 0.1824 | " in printed and "33 not in the run, of 36 published cells" in printed
+    assert "Downloading artifacts" not in captured.err  # no MLflow progress bar between rbench's lines
 
     assert load_reproductions(result["tracking_uri"], [result["mlflow_run_id"]]) == [doc]
     tag = MlflowClient(result["tracking_uri"]).get_run(result["mlflow_run_id"]).data.tags
