@@ -9,7 +9,7 @@ from typing import Literal, Sequence
 from rbench.evaluation.experiment import table_html, table_latex, table_markdown
 from rbench.evaluation.metrics import METRICS
 from rbench.evaluation.plots import recall_curves
-from rbench.evaluation.reproduction_text import HEADER, caption, cell_notes, summary
+from rbench.evaluation.reproduction_text import HEADER, caption, cell_notes, not_in_the_run, summary
 from rbench.evaluation.reproduction_text import rows as repro_rows
 from rbench.evaluation.standard import STANDARD, cut_label, cut_order
 
@@ -23,12 +23,15 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], fmt: Literal["m
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _reproduction(doc: dict, fmt: Literal["md", "html"]) -> list[str]:
-    """A comparison of ``rbench compare`` as report parts: heading, caption, table, summary."""
+def _reproduction(doc: dict, fmt: Literal["md", "html"], all_cells: bool = True) -> list[str]:
+    """A comparison of ``rbench compare`` as report parts: heading, caption, table, summary; without
+    ``all_cells``, the cells the run lacks are one line after the summary, not rows."""
     heading = f"Against published {doc['against']}: {doc['title']}"
     notes = [f"Note: {n}" for n in cell_notes(doc)]
     if fmt == "md":
-        return [f"## {heading}", caption(doc), _table(HEADER, repro_rows(doc), fmt), summary(doc) + ".", *notes]
+        absent = [] if all_cells else [line for line in [not_in_the_run(doc)] if line]
+        return [f"## {heading}", caption(doc), _table(HEADER, repro_rows(doc, missing=all_cells), fmt),
+                summary(doc) + ".", *absent, *notes]
     return [f"<h2>{html.escape(heading)}</h2>", f"<p>{html.escape(caption(doc))}</p>",
             _table(HEADER, repro_rows(doc), fmt), f"<p>{html.escape(summary(doc))}.</p>",
             *(f"<p>{html.escape(n)}</p>" for n in notes)]
@@ -39,9 +42,10 @@ def reproduction_markdown(doc: dict) -> str:
     return "\n\n".join(_reproduction(doc, "md")) + "\n"
 
 
-def reproduction_page(docs: Sequence[dict], title: str) -> tuple[str, str]:
-    """Several comparisons as one page: ``(markdown, html)`` of ``reproduction.md``/``.html``."""
-    md = "\n\n".join([f"# {title}", *("\n\n".join(_reproduction(d, "md")) for d in docs)]) + "\n"
+def reproduction_page(docs: Sequence[dict], title: str, all_cells: bool = True) -> tuple[str, str]:
+    """Several comparisons as one page: ``(markdown, html)`` of ``reproduction.md``/``.html``
+    (the Markdown without the cells the run lacks unless ``all_cells``; the HTML has them all)."""
+    md = "\n\n".join([f"# {title}", *("\n\n".join(_reproduction(d, "md", all_cells)) for d in docs)]) + "\n"
     body = "".join("".join(_reproduction(d, "html")) for d in docs)
     return md, html_page(title, f"<h1>{html.escape(title)}</h1>{body}")
 

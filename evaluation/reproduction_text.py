@@ -9,13 +9,16 @@ HEADER = ("system", "dataset", "metric", "published (n)", "measured (n)", "delta
           "verdict")
 
 
-def rows(doc: Mapping) -> list[list[str]]:
+def rows(doc: Mapping, missing: bool = True) -> list[list[str]]:
     """A comparison document's cells as table rows under :data:`HEADER`; a run's own name for
     a published system or dataset follows it in brackets, an inferred published sample size is
     marked ``~``, and the interval is of the difference when the published sample size is known
-    (else the run's bootstrap interval, shifted by the published value)."""
+    (else the run's bootstrap interval, shifted by the published value). Without ``missing``, the
+    cells the run does not have are left out (:func:`not_in_the_run` sums them up)."""
     out = []
     for c in doc["cells"]:
+        if c["measured"] is None and not missing:
+            continue
         n = c.get("published_queries")
         published_n = "" if n is None else f" ({'~' if c.get('published_queries_inferred') else ''}{n})"
         names = [c["system"] if c["run_system"] == c["system"] else f"{c['system']} ({c['run_system']})",
@@ -32,6 +35,21 @@ def rows(doc: Mapping) -> list[list[str]]:
         interval = "none: the same computation" if c.get("exact") else f"[{low:+.4f}, {high:+.4f}]"
         out.append(names + [f"{c['measured']:.4f} ({c['queries']})", f"{c['delta']:+.4f}", interval, verdict])
     return out
+
+
+def not_in_the_run(doc: Mapping) -> str:
+    """One line on the published cells the run does not have, by system and dataset ("" when it has them all)."""
+    absent = [c for c in doc["cells"] if c["measured"] is None]
+    if not absent:
+        return ""
+
+    def names(key: str) -> str:
+        found = list(dict.fromkeys(c[key] for c in absent))
+        return ", ".join(found[:8]) + (f" and {len(found) - 8} more" if len(found) > 8 else "")
+
+    pairs = len({(c["system"], c["dataset"]) for c in absent})
+    return (f"Not in the run: {len(absent)} published cells of {pairs} system x dataset pairs (systems "
+            f"{names('system')}; datasets {names('dataset')}); `--all` lists them")
 
 
 def cell_notes(doc: Mapping) -> list[str]:

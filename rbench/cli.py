@@ -374,12 +374,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     out = Path(args.out)
     _log_comparisons(uri, parent.info.run_id, tables, docs, out)
     run = f"{parent.info.run_name} ({parent.info.run_id[:8]})"
-    text, page = reproduction_page(docs, f"Reproduction of {', '.join(t.name for t in tables)}: run {run}")
+    title = f"Reproduction of {', '.join(t.name for t in tables)}: run {run}"
+    text, page = reproduction_page(docs, title)
     (out / "reproduction.md").write_text(text, encoding="utf-8")
     (out / "reproduction.html").write_text(page, encoding="utf-8")
     log_reproduction_page(uri, parent.info.run_id, out)
-    print(text)
-    print(f"wrote {out / 'reproduction.md'}, .html and one JSON per table; logged to MLflow run {parent.info.run_id} "
+    print(text if args.all else reproduction_page(docs, title, all_cells=False)[0])
+    print(f"wrote {out / 'reproduction.md'}, .html and one JSON per table (every cell); logged to MLflow run {parent.info.run_id} "
           "as reproduction/ (rbench report shows it)")
     return 0
 
@@ -660,6 +661,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--trials", type=int, default=10_000, help="bootstrap resamples (default 10,000)")
     compare.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     compare.add_argument("--out", default="reproduction", help="output folder (default: ./reproduction)")
+    compare.add_argument("--all", action="store_true", help="print the published cells the run lacks too (the "
+                         "written page always has them)")
     compare.set_defaults(func=cmd_compare)
     reproduce = _command(sub, "reproduce", help="run a published study's local configs and line every published "
                                "cell up on one page (cluster configs listed with their commands)")

@@ -58,6 +58,8 @@ def test_the_anserini_bm25_study_on_a_fixture_is_compared_logged_and_reported(tm
     printed = captured.out
     assert "| bm25 | biology | ndcg@10 | 0.1824 | " in printed and "33 not in the run, of 36 published cells" in printed
     assert "Downloading artifacts" not in captured.err  # no MLflow progress bar between rbench's lines
+    assert "missing:" not in printed and "Not in the run: 33 published cells of 11 system x dataset pairs" in printed
+    assert (tmp_path / "reproduction" / "reproduction.md").read_text().count("| missing: ") == 33  # the page has all
 
     assert load_reproductions(result["tracking_uri"], [result["mlflow_run_id"]]) == [doc]
     tag = MlflowClient(result["tracking_uri"]).get_run(result["mlflow_run_id"]).data.tags
