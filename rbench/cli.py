@@ -74,7 +74,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     cfg = prepared_experiment(args.config, args.mirror, args.store, args.runner, args.address)
     print(f"rbench: experiment {cfg.name!r}: {len(cfg.datasets)} dataset(s) x {len(cfg.retrievers)} "
-          f"retriever(s); store {cfg.store}; mirror {cfg.mirror or '(none: download)'}; "
+          f"retriever(s); store {cfg.store}; mirror {cfg.mirror or 'none (each dataset reads its own path, else its source)'}; "
           f"runner {cfg.execution.runner}", flush=True)
     started = time.perf_counter()
     config_path = str(Path(args.config).resolve())

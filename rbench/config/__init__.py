@@ -440,4 +440,4 @@ def parse_config(
     try:
         return ExperimentConfig.model_validate(raw, context={"base": base})
     except ValidationError as e:
-        raise ConfigError(format_validation_error(e, source)) from None
+        raise ConfigError(format_validation_error(e, source, model=ExperimentConfig)) from None

@@ -136,5 +136,5 @@ def load_grid_config(path: str | Path, mirror: str | None = None, store: str | N
         cfg.chunkers()
         Encoding.for_model(canonical_id(cfg.model), cfg.encoding)
     except ValidationError as e:
-        raise ConfigError(format_validation_error(e, str(path), "chunking grid config")) from None
+        raise ConfigError(format_validation_error(e, str(path), "chunking grid config", ChunkingGridConfig)) from None
     return cfg

@@ -5,6 +5,8 @@ the file that holds it, whatever the working directory."""
 
 from __future__ import annotations
 
+import difflib
+import typing
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -60,14 +62,37 @@ def load_mapping(path: Path | str, what: str, hint: str = "") -> dict:
     return raw
 
 
-def format_validation_error(err: ValidationError, source: str, what: str = "experiment config") -> str:
-    """Render pydantic errors as 'key.path: problem (got value)' lines."""
+def _fields_at(model: type[BaseModel] | None, loc: tuple) -> list[str]:
+    """The keys the model at ``loc`` (a pydantic error's location, its last part the bad key) takes;
+    list indexes and dict keys are stepped over, [] where the path leaves pydantic models."""
+    for part in loc[:-1]:
+        if model is None or isinstance(part, int):
+            continue
+        field = model.model_fields.get(str(part))
+        if field is None:
+            return []
+        candidates = [field.annotation, *typing.get_args(field.annotation)]
+        candidates += [a for c in candidates for a in typing.get_args(c)]
+        model = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+    return list(model.model_fields) if model is not None else []
+
+
+def unknown_key(loc: tuple, model: type[BaseModel] | None) -> str:
+    """The message for an unknown key: a close known key as "did you mean", else how to fix it."""
+    close = difflib.get_close_matches(str(loc[-1]), _fields_at(model, loc), n=1, cutoff=0.6) if loc else []
+    return f"unknown key; did you mean {close[0]!r}?" if close else "unknown key; remove it or check its spelling"
+
+
+def format_validation_error(err: ValidationError, source: str, what: str = "experiment config",
+                            model: type[BaseModel] | None = None) -> str:
+    """Render pydantic errors as 'key.path: problem (got value)' lines; an unknown key of ``model``
+    (or of a model inside it) names the known key it is closest to."""
     lines = [f"invalid {what} {source}:"]
     for e in err.errors():
         where = ".".join(str(p) for p in e["loc"]) or "(top level)"
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
-            msg = "unknown key; remove it or check its spelling"
+            msg = unknown_key(e["loc"], model)
         got = e.get("input")
         secret = "api_key" in where  # a key pasted where its variable's name belongs is not repeated
         shown = "" if isinstance(got, (dict, list)) or got is None or secret else f" (got {got!r})"
@@ -82,7 +107,7 @@ def validate_file(model: type[BaseModel], path: Path | str, what: str, hint: str
     try:
         return model.model_validate(raw, context={"base": path.resolve().parent})
     except ValidationError as e:
-        raise ConfigError(format_validation_error(e, str(path), what)) from None
+        raise ConfigError(format_validation_error(e, str(path), what, model)) from None
 
 
 def validate_params(model: type[BaseModel], params: dict[str, Any], context: dict | None = None) -> dict[str, Any]:
@@ -95,7 +120,7 @@ def validate_params(model: type[BaseModel], params: dict[str, Any], context: dic
         problems = []
         for err in e.errors():
             where = ".".join(str(p) for p in err["loc"])
-            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            msg = unknown_key(err["loc"], model) if err["type"] == "extra_forbidden" else err["msg"]
             got = err.get("input")
             secret = "api_key" in where  # a key pasted where its variable's name belongs is not repeated
             shown = "" if isinstance(got, (dict, list)) or got is None or secret else f" (got {got!r})"

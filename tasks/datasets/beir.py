@@ -69,6 +69,10 @@ class BeirParams(BaseModel):
     @field_validator("path")
     @classmethod
     def _layout(cls, path: Path) -> Path:
+        if not path.is_dir():
+            raise ValueError(f"BEIR folder {path} {'is a file, not a folder' if path.exists() else 'does not exist'}; "
+                             "give the folder that holds corpus.jsonl, queries.jsonl and qrels/ (a relative path is "
+                             "read from the experiment file's folder)")
         missing = [n for n in ("corpus.jsonl", "queries.jsonl") if not (path / n).is_file()]
         if missing:
             raise ValueError(f"BEIR folder {path} lacks {missing}; expected corpus.jsonl, queries.jsonl, qrels/")

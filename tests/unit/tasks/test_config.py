@@ -247,3 +247,20 @@ def test_a_beir_dataset_scores_every_query_unless_the_file_sets_a_size():
     from rbench.tasks.datasets.base import get_adapter
 
     assert get_adapter("beir").every_query and not get_adapter("fetaqa").every_query
+
+
+def test_a_misspelt_key_names_the_key_it_is_closest_to():
+    assert "datasets.0.adaptor: unknown key; did you mean 'adapter'?" in _error(
+        {**BASE, "datasets": [{"name": "fetaqa", "adaptor": "fetaqa"}]})
+    assert "subsample.sise: unknown key; did you mean 'size'?" in _error({**BASE, "subsample": {"sise": 3}})
+    assert "params.splitt: unknown key; did you mean 'split'?" in _error(
+        {**BASE, "datasets": [{"name": "fetaqa", "params": {"splitt": "dev"}}]})
+    assert "zzz: unknown key; remove it or check its spelling" in _error({**BASE, "zzz": 1})  # nothing close
+
+
+def test_a_beir_folder_that_is_not_there_is_named_as_missing(tmp_path):
+    msg = _error({**BASE, "datasets": [{"name": "b", "adapter": "beir", "params": {"path": str(tmp_path / "nope")}}]})
+    assert f"BEIR folder {tmp_path / 'nope'} does not exist" in msg
+    (tmp_path / "empty").mkdir()
+    msg = _error({**BASE, "datasets": [{"name": "b", "adapter": "beir", "params": {"path": str(tmp_path / "empty")}}]})
+    assert "lacks ['corpus.jsonl', 'queries.jsonl']" in msg
