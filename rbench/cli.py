@@ -73,9 +73,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from rbench.api import prepared_experiment, run_benchmark
 
     cfg = prepared_experiment(args.config, args.mirror, args.store, args.runner, args.address)
+    mirror = cfg.mirror or "none (each dataset reads its own path, else its source)"
     print(f"rbench: experiment {cfg.name!r}: {len(cfg.datasets)} dataset(s) x {len(cfg.retrievers)} "
-          f"retriever(s); store {cfg.store}; mirror {cfg.mirror or 'none (each dataset reads its own path, else its source)'}; "
-          f"runner {cfg.execution.runner}", flush=True)
+          f"retriever(s); store {cfg.store}; mirror {mirror}; runner {cfg.execution.runner}", flush=True)
     started = time.perf_counter()
     config_path = str(Path(args.config).resolve())
     if args.command == "run" and not args.force_flow and _nothing_to_do(cfg, config_path, started):
