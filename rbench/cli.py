@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shutil
 import sys
 import textwrap
 import time
@@ -46,9 +47,22 @@ def _print_samples(cfg, stages: list[dict]) -> None:
                   f"(subsample.size {cfg.subsample.size}); `subsample: all` scores every judged query")
 
 
+def command_name() -> str:
+    """How to call rbench again from here, for printed hints: ``rbench`` where that is this
+    environment's command on PATH, else the command's path (``.venv/bin/rbench`` after ``make run``)."""
+    script = Path(sys.executable).with_name("rbench")
+    found = shutil.which("rbench")
+    if not script.is_file() or (found and Path(found).resolve() == script.resolve()):
+        return "rbench"
+    try:
+        return str(script.relative_to(Path.cwd()))
+    except ValueError:
+        return str(script)
+
+
 def _show_hint(run_id: str, tracking_uri: str) -> None:
     print(f"MLflow run {run_id} at {tracking_uri}")
-    print(f"show it again with: rbench show {run_id} --tracking-uri {tracking_uri}")
+    print(f"show it again with: {command_name()} show {run_id} --tracking-uri {tracking_uri}")
 
 
 def _nothing_to_do(cfg, config_path: str, started: float) -> bool:
@@ -92,8 +106,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         _show_hint(result["mlflow_run_id"], result["tracking_uri"])
     elif result.get("mlflow_error"):
         print(f"MLflow logging failed: {result.get('mlflow_error')}; the metrics above are in the store, and the "
-              f"logging is kept in {result.get('mlflow_pending')}: run `rbench log --store {cfg.store}` (or any run "
-              "that logs to this tracking URI) to log it", file=sys.stderr)
+              f"logging is kept in {result.get('mlflow_pending')}: run `{command_name()} log --store {cfg.store}` "
+              "(or any run that logs to this tracking URI) to log it", file=sys.stderr)
     if "models" in result:
         print(f"embedding-model comparison (also logged to MLflow): {result['report_folder']}")
         print((Path(result["report_folder"]) / "models.md").read_text())
@@ -380,7 +394,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     (out / "reproduction.html").write_text(page, encoding="utf-8")
     log_reproduction_page(uri, parent.info.run_id, out)
     print(text if args.all else reproduction_page(docs, title, all_cells=False)[0])
-    print(f"wrote {out / 'reproduction.md'}, .html and one JSON per table (every cell); logged to MLflow run {parent.info.run_id} "
+    print(f"wrote {out / 'reproduction.md'}, .html and one JSON per table (every cell); logged to MLflow run "
+          f"{parent.info.run_id} "
           "as reproduction/ (rbench report shows it)")
     return 0
 

@@ -34,3 +34,22 @@ def test_a_subcommands_help_has_a_description_examples_and_help_for_every_argume
         if example.startswith("rbench "):
             args = build_parser().parse_args(example.split()[1:])  # an example that does not parse exits here
             assert args.command == name
+
+
+def test_printed_hints_call_rbench_as_this_shell_can(tmp_path, monkeypatch):
+    """``rbench`` where it is on PATH; else the environment's own command (after ``make run``,
+    ``.venv/bin/rbench``), so that a hint pasted back works."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    from rbench.cli import command_name
+
+    script = Path(sys.executable).with_name("rbench")
+    monkeypatch.setattr(shutil, "which", lambda name: str(script))
+    assert command_name() == "rbench"
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.chdir(script.parents[2])
+    assert command_name() == str(script.relative_to(script.parents[2]))  # .venv/bin/rbench from the project
+    monkeypatch.chdir(tmp_path)
+    assert command_name() == str(script)
