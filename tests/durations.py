@@ -8,7 +8,8 @@ added to its file; the table lists seconds, tests, the share of the total and th
 With ``--budgets`` the command fails when a file ran more than ``tolerance`` (0.5: half) over its
 budget, or has no budget: raise the budget in the same commit that makes the file slower, and the
 check passes again. ``--record`` writes the per-test times that order the next parallel run
-(longest first, see ``tests/conftest.py``).
+(longest first, see ``tests/conftest.py``) into the record, over the times it held: ``make test``
+refreshes ``tests/durations.json`` so, and every test has a time.
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("report", type=Path, help="a pytest --junitxml report")
     parser.add_argument("--out", type=Path, help="also write the table here")
     parser.add_argument("--budgets", type=Path, help="fail when a file runs past its budget here (tests/budgets.json)")
-    parser.add_argument("--record", type=Path, help="write the per-test seconds here (tests/durations.json)")
+    parser.add_argument("--record", type=Path, help="update the per-test seconds here (tests/durations.json)")
     args = parser.parse_args(argv)
     rows = by_file(args.report)
     budgets, tolerance = load_budgets(args.budgets) if args.budgets else (None, 0.0)
@@ -106,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text, encoding="utf-8")
     if args.record:
-        tests = {k: round(v, 1) for k, v in sorted(by_test(args.report).items())}
+        kept = json.loads(args.record.read_text())["tests"] if args.record.is_file() else {}
+        tests = dict(sorted({**kept, **{k: round(v, 1) for k, v in by_test(args.report).items()}}.items()))
         args.record.write_text(json.dumps({"source": str(args.report), "tests": tests}, indent=1) + "\n",
                                encoding="utf-8")
     problems = over_budget(rows, budgets, tolerance) if budgets is not None else []

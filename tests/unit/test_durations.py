@@ -58,8 +58,11 @@ def test_the_check_fails_on_a_test_made_slow_and_passes_once_its_budget_is_raise
     assert main([str(report), "--budgets", str(budgets)]) == 1
     budgets.write_text(json.dumps({"tolerance": 0.5, "files": {"test_slow.py": 1}}))
     record = tmp_path / "durations.json"
+    record.write_text(json.dumps({"source": "earlier", "tests": {"test_old.py::test_kept": 3.0,
+                                                                "test_slow.py::test_slow": 0.1}}))
     assert main([str(report), "--budgets", str(budgets), "--record", str(record)]) == 0
-    assert json.loads(record.read_text())["tests"]["test_slow.py::test_slow"] >= 1.2
+    tests = json.loads(record.read_text())["tests"]  # this run's times over the record's, the others kept
+    assert tests["test_slow.py::test_slow"] >= 1.2 and tests["test_old.py::test_kept"] == 3.0
 
 
 def test_a_bad_budgets_file_says_what_it_holds(tmp_path):
