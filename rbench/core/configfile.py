@@ -64,13 +64,17 @@ def load_mapping(path: Path | str, what: str, hint: str = "") -> dict:
 
 def _fields_at(model: type[BaseModel] | None, loc: tuple) -> list[str]:
     """The keys the model at ``loc`` (a pydantic error's location, its last part the bad key) takes;
-    list indexes and dict keys are stepped over, [] where the path leaves pydantic models."""
+    list indexes and the keys of a mapping of models are stepped over, [] where the path leaves
+    pydantic models."""
+    keyed = False
     for part in loc[:-1]:
-        if model is None or isinstance(part, int):
+        if model is None or isinstance(part, int) or keyed:
+            keyed = False
             continue
         field = model.model_fields.get(str(part))
         if field is None:
             return []
+        keyed = typing.get_origin(field.annotation) is dict
         candidates = [field.annotation, *typing.get_args(field.annotation)]
         candidates += [a for c in candidates for a in typing.get_args(c)]
         model = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
