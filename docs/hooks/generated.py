@@ -1,5 +1,6 @@
 """MkDocs hook: the reference pages are generated from the code at build time
-(:mod:`rbench.reference_pages`), so no hand-written copy can drift from the settings classes."""
+(:mod:`rbench.reference_pages`), and so is the architecture page's layer table
+(:mod:`rbench.layers`), so no hand-written copy can drift from the settings classes or the layers."""
 
 from __future__ import annotations
 
@@ -9,6 +10,18 @@ GENERATED = {
     "reference/configuration.md": "configuration_reference",
     "reference/cli.md": "cli_reference",
 }
+
+
+def on_page_markdown(markdown, page, config, files):
+    """The architecture page's layer table, from the list the layer test checks (:mod:`rbench.layers`)."""
+    if page.file.src_uri == "architecture.md":
+        from rbench.layers import layer_table
+
+        return markdown.replace(LAYER_TABLE, layer_table())
+    return markdown
+
+
+LAYER_TABLE = "<!-- the layer table: rbench.layers.layer_table() -->"
 
 
 def on_files(files, config):

@@ -12,19 +12,11 @@ from pathlib import Path
 
 import pytest
 
+import rbench.layers
 from rbench.core.identity import imported_modules
 
 REPO = Path(__file__).resolve().parents[2]
-LAYERS = [  # lowest first; a module's layer is that of the longest prefix that names it
-    ("rbench.core",),
-    ("rbench.llm", "rbench.arm", "rbench.evaluation"),
-    ("rbench.retrievers", "rbench.tasks.datasets"),
-    ("rbench.config", "rbench.experiment"),
-    ("rbench.tasks",),
-    ("rbench.tracking", "rbench.orchestration"),
-    ("rbench.flows",),
-    ("rbench.cli", "rbench.report", "rbench"),
-]
+LAYERS = [names for names, _ in rbench.layers.LAYERS]  # lowest first; the list the architecture page shows
 
 
 def package_dirs() -> dict[str, Path]:
@@ -178,3 +170,13 @@ def test_tasks_hold_stages_and_flows_hold_no_config_schema():
                      for v in vars(importlib.import_module(n)).values()
                      if isinstance(v, type) and issubclass(v, BaseModel) and v.__module__ == n)
     assert not schemas, f"config schemas in flows/: {schemas}"
+
+
+def test_the_layer_lists_folders_are_pyprojects():
+    """The folders the architecture page names for each ``rbench.X`` are those ``pyproject.toml`` maps."""
+    mapped = {name: str(folder.relative_to(REPO)) for name, folder in package_dirs().items() if name != "rbench"}
+    assert rbench.layers.FOLDERS == mapped
+    assert rbench.layers.folder("rbench.tasks.datasets") == "tasks/datasets/"
+    assert rbench.layers.folder("rbench.cli") == "rbench/cli.py" and rbench.layers.folder("rbench.core") == "rbench/core/"
+    table = rbench.layers.layer_table()
+    assert all(f"| {i} | " in table for i in range(len(LAYERS)))
