@@ -17,12 +17,12 @@ from rbench.retrievers.base import RETRIEVERS, Retriever, Run
 from rbench.retrievers.lucene import LuceneProcess, give_back, lucene_worker
 from rbench.retrievers.prebuilt import (
     IDS_PATTERN,
+    built_map,
     check_ids,
     fingerprint,
     index_folder,
     match_ids,
     native_ids,
-    built_map,
     one_object_per_document,
     read_pointer,
     sample_positions,

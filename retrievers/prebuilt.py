@@ -94,14 +94,17 @@ reproduction indexes its serialized objects under (apostolhskouk/ARM at 5a6cb92,
 ``src/retrieval/bm25.py`` line 60, ``"id": f"doc_{line_count}"``, counting the lines it keeps)."""
 
 
+def document_count(corpus: Path) -> int | None:
+    """How many distinct documents the corpus's objects belong to (None: it has no document ids)."""
+    if "doc_id" not in pq.ParquetFile(corpus).schema_arrow.names:
+        return None
+    return pc.count_distinct(pq.read_table(corpus, columns=["doc_id"]).column(0)).as_py()
+
+
 def one_object_per_document(corpus: Path) -> bool:
     """Whether every document of the corpus is one object (a BEIR corpus prepared whole); False
     for a table of objects without document ids."""
-    file = pq.ParquetFile(corpus)
-    if "doc_id" not in file.schema_arrow.names:
-        return False
-    rows = file.metadata.num_rows
-    return pc.count_distinct(pq.read_table(corpus, columns=["doc_id"]).column(0)).as_py() == rows
+    return document_count(corpus) == pq.ParquetFile(corpus).metadata.num_rows
 
 
 def built_ids(corpus: Path, kind: str, titles: bool = False) -> Iterator[tuple[list[str], list[str], list[str]]]:
@@ -190,7 +193,7 @@ def match_ids(corpus: Path, sample: list[str], count: int, ids: str, index: str)
     objects = pq.ParquetFile(corpus).metadata.num_rows
     entries = objects
     if chosen == "doc_id":
-        entries = pc.count_distinct(pq.read_table(corpus, columns=["doc_id"]).column(0)).as_py()
+        entries = document_count(corpus)
         if entries != objects:
             raise DataError(f"the index {index} holds document ids, but the corpus has {objects} objects for "
                             f"{entries} documents, so a hit cannot name its object: prepare the corpus with one "
