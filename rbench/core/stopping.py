@@ -25,6 +25,7 @@ from rbench.core.lease import release_all
 log = logging.getLogger("rbench")
 _CLEANUPS: list[Callable[[], None]] = []
 _ON_STOP: list[Callable[[], None]] = []
+_BEFORE_EXIT: list[Callable[[], None]] = []
 _ENDING = threading.Lock()
 
 
@@ -33,6 +34,16 @@ def on_stop(callback: Callable[[], None]) -> None:
     cleanups given to :func:`stop_on_signals`: for components that start child processes, which
     must be ended and reaped (a child left to the init process stays a zombie of the group)."""
     _ON_STOP.append(callback)
+
+
+def before_exit(callback: Callable[[], None]) -> None:
+    """Run ``callback`` when a stopped process is about to end (``os._exit`` skips ``atexit``), before
+    the cleanups given to :func:`stop_on_signals` (the temporary Prefect server):
+    for buffers that must reach their destination, such as records batched for a Prefect server.
+    :func:`exit_soon` runs it at the stop as well, since Prefect re-raises a raw SIGTERM with the
+    default action once it has recorded the run's state. A callback registered twice runs once."""
+    if callback not in _BEFORE_EXIT:
+        _BEFORE_EXIT.append(callback)
 
 
 _CHILDREN: set = set()
@@ -71,7 +82,8 @@ def _reap_children() -> None:
 
 
 def _run_cleanups(name: str, children: bool = True, cleanups: bool = True) -> None:
-    for cleanup in [*([_reap_children, *_ON_STOP] if children else []), *(_CLEANUPS if cleanups else [])]:
+    for cleanup in [*([_reap_children, *_ON_STOP] if children else []),
+                    *([*_BEFORE_EXIT, *_CLEANUPS] if cleanups else [])]:
         try:
             cleanup()
         except Exception as e:  # stopping goes on whatever a cleanup does
@@ -142,7 +154,8 @@ def exit_soon(code: int, grace_seconds: float = 5.0, reason: str = "told to stop
     whatever its worker threads are doing: for a deployed run that Prefect told to stop (a
     cancellation, a pod deletion), where Prefect owns the signal handler and needs a moment to
     report the run's state, but the interpreter would then wait minutes for running stages.
-    Child processes (stage processes, Lucene workers) are stopped at once; the cleanups given to
+    Child processes (stage processes, Lucene workers) are stopped at once and the
+    :func:`before_exit` callbacks run (and again at the end); the cleanups given to
     :func:`stop_on_signals` (the temporary Prefect server) run at the end.
     A second call while the first is pending does nothing."""
     if not _ENDING.acquire(blocking=False):
@@ -153,6 +166,11 @@ def exit_soon(code: int, grace_seconds: float = 5.0, reason: str = "told to stop
                  f"{grace_seconds:.0f}s; finished stages and items are kept, and the next run resumes from them\n"
                  ).encode())
     _run_cleanups(reason, cleanups=False)  # the children stop now: no progress after the line
+    for callback in _BEFORE_EXIT:  # now too: Prefect may end the process by the signal's default action
+        try:
+            callback()
+        except Exception as e:
+            log.debug("%s on %s failed: %s", callback.__name__, reason, e)
 
     def end() -> None:
         _run_cleanups(reason, children=False)

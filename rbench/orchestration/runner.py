@@ -327,10 +327,13 @@ def forward_logs_to_prefect() -> bool:
     rbench's records made in a run (stage progress, from stage processes too) to that run's logs
     in the Prefect API, and at INFO to the process's output (a worker's log), unless the user set
     rbench's level. Records made outside a run (a lease's heartbeat) stay local; Prefect's handler
-    sends them in batches. ``rbench run``'s temporary server gets none: the terminal shows them.
-    Returns whether records are forwarded; a second call adds nothing."""
+    sends them in batches, and a stopped run sends what is batched before its process ends.
+    ``rbench run``'s temporary server gets none: the terminal shows them. Returns whether records
+    are forwarded; a second call adds nothing."""
     from prefect.logging.handlers import APILogHandler
     from prefect.settings import get_current_settings
+
+    from rbench.core.stopping import before_exit
 
     if not get_current_settings().api.url:
         return False
@@ -339,9 +342,17 @@ def forward_logs_to_prefect() -> bool:
         handler = APILogHandler()
         handler.addFilter(_InRun())
         logger.addHandler(handler)
+        before_exit(_send_batched_logs)
         if logger.level == logging.NOTSET:
             logger.setLevel(logging.INFO)
     return True
+
+
+def _send_batched_logs(timeout: float = 3.0) -> None:
+    """Send the records Prefect's log worker still holds (it sends every couple of seconds)."""
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=timeout)
 
 
 class Submitter:

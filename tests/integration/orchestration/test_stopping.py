@@ -115,11 +115,11 @@ def test_a_hang_up_stops_like_sigterm_unless_started_under_nohup(tmp_path, start
 
 
 STOPPED_MID_STAGE = """
-import os, signal, threading, time
+import logging, os, signal, threading, time
 from prefect import flow, task
 from prefect.runtime import flow_run
 from rbench.config import ExecutionConfig
-from rbench.orchestration.runner import ended_by_termination, task_runner
+from rbench.orchestration.runner import ended_by_termination, forward_logs_to_prefect, task_runner
 
 started = threading.Event()
 
@@ -131,9 +131,11 @@ def shard():
 @flow(task_runner=task_runner(ExecutionConfig(runner="threads", max_workers=2)))
 def stages():
     print(flow_run.get_id(), flush=True)
+    forward_logs_to_prefect()
     with ended_by_termination(grace_seconds=5):
         shard.submit()
         started.wait(30)
+        logging.getLogger("rbench").info("dense: encoded rows 0-64 of shard 0:150")
         os.kill(os.getpid(), signal.SIGTERM)  # as a worker's stop reaches a deployed run
         time.sleep(60)
 
@@ -145,11 +147,15 @@ def test_a_deployed_run_stopped_mid_stage_is_crashed_in_prefect_before_it_ends()
     """Prefect turns a SIGTERM into ``TerminationSignal`` and cancels the flow's tasks before it
     reports the run Crashed; its thread pool waited for a running shard, past the 5 s grace after
     which rbench ends the process, so the run (a deployment's ``-stages`` subflow) stayed Running.
-    The thread runner rbench builds does not wait for its threads once a stop is under way."""
+    The thread runner rbench builds does not wait for its threads once a stop is under way. The
+    progress records still batched for the server (Prefect sends a batch every few seconds, here
+    every minute) are sent before the process ends: they are in the run's logs."""
     from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
     from prefect.settings import PREFECT_API_URL
 
-    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_LOGGING_LEVEL": "CRITICAL"}
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_LOGGING_LEVEL": "CRITICAL",
+           "PREFECT_LOGGING_TO_API_BATCH_INTERVAL": "60"}
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", STOPPED_MID_STAGE], capture_output=True, text=True, timeout=60,
                           env=env)
@@ -157,4 +163,6 @@ def test_a_deployed_run_stopped_mid_stage_is_crashed_in_prefect_before_it_ends()
     assert proc.returncode in (-15, 143), proc.stderr[-2000:]
     with get_client(sync_client=True) as client:
         run = client.read_flow_run(uuid.UUID(proc.stdout.split()[0]))
+        logs = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id])))
     assert run.state.is_crashed(), (run.state, proc.stderr[-2000:])
+    assert "dense: encoded rows 0-64 of shard 0:150" in [r.message for r in logs], proc.stderr[-2000:]
