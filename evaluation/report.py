@@ -6,12 +6,12 @@ import html
 from pathlib import Path
 from typing import Literal, Sequence
 
-from rbench.evaluation.experiment import table_html, table_latex, table_markdown
 from rbench.evaluation.metrics import METRICS
-from rbench.evaluation.plots import recall_curves
-from rbench.evaluation.reproduction_text import HEADER, caption, cell_notes, not_in_the_run, summary
+from rbench.evaluation.metrics_trec import STANDARD, cut_label, cut_order
+from rbench.evaluation.report_experiment import table_html, table_latex, table_markdown
+from rbench.evaluation.report_plots import recall_curves
+from rbench.evaluation.reproduction_text import HEADER, cell_notes, not_in_the_run, reproduction_caption, summary
 from rbench.evaluation.reproduction_text import rows as repro_rows
-from rbench.evaluation.standard import STANDARD, cut_label, cut_order
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], fmt: Literal["md", "html"]) -> str:
@@ -30,9 +30,9 @@ def _reproduction(doc: dict, fmt: Literal["md", "html"], all_cells: bool = True)
     notes = [f"Note: {n}" for n in cell_notes(doc)]
     if fmt == "md":
         absent = [] if all_cells else [line for line in [not_in_the_run(doc)] if line]
-        return [f"## {heading}", caption(doc), _table(HEADER, repro_rows(doc, missing=all_cells), fmt),
+        return [f"## {heading}", reproduction_caption(doc), _table(HEADER, repro_rows(doc, missing=all_cells), fmt),
                 summary(doc) + ".", *absent, *notes]
-    return [f"<h2>{html.escape(heading)}</h2>", f"<p>{html.escape(caption(doc))}</p>",
+    return [f"<h2>{html.escape(heading)}</h2>", f"<p>{html.escape(reproduction_caption(doc))}</p>",
             _table(HEADER, repro_rows(doc), fmt), f"<p>{html.escape(summary(doc))}.</p>",
             *(f"<p>{html.escape(n)}</p>" for n in notes)]
 
@@ -73,7 +73,7 @@ def write_report(
     runs: Sequence[dict] = (),
 ) -> tuple[Path, Path]:
     """Write ``report.md``, ``report.html``, ``experiment.tex`` (the experiment tables of
-    :func:`rbench.evaluation.experiment.experiment_tables`, ``tables``, as LaTeX) and one
+    :func:`rbench.evaluation.report_experiment.experiment_tables`, ``tables``, as LaTeX) and one
     recall@k curve PNG per dataset into ``out``; ``costs`` (rows of dataset, retriever, name,
     value: queries/s, LLM calls, seconds per step) and ``traces`` (agent traces) add a cost
     table and sample traces; ``reproductions`` (documents of ``rbench compare``) a section per

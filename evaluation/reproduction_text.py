@@ -75,7 +75,7 @@ def summary(doc: Mapping) -> str:
             f"{count['missing']} not in the run, of {len(verdicts)} published cells")
 
 
-def caption(doc: Mapping) -> str:
+def reproduction_caption(doc: Mapping) -> str:
     """The run, where the published numbers come from, and how the interval was drawn."""
     source, boot = doc["source"], doc["bootstrap"]
     return (f"Run {doc['run']}. Published: {source['reference']} ({source['url']}, read {source['read']}). "

@@ -11,7 +11,7 @@ from prefect import flow
 from rbench.config import load_config
 from rbench.core.errors import ConfigError
 from rbench.core.secrets import redact
-from rbench.evaluation.embeddings import write_comparison
+from rbench.evaluation.report_embeddings import write_comparison
 from rbench.flows.benchmark import finish, log_to_mlflow, run_with_runner
 from rbench.orchestration.graph import summarize_results
 from rbench.tasks.evaluate import model_rows

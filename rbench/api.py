@@ -150,7 +150,7 @@ class Results:
         return metrics_table(self.aggregate.to_dicts())
 
     def scores(self) -> dict[tuple[str, str], dict[tuple[str, int, str], float]]:
-        """The per-query values keyed as :func:`rbench.evaluation.experiment.experiment_tables` reads them."""
+        """The per-query values keyed as :func:`rbench.evaluation.report_experiment.experiment_tables` reads them."""
         out: dict = {}
         for row in self.per_query.iter_rows(named=True):
             out.setdefault((row["dataset"], row["retriever"]), {})[(row["metric"], row["k"], row["query_id"])] = \
@@ -188,19 +188,19 @@ def run(config: str | Path, *, mirror: str | Path | None = None, store: str | Pa
 
 @dataclass(frozen=True)
 class Comparison:
-    """Experiment tables (:func:`rbench.evaluation.experiment.experiment_tables`), one per
+    """Experiment tables (:func:`rbench.evaluation.report_experiment.experiment_tables`), one per
     dataset; ``repr`` prints them, :meth:`latex` gives them as LaTeX."""
 
     tables: list[dict]
 
     def latex(self) -> str:
         """Every table as a LaTeX ``table`` (booktabs)."""
-        from rbench.evaluation.experiment import table_latex
+        from rbench.evaluation.report_experiment import table_latex
 
         return "\n".join(table_latex(t) for t in self.tables)
 
     def __repr__(self) -> str:
-        from rbench.evaluation.experiment import table_text
+        from rbench.evaluation.report_experiment import table_text
 
         return "\n\n".join(table_text(t) for t in self.tables)
 
@@ -215,7 +215,7 @@ def compare(*runs: Results | str, measures: Sequence[str] = ("recall@5", "ndcg@1
     characters of the run's MLflow id (``runN`` for Results not logged), and ``baseline`` takes
     that name."""
     from rbench.core.locations import resolve_tracking_uri
-    from rbench.evaluation.experiment import experiment_tables, parse_measure
+    from rbench.evaluation.report_experiment import experiment_tables, parse_measure
     from rbench.tracking.read import load_results
 
     if not runs:

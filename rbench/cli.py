@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import shutil
 import sys
 import textwrap
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 from rbench.api import run_flow
 from rbench.core import settings
 from rbench.core.errors import ConfigError, RbenchError
+from rbench.core.locations import rbench_command
 from rbench.core.secrets import redact
 
 
@@ -47,22 +47,9 @@ def _print_samples(cfg, stages: list[dict]) -> None:
                   f"(subsample.size {cfg.subsample.size}); `subsample: all` scores every judged query")
 
 
-def command_name() -> str:
-    """How to call rbench again from here, for printed hints: ``rbench`` where that is this
-    environment's command on PATH, else the command's path (``.venv/bin/rbench`` after ``make run``)."""
-    script = Path(sys.executable).with_name("rbench")
-    found = shutil.which("rbench")
-    if not script.is_file() or (found and Path(found).resolve() == script.resolve()):
-        return "rbench"
-    try:
-        return str(script.relative_to(Path.cwd()))
-    except ValueError:
-        return str(script)
-
-
 def _show_hint(run_id: str, tracking_uri: str) -> None:
     print(f"MLflow run {run_id} at {tracking_uri}")
-    print(f"show it again with: {command_name()} show {run_id} --tracking-uri {tracking_uri}")
+    print(f"show it again with: {rbench_command()} show {run_id} --tracking-uri {tracking_uri}")
 
 
 def _nothing_to_do(cfg, config_path: str, started: float) -> bool:
@@ -106,7 +93,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         _show_hint(result["mlflow_run_id"], result["tracking_uri"])
     elif result.get("mlflow_error"):
         print(f"MLflow logging failed: {result.get('mlflow_error')}; the metrics above are in the store, and the "
-              f"logging is kept in {result.get('mlflow_pending')}: run `{command_name()} log --store {cfg.store}` "
+              f"logging is kept in {result.get('mlflow_pending')}: run `{rbench_command()} log --store {cfg.store}` "
               "(or any run that logs to this tracking URI) to log it", file=sys.stderr)
     if "models" in result:
         print(f"embedding-model comparison (also logged to MLflow): {result['report_folder']}")
@@ -162,8 +149,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from rbench.core.locations import given_mirror, remembered_mirror, resolve_store
+    from rbench.dataset_adapters.base import ADAPTERS
     from rbench.retrievers.base import RETRIEVERS
-    from rbench.tasks.datasets.base import ADAPTERS
 
     what = args.what
     if what in ("datasets", "all"):
@@ -188,10 +175,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     if what in ("tables", "all"):
         from rbench.evaluation.reproduction import PUBLISHED, load_published, published_names
 
-        print("published tables (rbench compare RUN --against NAME):")
+        print(f"published tables ({rbench_command()} compare RUN --against NAME):")
         for name in published_names():
             print(f"  {name:<24} {load_published(name).title}")
-        print("published chunking grids (rbench compare-grid RUN --against NAME):")
+        print(f"published chunking grids ({rbench_command()} compare-grid RUN --against NAME):")
         for path in sorted((PUBLISHED / "grids").glob("*.yaml")):
             print(f"  {path.stem}")
     return 0
@@ -238,7 +225,7 @@ def dataset_availability(adapter_cls, mirror: Path | None) -> list[tuple[str, st
     """``(variant, status)`` per dataset variant: offline from the mirror (with its size), or not."""
     from typing import get_args
 
-    from rbench.tasks.datasets.base import expand
+    from rbench.dataset_adapters.base import expand
 
     fields = adapter_cls.Params.model_fields
     axis = next((k for k in ("benchmark", "split", "task") if k in fields), None)
@@ -314,8 +301,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from rbench.evaluation.experiment import experiment_tables, parse_measure, table_text
     from rbench.evaluation.report import write_report
+    from rbench.evaluation.report_experiment import experiment_tables, parse_measure, table_text
     from rbench.tracking.read import differing_params, load_costs_and_traces, load_reproductions, load_results
 
     uri = _tracking_uri(args)
@@ -396,13 +383,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(text if args.all else reproduction_page(docs, title, all_cells=False)[0])
     print(f"wrote {out / 'reproduction.md'}, .html and one JSON per table (every cell); logged to MLflow run "
           f"{parent.info.run_id} "
-          "as reproduction/ (rbench report shows it)")
+          f"as reproduction/ ({rbench_command()} report shows it)")
     return 0
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from rbench.evaluation.reproduce import load_reproduction, matrix, page
     from rbench.evaluation.reproduction import load_published
+    from rbench.evaluation.reproduction_study import load_reproduction, matrix, page
     from rbench.experiment import resolve_experiment
     from rbench.tracking.read import log_reproduction_page
 
@@ -420,7 +407,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         elif missing:
             status[study.config] = f"not run: the mirror lacks {', '.join(missing)}"
         else:
-            print(f"rbench reproduce: {commands[study.config]}", flush=True)
+            print(f"rbench reproduce: {study.command(args.mirror, rbench_command())}", flush=True)
             run_args = argparse.Namespace(command="run", config=str(study.path()), mirror=args.mirror, store=args.store,
                                           runner=None, address=None, force_flow=False)
             if cmd_run(run_args) != 0:
@@ -449,7 +436,7 @@ def cmd_compare_grid(args: argparse.Namespace) -> int:
     import csv
     import io
 
-    from rbench.evaluation.grids import compare_grid, grid_markdown, load_grid
+    from rbench.evaluation.reproduction_grids import compare_grid, grid_markdown, load_grid
     from rbench.tracking.read import load_chunking_table, log_reproduction
 
     grid = load_grid(args.against)

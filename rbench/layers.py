@@ -16,7 +16,7 @@ LAYERS: list[tuple[tuple[str, ...], str]] = [
     (("rbench.llm", "rbench.arm", "rbench.evaluation"),
      "LLM calls (backends, call cache, prompts, parsers, rewrite kinds; imports only the core), ARM's MIP, "
      "one metric per file (`metrics/`), reports, published tables (`published/`) and the comparison with them"),
-    (("rbench.retrievers", "rbench.tasks.datasets"),
+    (("rbench.retrievers", "rbench.dataset_adapters"),
      "one retriever per file behind `base.py`, the model registry; one dataset adapter per file behind "
      "`base.py`, the chunker (`chunking.py`), the corpus checks (`validate.py`)"),
     (("rbench.config", "rbench.experiment"),
@@ -31,13 +31,14 @@ LAYERS: list[tuple[tuple[str, ...], str]] = [
 """``(packages or modules, what they hold)`` per layer, lowest first."""
 
 FOLDERS = {"rbench.flows": "flows", "rbench.tasks": "tasks", "rbench.retrievers": "retrievers",
-           "rbench.evaluation": "evaluation"}
+           "rbench.evaluation": "evaluation", "rbench.dataset_adapters": "dataset_adapters"}
 """The top-level folders ``pyproject.toml`` maps into the package (``package-dir``)."""
 
 
 def folder(name: str) -> str:
-    """Where module or package ``name`` lives in a checkout: ``rbench.tasks.datasets`` ->
-    ``tasks/datasets/``, ``rbench.core`` -> ``rbench/core/``, ``rbench.cli`` -> ``rbench/cli.py``."""
+    """Where module or package ``name`` lives in a checkout: ``rbench.tasks.index`` ->
+    ``tasks/index.py``, ``rbench.dataset_adapters`` -> ``dataset_adapters/``, ``rbench.core`` ->
+    ``rbench/core/``, ``rbench.cli`` -> ``rbench/cli.py``."""
     top = max((p for p in FOLDERS if name == p or name.startswith(f"{p}.")), key=len, default=None)
     path = FOLDERS[top] + name[len(top):].replace(".", "/") if top else name.replace(".", "/")
     package = importlib.util.find_spec(name).submodule_search_locations is not None

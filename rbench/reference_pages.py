@@ -241,12 +241,12 @@ def configuration_reference() -> str:
     )
     from rbench.config.chunking import ChunkingGridConfig, ChunkingSearch
     from rbench.config.search import Dimension, SearchConfig
+    from rbench.dataset_adapters.base import ADAPTERS
+    from rbench.dataset_adapters.chunking import ChunkerConfig
     from rbench.llm.config import BACKEND_FIELDS, LLMConfig
     from rbench.retrievers.base import RETRIEVERS, RetrieverSpec
     from rbench.retrievers.models import Encoding
     from rbench.retrievers.rerank import CrossEncoderParams
-    from rbench.tasks.datasets.base import ADAPTERS
-    from rbench.tasks.datasets.chunking import ChunkerConfig
 
     shared = {
         ExperimentConfig: "Experiment file", SubsampleConfig: "subsample", MetricsConfig: "metrics",

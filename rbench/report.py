@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from rbench.evaluation.metrics import METRICS
-from rbench.evaluation.standard import STANDARD, cut_label, cut_order
+from rbench.evaluation.metrics_trec import STANDARD, cut_label, cut_order
 
 
 def metrics_table(rows: Sequence[dict]) -> str:

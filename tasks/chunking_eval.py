@@ -25,12 +25,12 @@ from pydantic import BaseModel, ConfigDict, PositiveInt
 from rbench.config.chunking import ChunkingGridConfig
 from rbench.core.errors import ConfigError, DataError
 from rbench.core.store import Artifact, Stage, write_atomic
-from rbench.evaluation.chunking_report import write_grid_report
-from rbench.evaluation.span_metrics import precision_omega, span_scores
+from rbench.dataset_adapters.base import FileSpec, local_file
+from rbench.dataset_adapters.chunking import ChunkerConfig, chunk_spans, cl100k, token_starts
+from rbench.evaluation.metrics_spans import precision_omega, span_scores
+from rbench.evaluation.report_chunking import write_grid_report
 from rbench.retrievers.dense import Dense, DenseParams
 from rbench.retrievers.models import Encoding, canonical_id
-from rbench.tasks.datasets.base import FileSpec, local_file
-from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_spans, cl100k, token_starts
 
 CHROMA_COMMIT = "d451fc4cf56e417b755994b4ca5212fd5057c0d2"
 CHROMA_DIGESTS = {

@@ -20,8 +20,9 @@ from pydantic import BaseModel
 from rbench.config import DatasetConfig
 from rbench.core.errors import ChecksumError, DataError, MissingExtraError, Unreachable
 from rbench.core.hashing import fast_fingerprint, file_digest
+from rbench.core.locations import rbench_command
 from rbench.core.store import Artifact, Stage
-from rbench.tasks.datasets.base import FileSpec, ManifestFiles, expand, get_adapter, known_file
+from rbench.dataset_adapters.base import FileSpec, ManifestFiles, expand, get_adapter, known_file
 
 log = logging.getLogger("rbench")
 COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -250,7 +251,7 @@ def _fetch_verified(spec: FileSpec, folder: Path, mirror: Path | None) -> tuple[
         if actual != spec.sha256:
             other = known_file(actual)
             why = (f"That is the pinned file {other}, not {spec.name}: put it under its own name in the "
-                   "mirror, and choose the dataset split that reads it (see `rbench list datasets`)"
+                   f"mirror, and choose the dataset split that reads it (see `{rbench_command()} list datasets`)"
                    if other else "The file is corrupt or a different version; fetch it again")
             raise ChecksumError(f"checksum mismatch for {spec.name} from {origin}: expected sha256 "
                                 f"{spec.sha256}, got {actual}. {why}")

@@ -10,9 +10,9 @@ import pyarrow.parquet as pq
 
 from rbench.config import MetricsConfig
 from rbench.core.store import Artifact, Stage, write_atomic
-from rbench.evaluation.evaluate import evaluate_queries, macro_average
+from rbench.evaluation.metrics_per_query import evaluate_queries, macro_average
+from rbench.evaluation.metrics_trec import standard_measures
 from rbench.evaluation.runs import dedup_documents, drop_excluded, to_qrels, to_trec, to_trec_qrels
-from rbench.evaluation.standard import standard_measures
 
 
 def build_evaluate(folder: Path, inputs: list[Artifact], config: MetricsConfig) -> dict:

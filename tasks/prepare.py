@@ -20,9 +20,9 @@ from rbench.config import DatasetConfig
 from rbench.core.errors import DataError
 from rbench.core.identity import code_digest
 from rbench.core.store import Artifact, Stage, write_atomic
-from rbench.tasks.datasets.base import Adapter, RowByRow, batches_of, get_adapter, object_ids
-from rbench.tasks.datasets.columnar import ahead, is_blank, utf8_buffers
-from rbench.tasks.datasets.validate import check_missing_gold, repeated_keys, row_hashes, validate
+from rbench.dataset_adapters.base import Adapter, RowByRow, batches_of, get_adapter, object_ids
+from rbench.dataset_adapters.columnar import ahead, is_blank, utf8_buffers
+from rbench.dataset_adapters.validate import check_missing_gold, repeated_keys, row_hashes, validate
 from rbench.tasks.download import PROGRESS_SECONDS
 
 log = logging.getLogger("rbench")

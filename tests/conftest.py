@@ -58,7 +58,7 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 def read_trec_run(path: Path) -> dict[str, dict[str, float]]:
     """``{query_id: {doc_id: score}}`` of a TREC run file, ids percent-decoded (as
-    :func:`rbench.tasks.datasets.qrels.read_qrels` decodes a qrels file's), for scoring it with
+    :func:`rbench.dataset_adapters.qrels.read_qrels` decodes a qrels file's), for scoring it with
     pytrec_eval as a user would."""
     from urllib.parse import unquote
 

@@ -98,7 +98,7 @@ class DatasetConfig(Strict):
 
     @model_validator(mode="after")
     def _check_adapter(self, info: ValidationInfo) -> "DatasetConfig":
-        from rbench.tasks.datasets.base import ADAPTERS
+        from rbench.dataset_adapters.base import ADAPTERS
 
         adapter = ADAPTERS.get(self.adapter or self.name)
         params = validate_params(adapter.Params, self.params, info.context)
@@ -258,7 +258,7 @@ def _with_params(retriever: Any, defaults: dict[str, dict[str, Any]]) -> Any:
 def _with_form(dataset: Any, form: str) -> Any:
     """``dataset`` with ``params.form`` set to ``form`` when its adapter has that parameter and
     the file does not set it."""
-    from rbench.tasks.datasets.base import ADAPTERS
+    from rbench.dataset_adapters.base import ADAPTERS
 
     if not isinstance(dataset, dict) or not isinstance(dataset.get("params", {}), dict):
         return dataset
@@ -350,8 +350,8 @@ class ExperimentConfig(Strict):
         it into one per value, labelled ``label[selection=rerank]``. Several keys: the grid."""
         if not isinstance(raw, dict) or not raw.get("sweep"):
             return raw
+        from rbench.dataset_adapters.base import ADAPTERS
         from rbench.retrievers.base import RETRIEVERS
-        from rbench.tasks.datasets.base import ADAPTERS
 
         def dataset_fields(ds):
             return ADAPTERS.get(ds.get("adapter") or ds.get("name")).Params.model_fields if isinstance(ds, dict) else {}

@@ -13,8 +13,8 @@ from rbench.config.search import Dimension
 from rbench.core.configfile import ConfigPath, PathOrName, format_validation_error, load_mapping
 from rbench.core.errors import ConfigError
 from rbench.core.locations import DEFAULT_STORE, given_mirror, given_store, given_tracking_uri
+from rbench.dataset_adapters.chunking import ChunkerConfig
 from rbench.retrievers.models import Encoding, canonical_id
-from rbench.tasks.datasets.chunking import ChunkerConfig
 
 
 class ChunkingSearch(BaseModel):

@@ -5,6 +5,8 @@ default (``./.rbench``; ``sqlite:///<store>/mlflow.db``)."""
 
 from __future__ import annotations
 
+import shutil
+import sys
 from pathlib import Path
 
 from rbench.core import settings
@@ -62,3 +64,16 @@ def remembered_mirror(store: str | Path) -> Path | None:
         return None
     folder = Path(note.read_text(encoding="utf-8").strip())
     return folder if folder.is_dir() else None
+
+
+def rbench_command() -> str:
+    """How to call rbench again from here, for printed hints: ``rbench`` where that is this
+    environment's command on PATH, else the command's path (``.venv/bin/rbench`` after ``make run``)."""
+    script = Path(sys.executable).with_name("rbench")
+    found = shutil.which("rbench")
+    if not script.is_file() or (found and Path(found).resolve() == script.resolve()):
+        return "rbench"
+    try:
+        return str(script.relative_to(Path.cwd()))
+    except ValueError:
+        return str(script)

@@ -21,7 +21,7 @@ from rbench.core.hashing import canonical_json
 from rbench.core.processes import build_call
 from rbench.core.secrets import redact
 from rbench.core.store import Artifact, Stage, Store
-from rbench.tasks.datasets.base import get_adapter
+from rbench.dataset_adapters.base import get_adapter
 from rbench.tasks.download import DOWNLOAD, DownloadConfig, source_of, unreachable
 from rbench.tasks.evaluate import EVALUATE, read_aggregate
 from rbench.tasks.index import ENCODE, INDEX, IndexConfig

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Sequence
 
+from rbench.core.locations import rbench_command
 from rbench.core.secrets import redact
 
 WHOLE_RANKING = ("map", "rprec")
@@ -35,7 +36,7 @@ def find_parent_run(client, experiment: str | None, run: str):
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags
                and (experiment is not None or r.data.tags.get("rbench.kind") != "chunking-grid")]
     if not parents:
-        raise RbenchError(f"no finished run in {where}: 'rbench runs' lists what it holds"
+        raise RbenchError(f"no finished run in {where}: '{rbench_command()} runs' lists what it holds"
                           + ("; a chunking grid's is read with --experiment rbench-chunking" if experiment is None
                              else ""))
     return parents[0]

@@ -221,7 +221,7 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
 
     import mlflow
 
-    from rbench.evaluation.plots import recall_curves
+    from rbench.evaluation.report_plots import recall_curves
 
     experiment_id = ensure_experiment(mlflow, cfg.mlflow.experiment, cfg.store, cfg.mlflow.tracking_uri)
     tags = run_tags(config_text)
@@ -400,7 +400,7 @@ def _log_search(mlflow, cfg, search, trials, best) -> str:
     import csv
     import tempfile
 
-    from rbench.evaluation.plots import _pyplot
+    from rbench.evaluation.report_plots import _pyplot
 
     experiment_id = ensure_experiment(mlflow, cfg.mlflow.experiment, cfg.store, cfg.mlflow.tracking_uri)
     metric = f"{search.metric}_at_{search.k}"

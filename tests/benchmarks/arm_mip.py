@@ -43,9 +43,9 @@ def ottqa_pools(mirror: Path, sizes: list[int], questions: int, tables: int, mod
     from sentence_transformers import SentenceTransformer
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
+    from rbench.dataset_adapters.ottqa import Ottqa, OttqaParams
     from rbench.retrievers.arm import lexical
     from rbench.retrievers.models import resolve_model
-    from rbench.tasks.datasets.ottqa import Ottqa, OttqaParams
 
     torch.set_num_threads(1)
     adapter, params = Ottqa(), OttqaParams()

@@ -35,7 +35,7 @@ def write_corpus(path: Path, lines: int, bad_last: bool) -> None:
 
 
 def params_for(corpus: Path):
-    from rbench.tasks.datasets.jsonl import JsonlParams
+    from rbench.dataset_adapters.jsonl import JsonlParams
 
     return JsonlParams.model_validate({"corpus": str(corpus), "queries": str(corpus), "text_field": "text",
                                        "doc_id_fields": ["doc"]})
@@ -44,7 +44,7 @@ def params_for(corpus: Path):
 def columnar(folder: Path) -> tuple[float, str]:
     """Seconds of the columnar read of ``folder``'s corpus, and its error (empty when clean)."""
     from rbench.core.errors import DataError
-    from rbench.tasks.datasets.jsonl import Jsonl
+    from rbench.dataset_adapters.jsonl import Jsonl
 
     started = time.perf_counter()
     try:
@@ -58,7 +58,7 @@ def columnar(folder: Path) -> tuple[float, str]:
 def rows(folder: Path) -> tuple[float, str]:
     """Seconds of the row reader from line 1 until its error (the path taken before)."""
     from rbench.core.errors import DataError
-    from rbench.tasks.datasets.base import read_jsonl
+    from rbench.dataset_adapters.base import read_jsonl
 
     started = time.perf_counter()
     try:

@@ -25,7 +25,7 @@ def test_the_wheel_holds_one_top_level_package_and_its_data(tmp_path):
     assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {"rbench"}
     for expected in ("rbench/flows/benchmark.py", "rbench/tasks/prepare.py", "rbench/retrievers/dense.py",
                      "rbench/evaluation/metrics/recall.py", "rbench/core/store.py", "rbench/llm/client.py",
-                     "rbench/tasks/datasets/manifests/fetaqa.json", "rbench/retrievers/encodings.yaml",
+                     "rbench/dataset_adapters/manifests/fetaqa.json", "rbench/retrievers/encodings.yaml",
                      "rbench/retrievers/jvm-logging.properties", "rbench/evaluation/published/pyserini-beir-bm25.yaml",
                      "rbench/prompts/decompose.yaml", "rbench/evaluation/published/anserini-bright-bm25.yaml"):
         assert expected in names, expected

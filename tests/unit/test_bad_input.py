@@ -388,7 +388,7 @@ def _fetaqa_from(mirror: Path):
 
 
 def test_a_folder_where_the_mirror_should_hold_a_file_is_named(tmp_path):
-    from rbench.tasks.datasets.fetaqa import DEV
+    from rbench.dataset_adapters.fetaqa import DEV
 
     (tmp_path / "mirror" / DEV.name).mkdir(parents=True)
     with pytest.raises(DataError, match=r"is a folder, but .* is a file"):
@@ -398,7 +398,7 @@ def test_a_folder_where_the_mirror_should_hold_a_file_is_named(tmp_path):
 
 def test_a_mirror_file_with_other_content_is_named_with_both_digests(tmp_path):
     from rbench.core.errors import ChecksumError
-    from rbench.tasks.datasets.fetaqa import DEV
+    from rbench.dataset_adapters.fetaqa import DEV
 
     (tmp_path / "mirror" / DEV.name).parent.mkdir(parents=True)
     (tmp_path / "mirror" / DEV.name).write_text("{}\n")

@@ -36,14 +36,15 @@ def test_a_subcommands_help_has_a_description_examples_and_help_for_every_argume
             assert args.command == name
 
 
-def test_printed_hints_call_rbench_as_this_shell_can(tmp_path, monkeypatch):
+def test_printed_hints_call_rbench_as_this_shell_can(tmp_path, monkeypatch, capsys):
     """``rbench`` where it is on PATH; else the environment's own command (after ``make run``,
-    ``.venv/bin/rbench``), so that a hint pasted back works."""
+    ``.venv/bin/rbench``), so that a hint pasted back works, as in ``rbench list tables``."""
     import shutil
     import sys
     from pathlib import Path
 
-    from rbench.cli import command_name
+    from rbench.cli import main
+    from rbench.core.locations import rbench_command as command_name
 
     script = Path(sys.executable).with_name("rbench")
     monkeypatch.setattr(shutil, "which", lambda name: str(script))
@@ -51,5 +52,7 @@ def test_printed_hints_call_rbench_as_this_shell_can(tmp_path, monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name: None)
     monkeypatch.chdir(script.parents[2])
     assert command_name() == str(script.relative_to(script.parents[2]))  # .venv/bin/rbench from the project
+    assert main(["list", "tables"]) == 0
+    assert ".venv/bin/rbench compare RUN --against NAME" in capsys.readouterr().out
     monkeypatch.chdir(tmp_path)
     assert command_name() == str(script)

@@ -11,8 +11,8 @@ import pytest
 
 from rbench.core.identity import closure, code_digest
 from rbench.core.store import Stage
+from rbench.dataset_adapters.base import ADAPTERS
 from rbench.retrievers.base import RETRIEVERS
-from rbench.tasks.datasets.base import ADAPTERS
 from tests.conftest import REPO
 
 
@@ -90,7 +90,7 @@ def test_an_edit_to_a_metric_changes_the_evaluate_stage_only(tmp_path):
 
 def test_the_closure_follows_imports_inside_functions_and_stays_in_the_package():
     found = closure(["rbench.tasks.evaluate"])
-    assert "rbench.evaluation.metrics.recall" in found  # imported by rbench.evaluation.evaluate's package
+    assert "rbench.evaluation.metrics.recall" in found  # imported by rbench.evaluation.metrics_per_query's package
     assert all(name.startswith("rbench") for name in found)
     assert "rbench.flows.benchmark" not in found
 

@@ -78,6 +78,15 @@ def test_no_upward_imports():
     assert not upward, "\n".join(upward)
 
 
+def test_dataset_adapters_sit_below_the_config_and_import_nothing_above_them():
+    """The config resolves adapters by name, so ``rbench.dataset_adapters`` is below ``rbench.config`` and
+    imports neither it nor the stages in ``tasks/``."""
+    assert layer("rbench.dataset_adapters") < layer("rbench.config") < layer("rbench.tasks")
+    above = sorted(f"{m} imports {t}" for m, targets in graph().items() if m.startswith("rbench.dataset_adapters")
+                   for t in targets if layer(t) > layer("rbench.dataset_adapters"))
+    assert not above, "\n".join(above)
+
+
 def test_llm_layer_imports_nothing_above_the_core():
     above = sorted(f"{m} imports {t}" for m, targets in graph().items() if m.startswith("rbench.llm")
                    for t in targets if not t.startswith(("rbench.core", "rbench.llm")))
@@ -109,7 +118,7 @@ def test_lower_layers_import_without_the_upper_ones(module):
     import subprocess
 
     code = (f"import sys, {module}; up = sorted(m for m in sys.modules if m.startswith(('rbench.flows', "
-            f"'rbench.cli')) or (m.startswith('rbench.tasks') and not m.startswith('rbench.tasks.datasets'))); "
+            f"'rbench.cli', 'rbench.tasks'))); "
             f"print(up); sys.exit(1 if up else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -154,7 +163,7 @@ def test_rbench_variables_are_read_in_the_settings_module_only():
 
 def test_tasks_hold_stages_and_flows_hold_no_config_schema():
     """``tasks/`` holds pipeline stages only (each module defines a ``Stage``; dataset adapters live in
-    ``tasks/datasets``), and ``flows/`` defines no settings class: schemas live in the config layer."""
+    ``datasets``), and ``flows/`` defines no settings class: schemas live in the config layer."""
     import importlib
 
     from pydantic import BaseModel
@@ -162,7 +171,7 @@ def test_tasks_hold_stages_and_flows_hold_no_config_schema():
     from rbench.core.store import Stage
 
     mods = modules()
-    stageless = sorted(n for n in mods if n.startswith("rbench.tasks.") and not n.startswith("rbench.tasks.datasets")
+    stageless = sorted(n for n in mods if n.startswith("rbench.tasks.")
                        and not any(isinstance(v, Stage) and v.build.__module__ == n
                                    for v in vars(importlib.import_module(n)).values()))
     assert not stageless, f"modules of tasks/ that define no stage: {stageless}"
@@ -176,7 +185,7 @@ def test_the_layer_lists_folders_are_pyprojects():
     """The folders the architecture page names for each ``rbench.X`` are those ``pyproject.toml`` maps."""
     mapped = {name: str(folder.relative_to(REPO)) for name, folder in package_dirs().items() if name != "rbench"}
     assert rbench.layers.FOLDERS == mapped
-    assert rbench.layers.folder("rbench.tasks.datasets") == "tasks/datasets/"
+    assert rbench.layers.folder("rbench.dataset_adapters") == "dataset_adapters/"
     assert rbench.layers.folder("rbench.cli") == "rbench/cli.py" and rbench.layers.folder("rbench.core") == "rbench/core/"
     table = rbench.layers.layer_table()
     assert all(f"| {i} | " in table for i in range(len(LAYERS)))

@@ -13,9 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 from rbench.config import ExperimentConfig, MetricsConfig
 from rbench.core.configfile import ConfigPath, PathOrName
+from rbench.dataset_adapters.base import ADAPTERS
 from rbench.reference_pages import Sections, anchor, cli_reference, configuration_reference, docstring_clause, type_text
 from rbench.retrievers.base import RETRIEVERS, Retriever
-from rbench.tasks.datasets.base import ADAPTERS
 
 REPO = Path(__file__).resolve().parents[2]
 

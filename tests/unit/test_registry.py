@@ -13,8 +13,8 @@ import pytest
 import rbench.core.registry as registry_module
 from rbench.core.errors import ConfigError
 from rbench.core.registry import Registry
+from rbench.dataset_adapters.base import ADAPTERS, Adapter
 from rbench.retrievers.base import RETRIEVERS, Retriever
-from rbench.tasks.datasets.base import ADAPTERS, Adapter
 
 
 class A:
@@ -68,7 +68,7 @@ def test_every_builtin_registers_itself():
     """Each retriever and adapter class of the package is registered under its own name (a class
     that forgets the decorator is named), and a name that is not a dataset points to ``jsonl``."""
     for registry, package, base in ((RETRIEVERS, "rbench.retrievers", Retriever),
-                                    (ADAPTERS, "rbench.tasks.datasets", Adapter)):
+                                    (ADAPTERS, "rbench.dataset_adapters", Adapter)):
         defined = _defined(package, base)
         assert len(defined) >= 9
         unregistered = sorted(f"{c.__module__}.{c.__name__}" for c in defined if dict(registry.items()).get(c.name) is not c)

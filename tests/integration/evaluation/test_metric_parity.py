@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from rbench.evaluation.evaluate import evaluate_queries, macro_average
+from rbench.dataset_adapters.qrels import read_qrels
+from rbench.evaluation.metrics_per_query import evaluate_queries, macro_average
 from rbench.evaluation.runs import to_qrels, to_ranx_run, to_trec, to_trec_qrels
-from rbench.tasks.datasets.qrels import read_qrels
 from tests.conftest import need, read_trec_run
 from tests.unit.evaluation.test_metrics import _random_case
 

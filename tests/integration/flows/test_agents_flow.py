@@ -18,8 +18,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_server")]  # on
 
 
 def test_agents_run_in_the_flow_with_traces_costs_and_a_report(tmp_path, tiny_files):
-    from rbench.evaluation.experiment import experiment_tables
     from rbench.evaluation.report import write_report
+    from rbench.evaluation.report_experiment import experiment_tables
     from rbench.tracking.read import load_costs_and_traces, load_results
 
     corpus, queries = tiny_files

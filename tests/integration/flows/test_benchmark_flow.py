@@ -168,7 +168,7 @@ def test_mlflow_has_the_printed_numbers(finished):
 
 def test_rbench_export_writes_named_run_files_that_pytrec_eval_scores_as_rbench(finished, tmp_path, capsys):
     from rbench.cli import main
-    from rbench.tasks.datasets.qrels import read_qrels
+    from rbench.dataset_adapters.qrels import read_qrels
     from tests.conftest import need, read_trec_run
 
     pytrec_eval = need("pytrec_eval")

@@ -16,7 +16,7 @@ from rbench.cli import main
 from rbench.config import load_config
 from rbench.flows.benchmark import benchmark
 from tests.conftest import tiny_cross_encoder, write_jsonl
-from tests.unit.tasks.test_adapters import write_target
+from tests.unit.datasets.test_adapters import write_target
 
 REPO = Path(__file__).resolve().parents[3]
 STUDIES = {"arm-table6-gpu.yaml": "arm-report-table6", "arm-table4-gpu.yaml": "arm-report-table4",

@@ -81,9 +81,9 @@ def test_code_versions_and_model_weights_change_exactly_the_keys_below_them(tmp_
     import numpy as np
     from safetensors.numpy import load_file, save_file
 
+    from rbench.dataset_adapters.jsonl import Jsonl
     from rbench.retrievers.bm25_sparse import BM25s
     from rbench.retrievers.models import MODELS, model_identity, packaged_path
-    from rbench.tasks.datasets.jsonl import Jsonl
 
     corpus, queries = tiny_files
     model = tmp_path / "model"

@@ -15,7 +15,7 @@ from rbench.cli import main
 from rbench.flows.benchmark import benchmark
 from rbench.tracking.read import load_reproductions
 from tests.conftest import TORCH_THREADS
-from tests.unit.tasks.test_bright import write_anserini, write_bright
+from tests.unit.datasets.test_bright import write_anserini, write_bright
 
 REPO = Path(__file__).resolve().parents[3]
 

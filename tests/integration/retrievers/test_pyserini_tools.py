@@ -104,7 +104,7 @@ def test_indexes_keyed_by_segment_ids_built_by_pyserini_and_faiss_give_rbenchs_o
     from rbench.tasks.index import INDEX, IndexConfig
     from rbench.tasks.prepare import PREPARE
     from rbench.tasks.retrieve import RETRIEVE, RetrieveConfig
-    from tests.unit.tasks.test_msmarco_v21 import write_msmarco
+    from tests.unit.datasets.test_msmarco_v21 import write_msmarco
 
     mirror = write_msmarco(tmp_path / "mirror")
     cfg = DatasetConfig.model_validate({"name": "rag24", "adapter": "msmarco_v21", "params": {"shards": [0, 1]}})

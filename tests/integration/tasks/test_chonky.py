@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rbench.tasks.datasets.chunking import ChunkerConfig, chonky_splitter, chunk_text
+from rbench.dataset_adapters.chunking import ChunkerConfig, chonky_splitter, chunk_text
 from tests.conftest import need
 
 TEXT = "the cat sat on the mat . the dog ran in the park . birds sing at dawn ."

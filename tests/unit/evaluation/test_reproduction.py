@@ -180,7 +180,7 @@ def _arm_evaluator(objects: list[tuple[str, str]], gold: set[str], n: int) -> di
 
 def test_the_arm_protocol_scores_as_the_reports_evaluator_does():
     from rbench.config import parse_config
-    from rbench.evaluation.evaluate import evaluate_queries
+    from rbench.evaluation.metrics_per_query import evaluate_queries
 
     cfg = parse_config({"protocol": "arm", "datasets": [{"name": "fetaqa"}], "retrievers": [{"name": "bm25"}]})
     assert (cfg.depth, cfg.metrics.k, cfg.metrics.precision_denominator, cfg.metrics.recall_denominator) == (
@@ -288,7 +288,7 @@ def _grid(tmp_path: Path, cells: list, **changes) -> Path:
 
 
 def test_a_grid_cell_against_a_run_hand_computed(tmp_path):
-    from rbench.evaluation.grids import compare_grid, grid_markdown, load_grid
+    from rbench.evaluation.reproduction_grids import compare_grid, grid_markdown, load_grid
 
     grid = load_grid(str(_grid(tmp_path, [[100, 10, 1, 20.0, 10.0, 50.0, 40.0, 28.57, 12.0],
                                           [100, 10, 3, 10.0, 5.0, 80.0, 30.0, 17.0, 8.0]])))
@@ -311,7 +311,7 @@ def test_a_grid_cell_against_a_run_hand_computed(tmp_path):
     ([[100, 10, 1, 1, 1, 1, 1, 1, 1], [100, 10, 1, 1, 1, 1, 1, 1, 1]], "repeat"),
 ])
 def test_a_bad_grid_names_the_file(tmp_path, cells, message):
-    from rbench.evaluation.grids import load_grid
+    from rbench.evaluation.reproduction_grids import load_grid
 
     with pytest.raises(ConfigError, match=message) as err:
         load_grid(str(_grid(tmp_path, cells)))
@@ -389,7 +389,7 @@ def test_the_arm_protocol_fixes_arms_sample_and_targets_corpus_form():
 
 
 def test_a_reproduction_page_lines_up_each_published_cell_with_its_command(tmp_path):
-    from rbench.evaluation.reproduce import Study, load_reproduction, matrix, page
+    from rbench.evaluation.reproduction_study import Study, load_reproduction, matrix, page
 
     repro = load_reproduction("arm-report")
     assert repro.tables == ["arm-report-table6", "arm-report-table7"]

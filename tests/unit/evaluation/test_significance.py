@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rbench.evaluation.significance import bootstrap_test, randomization_test
+from rbench.evaluation.metrics_significance import bootstrap_test, randomization_test
 from tests.conftest import need
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rbench.evaluation.span_metrics import (
+from rbench.evaluation.metrics_spans import (
     intersection,
     precision_omega,
     span_scores,

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from rbench.dataset_adapters.qrels import read_qrels
+from rbench.evaluation.metrics_trec import WHOLE, standard_measures
 from rbench.evaluation.runs import to_qrels, to_trec, to_trec_qrels
-from rbench.evaluation.standard import WHOLE, standard_measures
-from rbench.tasks.datasets.qrels import read_qrels
 from tests.conftest import read_trec_run
 from tests.unit.evaluation.test_metrics import _random_case
 

@@ -15,11 +15,11 @@ import pytest
 from rbench.config import SubsampleConfig
 from rbench.core.errors import ConfigError
 from rbench.core.store import Artifact, Store
+from rbench.dataset_adapters.serialize import arm_row_objects, serialize_row_arm, serialize_schema_arm
 from rbench.tasks import subsample
-from rbench.tasks.datasets.serialize import arm_row_objects, serialize_row_arm, serialize_schema_arm
 from rbench.tasks.subsample import SUBSAMPLE, select_queries_arm
 from tests.conftest import write_jsonl
-from tests.unit.tasks.test_adapters import _ottqa_fixture, _prepare, _table, write_target
+from tests.unit.datasets.test_adapters import _ottqa_fixture, _prepare, _table, write_target
 
 
 def test_arms_row_text_byte_for_byte():

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from rbench.core.errors import ConfigError, DataError
+from rbench.dataset_adapters.chunking import ChunkerConfig, recursive_spans, token_spans
 from rbench.tasks.chunking_eval import embed_config, eval_config, load_eval_set
-from rbench.tasks.datasets.chunking import ChunkerConfig, recursive_spans, token_spans
 
 SOTU = ("Madam Speaker, Madam Vice President, our First Lady and Second Gentleman. Members of Congress and the Cabinet. "
         "Last year COVID-19 kept us apart. This year we are finally together again. Tonight, we meet as Democrats, "
@@ -54,7 +54,7 @@ def test_token_spans_cover_the_text_with_overlap():
 def test_one_chunker_config_gives_the_passages_a_dataset_prepares_and_their_spans():
     """The prepared passages of a word-window chunker are its spans' words; ``none`` is the text whole;
     ``recursive`` prepares the text's own slices."""
-    from rbench.tasks.datasets.chunking import chunk_spans, chunk_text
+    from rbench.dataset_adapters.chunking import chunk_spans, chunk_text
 
     text = "  w0 w1\n\nw2   w3 w4 w5 w6 w7 w8 w9 "
     words = ChunkerConfig(kind="tokens", size=4, overlap=1)
@@ -133,7 +133,7 @@ def test_grid_corpus_option_reaches_both_stage_keys(tmp_path):
 
 
 def test_recursive_chunker_can_count_cl100k_tokens_as_chromas_report_does():
-    from rbench.tasks.datasets.chunking import cl100k
+    from rbench.dataset_adapters.chunking import cl100k
 
     encoding = cl100k()
     by_tokens = recursive_spans(SOTU, 20, 5, "cl100k_tokens")
@@ -150,7 +150,7 @@ def test_grid_table_marks_every_tied_best_row_and_states_its_units(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from rbench.evaluation.chunking_report import METRICS, write_grid_report
+    from rbench.evaluation.report_chunking import METRICS, write_grid_report
 
     per_question = tmp_path / "pq.parquet"
     pq.write_table(pa.table({m: [0.5, 1.0] for m in METRICS}), per_question)
@@ -175,7 +175,7 @@ def test_grid_table_marks_every_tied_best_row_and_states_its_units(tmp_path):
 
 
 def test_prepares_text_chunker_counts_words_or_cl100k_tokens():
-    from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_text, cl100k
+    from rbench.dataset_adapters.chunking import ChunkerConfig, chunk_text, cl100k
 
     text = "internationalization considerations notwithstanding, antidisestablishmentarianism persists"
     assert chunk_text(text, ChunkerConfig(size=3, overlap=0)) == [

@@ -244,7 +244,7 @@ def test_a_beir_dataset_scores_every_query_unless_the_file_sets_a_size():
     unset, given = parse_config(BASE).subsample, parse_config({**BASE, "subsample": {"size": 500}}).subsample
     assert unset.for_dataset(every_query=True).count(1406) == 1406 and unset.for_dataset(False).count(1406) == 500
     assert given.for_dataset(every_query=True).count(1406) == 500
-    from rbench.tasks.datasets.base import get_adapter
+    from rbench.dataset_adapters.base import get_adapter
 
     assert get_adapter("beir").every_query and not get_adapter("fetaqa").every_query
 

@@ -11,8 +11,8 @@ import pytest
 from rbench.config import SubsampleConfig
 from rbench.core.errors import ChecksumError, DataError
 from rbench.core.store import Artifact, Store
-from rbench.tasks.datasets.base import FileSpec
-from rbench.tasks.datasets.fetaqa import DEV
+from rbench.dataset_adapters.base import FileSpec
+from rbench.dataset_adapters.fetaqa import DEV
 from rbench.tasks.download import DOWNLOAD, DownloadConfig
 from rbench.tasks.subsample import SUBSAMPLE, select_queries
 
@@ -141,7 +141,7 @@ def test_a_users_file_fixed_in_place_leaves_the_earlier_download_intact(tmp_path
     import os
 
     from rbench.cli import main
-    from rbench.tasks.datasets.base import local_file
+    from rbench.dataset_adapters.base import local_file
 
     path = tmp_path / "corpus.jsonl"
     path.write_text('{"id": "d1", "text": "broken\n')
@@ -162,7 +162,7 @@ def test_a_users_file_fixed_in_place_leaves_the_earlier_download_intact(tmp_path
 def test_a_users_file_is_hashed_once_per_process_until_it_changes(tmp_path, monkeypatch):
     import os
 
-    import rbench.tasks.datasets.base as base
+    import rbench.dataset_adapters.base as base
 
     path = tmp_path / "corpus.jsonl"
     path.write_text('{"a": 1}\n')

@@ -18,8 +18,8 @@ import pytest
 from rbench.config import DatasetConfig
 from rbench.core.errors import DataError
 from rbench.core.store import Artifact
-from rbench.tasks.datasets.base import RowByRow, batches_of, get_adapter, object_id, object_ids
-from rbench.tasks.datasets.columnar import (
+from rbench.dataset_adapters.base import RowByRow, batches_of, get_adapter, object_id, object_ids
+from rbench.dataset_adapters.columnar import (
     PY_WHITESPACE,
     Positions,
     ahead,
@@ -27,9 +27,9 @@ from rbench.tasks.datasets.columnar import (
     json_blocks,
     single_window,
 )
-from rbench.tasks.datasets.jsonl import Jsonl
-from rbench.tasks.datasets.msmarco_v21 import MsmarcoParams
-from rbench.tasks.datasets.validate import duplicate_ids
+from rbench.dataset_adapters.jsonl import Jsonl
+from rbench.dataset_adapters.msmarco_v21 import MsmarcoParams
+from rbench.dataset_adapters.validate import duplicate_ids
 from rbench.tasks.prepare import TableDigest, build_prepare, write_corpus
 
 WORDS = ["a", "bb", "дом", "日本", "x\u2003y", "—", "é", "[H]", ":"]
@@ -67,7 +67,7 @@ def test_columns_give_the_row_readers_table(tmp_path, settings):
 
 
 def test_texts_within_one_window_skip_python_chunking(tmp_path, monkeypatch):
-    from rbench.tasks.datasets import columnar
+    from rbench.dataset_adapters import columnar
 
     (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"doc": f"d{i}", "body": t}) + "\n" for i, t in
                                                    enumerate(["one two", "a  b", "x y z w", " lead", ""])))
@@ -248,7 +248,7 @@ def _segments(count: int, seed: int = 2) -> list[bytes]:
 
 
 def test_msmarco_columns_give_the_row_readers_table(tmp_path, monkeypatch):
-    monkeypatch.setattr("rbench.tasks.datasets.columnar.BLOCK", 4096)  # several blocks, lines cut across them
+    monkeypatch.setattr("rbench.dataset_adapters.columnar.BLOCK", 4096)  # several blocks, lines cut across them
     params = _shard(tmp_path, _segments(300))
     adapter = get_adapter("msmarco_v21")
     columns = write_corpus(tmp_path / "a.parquet", adapter.object_batches(tmp_path, params), tmp_path / "pa", "x")
@@ -318,7 +318,7 @@ def test_beir_lines_the_block_reader_cannot_match_go_row_by_row(tmp_path, line):
 
 def test_corpus_writing_logs_its_progress(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr("rbench.tasks.prepare.PROGRESS_SECONDS", 0.0)
-    monkeypatch.setattr("rbench.tasks.datasets.columnar.BLOCK", 2048)
+    monkeypatch.setattr("rbench.dataset_adapters.columnar.BLOCK", 2048)
     _tricky_corpus(tmp_path / "corpus.jsonl", lines=200)
     with caplog.at_level("INFO", logger="rbench"):
         write_corpus(tmp_path / "c.parquet", Jsonl().object_batches(tmp_path, _params(tmp_path)), None, "tiny")
@@ -332,7 +332,7 @@ def test_a_malformed_line_of_a_million_is_named_from_its_block(tmp_path, monkeyp
     """The prepare stage names the bad line of a 10^6-line corpus from the block Arrow could not
     parse: the row reader never reads the file from line 1 (it did, after a whole columnar pass;
     tests/benchmarks/malformed_line.py times both)."""
-    from rbench.tasks.datasets import jsonl
+    from rbench.dataset_adapters import jsonl
 
     bad = 1_000_000 if where == "last" else 654_321
     lines = (json.dumps({"doc_id": f"d{i}", "text": f"words of line {i}"}) for i in range(1, 1_000_001))

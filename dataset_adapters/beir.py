@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rbench.core.configfile import ConfigPath
 from rbench.core.errors import DataError
-from rbench.tasks.datasets.base import (
+from rbench.dataset_adapters.base import (
     ADAPTERS,
     OBJECT_SCHEMA,
     Adapter,
@@ -25,10 +25,10 @@ from rbench.tasks.datasets.base import (
     read_jsonl,
     text_value,
 )
-from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_text
-from rbench.tasks.datasets.columnar import chunk_numbers, is_blank, json_blocks, window_chunks
-from rbench.tasks.datasets.qrels import read_qrels
-from rbench.tasks.datasets.serialize import SEP, serialize_text
+from rbench.dataset_adapters.chunking import ChunkerConfig, chunk_text
+from rbench.dataset_adapters.columnar import chunk_numbers, is_blank, json_blocks, window_chunks
+from rbench.dataset_adapters.qrels import read_qrels
+from rbench.dataset_adapters.serialize import SEP, serialize_text
 
 SPLIT = re.compile(r"^[A-Za-z0-9][\w.-]*$")
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 from typing import Literal, Mapping, Sequence
 
-from rbench.evaluation.significance import bootstrap_test, randomization_test
+from rbench.evaluation.metrics_significance import bootstrap_test, randomization_test
 
 TESTS = {"randomization": randomization_test, "bootstrap": bootstrap_test}
 Correction = Literal["holm", "bonferroni", "none"]
@@ -94,7 +94,7 @@ def experiment_tables(per_query: PerQuery, measures: Sequence[tuple[str, int]], 
     return tables
 
 
-def caption(table: Mapping) -> str:
+def experiment_caption(table: Mapping) -> str:
     """What the marks of a table mean."""
     correction = {"holm": "Holm-corrected", "bonferroni": "Bonferroni-corrected", "none": "uncorrected"}
     return (f"{table['dataset']}: mean over queries; baseline {table['baseline']}. † a paired "
@@ -135,14 +135,14 @@ def table_text(table: Mapping) -> str:
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
              for row in [header, *body]]
-    return "\n".join([lines[0], "-" * len(lines[0]), *lines[1:], caption(table)])
+    return "\n".join([lines[0], "-" * len(lines[0]), *lines[1:], experiment_caption(table)])
 
 
 def table_markdown(table: Mapping) -> str:
     """The table as Markdown, with its caption."""
     header, body = _grid(table, "md")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in body)]
-    return "\n".join(lines) + "\n\n" + caption(table)
+    return "\n".join(lines) + "\n\n" + experiment_caption(table)
 
 
 def table_html(table: Mapping) -> str:
@@ -150,7 +150,8 @@ def table_html(table: Mapping) -> str:
     header, body = _grid(table, "html")
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     rows = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in body)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table><p>{html.escape(caption(table))}</p>"
+    caption = html.escape(experiment_caption(table))
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table><p>{caption}</p>"
 
 
 def table_latex(table: Mapping) -> str:

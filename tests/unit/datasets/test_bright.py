@@ -12,7 +12,7 @@ import pytest
 from rbench.config import DatasetConfig, MetricsConfig
 from rbench.core.errors import DataError
 from rbench.core.store import Artifact, Store
-from rbench.tasks.datasets.base import get_adapter
+from rbench.dataset_adapters.base import get_adapter
 from rbench.tasks.download import DOWNLOAD, DownloadConfig
 from rbench.tasks.evaluate import EVALUATE
 from rbench.tasks.prepare import PREPARE
@@ -202,8 +202,8 @@ def test_the_bright_study_fetches_anserinis_files_from_the_pinned_commit():
     """configs/studies/bright-bm25.yaml: each of the 24 topics and qrels files resolves to the
     pinned commit of anserini-tools and to a path its pinned file list holds."""
     from rbench.config import load_config
-    from rbench.tasks.datasets.bright import ANSERINI_CORPUS_REPO, REPO
-    from rbench.tasks.datasets.pinned import pin
+    from rbench.dataset_adapters.bright import ANSERINI_CORPUS_REPO, REPO
+    from rbench.dataset_adapters.pinned import pin
 
     pinned = pin("anserini-tools")
     assert pinned.base() == f"https://raw.githubusercontent.com/castorini/anserini-tools/{ANSERINI_TOOLS_COMMIT}/"
@@ -245,8 +245,8 @@ def test_a_file_the_run_must_fetch_is_asked_for_before_the_flow_and_every_missin
     import yaml
 
     from rbench.config import load_config
+    from rbench.dataset_adapters import pinned
     from rbench.orchestration.graph import check_data
-    from rbench.tasks.datasets import pinned
 
     files = write_anserini(tmp_path / "anserini")
     upstream = tmp_path / "upstream" / "castorini" / "anserini-tools" / ANSERINI_TOOLS_COMMIT

@@ -13,12 +13,12 @@ import pytest
 from rbench.config import DatasetConfig
 from rbench.core.errors import ChecksumError, DataError
 from rbench.core.store import Store
-from rbench.tasks.datasets import base
-from rbench.tasks.datasets.base import expand, get_adapter, known_file, manifest
-from rbench.tasks.datasets.target import context_title
+from rbench.dataset_adapters import base
+from rbench.dataset_adapters.base import expand, get_adapter, known_file, manifest
+from rbench.dataset_adapters.target import context_title
 from rbench.tasks.download import DOWNLOAD, DownloadConfig
 from tests.conftest import write_jsonl
-from tests.unit.tasks.test_adapters import _prepare, _table, write_target
+from tests.unit.datasets.test_adapters import _prepare, _table, write_target
 
 
 def _files(adapter: str, **params):
@@ -190,7 +190,7 @@ def test_target_rows_are_titled_from_context(tmp_path, title, head, caplog):
 
 
 def test_a_split_of_its_own_tables_downloads_only_the_tables_its_examples_name(tmp_path, shared_data):
-    from rbench.tasks.datasets.base import FileSpec, ManifestFiles
+    from rbench.dataset_adapters.base import FileSpec, ManifestFiles
 
     listed = {"listed_in": "tabfact/test_examples.json", "listed_under": "tabfact/all_csv/"}
     plan = get_adapter("tabfact").files(get_adapter("tabfact").Params(split="test", tables="split"))

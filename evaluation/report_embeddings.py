@@ -6,7 +6,7 @@ import csv
 from pathlib import Path
 from typing import Sequence
 
-from rbench.evaluation.plots import grouped_bars, scatter
+from rbench.evaluation.report_plots import grouped_bars, scatter
 
 
 def write_comparison(rows: Sequence[dict], out: Path, k: int = 5) -> list[Path]:

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from rbench.core.configfile import ConfigPath
 from rbench.core.errors import DataError
 from rbench.core.hashing import fast_fingerprint
-from rbench.tasks.datasets.base import (
+from rbench.dataset_adapters.base import (
     ADAPTERS,
     OBJECT_SCHEMA,
     Adapter,
@@ -34,9 +34,9 @@ from rbench.tasks.datasets.base import (
     RowByRow,
     text_value,
 )
-from rbench.tasks.datasets.columnar import is_blank, json_blocks
-from rbench.tasks.datasets.qrels import read_qrels
-from rbench.tasks.datasets.serialize import SEP, serialize_text
+from rbench.dataset_adapters.columnar import is_blank, json_blocks
+from rbench.dataset_adapters.qrels import read_qrels
+from rbench.dataset_adapters.serialize import SEP, serialize_text
 
 CORPUS = "msmarco_v2.1_doc_segmented"
 SHARDS = 59

@@ -13,7 +13,7 @@ import pytest
 from rbench.config import DatasetConfig
 from rbench.core.errors import DataError
 from rbench.core.store import Artifact, Store
-from rbench.tasks.datasets.serialize import table_objects
+from rbench.dataset_adapters.serialize import table_objects
 from rbench.tasks.prepare import PREPARE
 from tests.conftest import write_jsonl
 

@@ -1,4 +1,4 @@
-"""Files pinned by commit (tasks/datasets/pins): addresses, recorded digests, clear errors."""
+"""Files pinned by commit (dataset_adapters/pins): addresses, recorded digests, clear errors."""
 
 import hashlib
 import json
@@ -6,8 +6,8 @@ import json
 import pytest
 
 from rbench.core.errors import DataError
-from rbench.tasks.datasets.pinned import Pin, main, pin, record_digests
-from tests.unit.tasks.test_bright import _serve
+from rbench.dataset_adapters.pinned import Pin, main, pin, record_digests
+from tests.unit.datasets.test_bright import _serve
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 

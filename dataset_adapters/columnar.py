@@ -1,9 +1,9 @@
 """Columnar reading of JSON-lines corpora: whole blocks of lines parsed by Arrow, with the
-row-by-row reader (:func:`rbench.tasks.datasets.base.read_jsonl`) as the reference.
+row-by-row reader (:func:`rbench.dataset_adapters.base.read_jsonl`) as the reference.
 
 Anything the block reader cannot treat exactly as the row reader does (a field that is not a
 string, a missing field, bytes that are not UTF-8, a line holding two objects, a blank line)
-raises :class:`~rbench.tasks.datasets.base.RowByRow`, and the caller reads the file row by
+raises :class:`~rbench.dataset_adapters.base.RowByRow`, and the caller reads the file row by
 row, whose errors name the file and line."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from rbench.tasks.datasets.base import RowByRow, jsonl_records
-from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_text
+from rbench.dataset_adapters.base import RowByRow, jsonl_records
+from rbench.dataset_adapters.chunking import ChunkerConfig, chunk_text
 
 T = TypeVar("T")
 BLOCK = 1 << 24

@@ -21,7 +21,7 @@ from typing import Iterator, Literal
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from rbench.core.errors import DataError
-from rbench.tasks.datasets.base import (
+from rbench.dataset_adapters.base import (
     ADAPTERS,
     Adapter,
     CorpusObject,
@@ -33,7 +33,7 @@ from rbench.tasks.datasets.base import (
     manifest,
     pinned_files,
 )
-from rbench.tasks.datasets.serialize import Granularity, arm_row_objects, table_objects
+from rbench.dataset_adapters.serialize import Granularity, arm_row_objects, table_objects
 
 COMMIT = "2ab782ba42b5808076ac91fec846473aa5315a79"
 RAW = f"https://raw.githubusercontent.com/wenhuchen/Table-Fact-Checking/{COMMIT}"

@@ -11,9 +11,9 @@ import pytest
 from rbench.config import DatasetConfig
 from rbench.core.errors import DataError
 from rbench.core.store import Artifact, Store
-from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_text, token_windows
-from rbench.tasks.datasets.fetaqa import DEV
-from rbench.tasks.datasets.serialize import serialize_row, table_objects
+from rbench.dataset_adapters.chunking import ChunkerConfig, chunk_text, token_windows
+from rbench.dataset_adapters.fetaqa import DEV
+from rbench.dataset_adapters.serialize import serialize_row, table_objects
 from rbench.tasks.download import DOWNLOAD, DownloadConfig
 from rbench.tasks.prepare import PREPARE
 from tests.conftest import tiny_dataset, write_jsonl

@@ -18,10 +18,10 @@ from rbench.core.errors import DataError
 from rbench.core.hashing import file_digest
 from rbench.core.registry import Registry
 
-ADAPTERS: Registry = Registry("dataset adapter", package="rbench.tasks.datasets", group="rbench.datasets",
+ADAPTERS: Registry = Registry("dataset adapter", package="rbench.dataset_adapters", group="rbench.datasets",
                               hint="For your own files use adapter 'jsonl'.")
-"""Every dataset adapter class by name: the modules of ``rbench.tasks.datasets`` register theirs
-with ``@ADAPTERS.register``; another package adds one through the ``rbench.datasets`` entry-point group."""
+"""Every dataset adapter class by name: the modules of ``rbench.dataset_adapters`` register theirs
+with ``@ADAPTERS.register``; another package adds one through the ``rbench.dataset_adapters`` entry-point group."""
 
 
 def get_adapter(name: str) -> "Adapter":

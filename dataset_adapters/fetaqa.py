@@ -8,7 +8,7 @@ from typing import Iterator, Literal
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from rbench.core.errors import DataError
-from rbench.tasks.datasets.base import (
+from rbench.dataset_adapters.base import (
     ADAPTERS,
     Adapter,
     CorpusObject,
@@ -19,7 +19,7 @@ from rbench.tasks.datasets.base import (
     manifest,
     read_jsonl,
 )
-from rbench.tasks.datasets.serialize import Granularity, arm_row_objects, table_objects
+from rbench.dataset_adapters.serialize import Granularity, arm_row_objects, table_objects
 
 COMMIT = "bbc441be807212d736c8c35a18146b530dde11d0"
 REQUIRED = ("feta_id", "table_page_title", "table_section_title", "table_array", "question")

@@ -6,8 +6,8 @@ from statistics import fmean
 from typing import Literal, Mapping, Sequence
 
 from rbench.evaluation import metrics as m
+from rbench.evaluation.metrics_trec import STANDARD
 from rbench.evaluation.runs import DocRanking
-from rbench.evaluation.standard import STANDARD
 
 
 def evaluate_queries(

@@ -21,7 +21,7 @@ def write_grid_report(results: Sequence[dict], reference_token_lengths: Sequence
     and ``questions``; the table states them. Every row tied with the best mean at the
     shown precision is marked. Returns the first best row per metric.
     """
-    from rbench.evaluation.plots import _pyplot
+    from rbench.evaluation.report_plots import _pyplot
 
     out.mkdir(parents=True, exist_ok=True)
     std = f"std_{settings['std']}"

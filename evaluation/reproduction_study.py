@@ -38,10 +38,10 @@ class Study(BaseModel):
         """The config file, relative to ``base`` unless absolute."""
         return Path(self.config) if Path(self.config).is_absolute() else base / self.config
 
-    def command(self, mirror: str | None = None) -> str:
-        """The one command that runs this study."""
+    def command(self, mirror: str | None = None, rbench: str = "rbench") -> str:
+        """The one command that runs this study (``rbench``: how to call rbench)."""
         flag = f" --mirror {mirror}" if mirror and self.where == "local" else ""
-        return f"rbench run {self.config}{flag}"
+        return f"{rbench} run {self.config}{flag}"
 
     def missing(self, mirror: Path | None) -> list[str]:
         """The needed files a mirror lacks (none without a mirror: they are downloaded)."""

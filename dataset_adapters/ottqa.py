@@ -14,7 +14,7 @@ from urllib.parse import unquote
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from rbench.core.errors import DataError
-from rbench.tasks.datasets.base import (
+from rbench.dataset_adapters.base import (
     ADAPTERS,
     Adapter,
     CorpusObject,
@@ -24,8 +24,8 @@ from rbench.tasks.datasets.base import (
     fix_form,
     pinned_files,
 )
-from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_text
-from rbench.tasks.datasets.serialize import Granularity, arm_row_objects, serialize_text, table_objects
+from rbench.dataset_adapters.chunking import ChunkerConfig, chunk_text
+from rbench.dataset_adapters.serialize import Granularity, arm_row_objects, serialize_text, table_objects
 
 COMMIT = "b289bcca691db21a5259c3420e6b9819a9be9ba3"
 UPSTREAM = {

@@ -2,7 +2,7 @@
 
 ``pins/<name>.json`` holds the repository, the commit and each file's path with its sha256:
 ``null`` until recorded, which fetches every file at the commit (``python -m
-rbench.tasks.datasets.pinned <name>``, with a network). A recorded digest is checked by the
+rbench.dataset_adapters.pinned <name>``, with a network). A recorded digest is checked by the
 download stage; an address at a commit never changes, so a run is keyed by it either way.
 """
 
@@ -21,7 +21,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rbench.core.errors import DataError
-from rbench.tasks.datasets.base import FileSpec
+from rbench.dataset_adapters.base import FileSpec
 
 PINS = Path(__file__).parent / "pins"
 RAW = "https://raw.githubusercontent.com/{repository}/{commit}/"
@@ -45,7 +45,7 @@ class Pin(BaseModel):
         """The raw address of ``path`` at the commit; a DataError for a path the pin does not list."""
         if path not in self.files:
             raise DataError(f"{path} is not among the pinned files of {self.repository}@{self.commit[:8]} "
-                            f"(tasks/datasets/pins): give the file yourself, or pin it")
+                            f"(dataset_adapters/pins): give the file yourself, or pin it")
         return self.base() + path
 
     def spec(self, name: str, path: str) -> FileSpec:
@@ -103,7 +103,7 @@ def record_digests(path: Path, base: str | None = None, timeout: float = 60.0) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m rbench.tasks.datasets.pinned NAME...``: record the missing digests of each pin."""
+    """``python -m rbench.dataset_adapters.pinned NAME...``: record the missing digests of each pin."""
     names = (sys.argv[1:] if argv is None else argv) or sorted(p.stem for p in PINS.glob("*.json"))
     for name in names:
         try:

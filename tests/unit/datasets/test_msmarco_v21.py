@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from rbench.config import DatasetConfig, MetricsConfig
 from rbench.core.errors import DataError
 from rbench.core.store import Artifact, Store
-from rbench.tasks.datasets.msmarco_v21 import MsmarcoParams
+from rbench.dataset_adapters.msmarco_v21 import MsmarcoParams
 from rbench.tasks.download import DOWNLOAD, DownloadConfig
 from rbench.tasks.evaluate import EVALUATE
 from rbench.tasks.prepare import PREPARE

@@ -64,7 +64,7 @@ class ChunkerConfig(BaseModel):
     @property
     def word_windows(self) -> bool:
         """Whether the chunks are whole texts or windows of words (what a block of texts is cut into at once,
-        :func:`rbench.tasks.datasets.columnar.window_chunks`)."""
+        :func:`rbench.dataset_adapters.columnar.window_chunks`)."""
         return self.kind == "none" or (self.kind == "tokens" and self.size_unit == "words")
 
 

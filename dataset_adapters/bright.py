@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from rbench.core.configfile import ConfigPath
 from rbench.core.errors import DataError
-from rbench.tasks.datasets.base import (
+from rbench.dataset_adapters.base import (
     ADAPTERS,
     Adapter,
     CorpusObject,
@@ -38,15 +38,15 @@ from rbench.tasks.datasets.base import (
     local_file,
     text_value,
 )
-from rbench.tasks.datasets.chunking import ChunkerConfig, chunk_text
-from rbench.tasks.datasets.pinned import pin
-from rbench.tasks.datasets.qrels import read_qrels
+from rbench.dataset_adapters.chunking import ChunkerConfig, chunk_text
+from rbench.dataset_adapters.pinned import pin
+from rbench.dataset_adapters.qrels import read_qrels
 
 log = logging.getLogger("rbench")
 
 REPO = "xlangai/BRIGHT"
 ANSERINI_CORPUS_REPO = "castorini/collections-bright"
-ANSERINI_TOOLS = "anserini-tools"  # tasks/datasets/pins/anserini-tools.json: the commit and its files
+ANSERINI_TOOLS = "anserini-tools"  # dataset_adapters/pins/anserini-tools.json: the commit and its files
 CORPUS_TAR = "bright-anserini/bright-corpus.tar"
 JSON_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz")
 Task = Literal["biology", "earth_science", "economics", "psychology", "robotics", "stackoverflow",

@@ -14,7 +14,7 @@ from typing import Iterator, Literal
 from pydantic import BaseModel, ConfigDict
 
 from rbench.core.errors import DataError
-from rbench.tasks.datasets.base import (
+from rbench.dataset_adapters.base import (
     ADAPTERS,
     Adapter,
     CorpusObject,

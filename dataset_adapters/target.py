@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict
 
 from rbench.core.errors import DataError
-from rbench.tasks.datasets.base import (
+from rbench.dataset_adapters.base import (
     ADAPTERS,
     Adapter,
     CorpusObject,
@@ -24,7 +24,7 @@ from rbench.tasks.datasets.base import (
     Query,
     doc_id,
 )
-from rbench.tasks.datasets.serialize import Granularity, arm_row_objects, serialize_schema_arm, table_objects
+from rbench.dataset_adapters.serialize import Granularity, arm_row_objects, serialize_schema_arm, table_objects
 
 log = logging.getLogger("rbench")
 ORG = "target-benchmark"

@@ -1,1 +1,0 @@
-"""Dataset adapters, one per module, registered in :data:`rbench.tasks.datasets.base.ADAPTERS`."""
