@@ -8,7 +8,6 @@ MIRROR ?= $(wildcard ../shared/data)
 CONFIG ?= configs/default.yaml
 
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
-export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 export TOKENIZERS_PARALLELISM ?= false
 export NO_MKDOCS_2_WARNING ?= 1
 

@@ -13,7 +13,7 @@ from rbench.core import settings
 from rbench.core.errors import quiet_user_errors
 from rbench.core.secrets import redact
 from rbench.core.store import Store
-from rbench.experiment import config_text, preflight, resolve_experiment, run_name
+from rbench.experiment import config_text, preflight, reopened, resolve_experiment, run_name
 from rbench.flows.benchmark_stages import experiment_stages
 from rbench.orchestration.attempts import bury_earlier_attempts
 from rbench.orchestration.graph import summarize_results
@@ -98,15 +98,19 @@ def benchmark(config_path: str | None = None, experiment: ExperimentConfig | Non
     store and tracking URI come from the parameters, else from the worker's environment
     (``RBENCH_MIRROR``, ``RBENCH_STORE``, ``MLFLOW_TRACKING_URI``) at run time, else the file.
     A retried run keeps its name and MLflow parent run; what its earlier attempt left unfinished
-    is marked Crashed first.
+    is marked Crashed first. Started by a door (:func:`rbench.door.open_experiment`) for its file,
+    it takes the experiment the door resolved and checked.
     """
     if not settings.debug():
         quiet_user_errors()
     with ended_by_termination():  # a stop anywhere in the flow, the MLflow logging included
         bury_earlier_attempts()
-        cfg = resolve_experiment(config_path, experiment, mirror=mirror, store=store, tracking_uri=tracking_uri,
-                                 runner=runner, address=address)
-        preflight(cfg)
+        overrides = (experiment, mirror, store, tracking_uri, runner, address)
+        cfg = None if any(v is not None for v in overrides) else reopened("benchmark", config_path)
+        if cfg is None:
+            cfg = resolve_experiment(config_path, experiment, mirror=mirror, store=store, tracking_uri=tracking_uri,
+                                     runner=runner, address=address)
+            preflight(cfg)
         results, failures, report = run_with_runner(cfg)
         if not results:  # no pair finished: nothing to log, the failures say it all
             return finish(cfg, summarize_results(cfg, results, report, None, failures))

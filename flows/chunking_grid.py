@@ -7,6 +7,7 @@ from prefect import flow
 from rbench.config.chunking import load_grid_config
 from rbench.config.search import propose
 from rbench.core.errors import ConfigError
+from rbench.experiment import check_grid, reopened
 from rbench.orchestration.runner import call_stage
 from rbench.tasks.chunking_eval import (
     CHUNK_EMBED,
@@ -21,11 +22,20 @@ from rbench.tasks.download import DOWNLOAD, DownloadConfig
 from rbench.tracking.write import log_chunking_grid
 
 
+def _grid(config_path: str, mirror: str | None, store: str | None, corpora: list[str] | None):
+    """The grid a door opened for this file, else the file read and checked here."""
+    cfg = None if mirror is not None or store is not None or corpora else reopened("chunking", config_path)
+    if cfg is None:
+        cfg = load_grid_config(config_path, mirror, store, corpora)
+        check_grid(cfg)
+    return cfg
+
+
 @flow(name="rbench-chunking-grid", log_prints=True)
 def chunking_grid(config_path: str, mirror: str | None = None, store: str | None = None,
                   corpora: list[str] | None = None) -> dict:
     """Chunk, embed, retrieve and score every grid combination; write the table and figures."""
-    cfg = load_grid_config(config_path, mirror, store, corpora)
+    cfg = _grid(config_path, mirror, store, corpora)
     root, report, results = str(cfg.store.resolve()), [], []
     raw = call_stage(DOWNLOAD, root, [], DownloadConfig.resolved(grid_files(cfg), cfg.mirror), "chunking-data",
                      report, mirror=cfg.mirror)
@@ -46,7 +56,7 @@ def chunking_grid(config_path: str, mirror: str | None = None, store: str | None
 def chunking_search(config_path: str, mirror: str | None = None, store: str | None = None,
                     corpora: list[str] | None = None) -> dict:
     """Search the chunker's size, overlap and N for the best mean ``search.metric``; each trial is cached."""
-    cfg = load_grid_config(config_path, mirror, store, corpora)
+    cfg = _grid(config_path, mirror, store, corpora)
     if cfg.search is None:
         raise ConfigError(f"{config_path} has no 'search:' section; run it as a grid instead")
     root, report, trials = str(cfg.store.resolve()), [], []

@@ -12,19 +12,25 @@ from statistics import fmean
 from prefect import flow
 
 from rbench.config.search import load_search_config, propose, trial_config
-from rbench.flows.benchmark import run_stages
+from rbench.experiment import preflight, reopened
+from rbench.flows.benchmark import run_with_runner
 from rbench.tasks.evaluate import read_aggregate
 from rbench.tracking.write import log_search
 
 
 @flow(name="rbench-config-search", log_prints=True)
 def config_search(config_path: str, mirror: str | None = None, store: str | None = None) -> dict:
-    """Run the search; log each trial as an MLflow child run; return the best setting and history."""
-    cfg, search = load_search_config(config_path, mirror, store)
+    """Run the search; log each trial as an MLflow child run; return the best setting and history.
+    Each trial's stages run on the task runner of the experiment's ``execution`` section."""
+    opened = None if mirror is not None or store is not None else reopened("search", config_path)
+    if opened is None:
+        opened = load_search_config(config_path, mirror, store)
+        preflight(opened[0])
+    cfg, search = opened
     trials: list[dict] = []
 
     def objective(params: dict) -> float:
-        results, failures, report = run_stages(trial_config(cfg, search, params))
+        results, failures, report = run_with_runner(trial_config(cfg, search, params))
         if failures:
             raise RuntimeError(f"search trial {params} failed: {failures[0]['error']}")
         value = fmean(a["value"] for r in results for a in read_aggregate(r["evaluation"])

@@ -8,21 +8,33 @@ from pathlib import Path
 
 from prefect import flow
 
-from rbench.config import load_config
 from rbench.core.errors import ConfigError
 from rbench.core.secrets import redact
 from rbench.evaluation.report_embeddings import write_comparison
+from rbench.experiment import preflight, reopened, resolve_experiment
 from rbench.flows.benchmark import finish, log_to_mlflow, run_with_runner
 from rbench.orchestration.graph import summarize_results
 from rbench.tasks.evaluate import model_rows
 
 
 @flow(name="rbench-embedding-benchmark", log_prints=True)
-def embedding_benchmark(config_path: str, mirror: str | None = None, store: str | None = None, k: int = 5) -> dict:
-    """Run the experiment (each model's index cached on its own) and write the model comparison."""
-    cfg = load_config(config_path, mirror=mirror, store=store)
+def embedding_benchmark(config_path: str, mirror: str | None = None, store: str | None = None, k: int | None = None,
+                        tracking_uri: str | None = None, runner: str | None = None, address: str | None = None) -> dict:
+    """Run the experiment (each model's index cached on its own) and write the model comparison
+    at recall@``k`` (default 5, or the largest of ``metrics.k`` where 5 is not among them). Its
+    settings resolve as :func:`rbench.flows.benchmark.benchmark`'s do."""
+    overrides = (mirror, store, tracking_uri, runner, address)
+    cfg = None if any(v is not None for v in overrides) else reopened("embeddings", config_path)
+    if cfg is None:
+        cfg = resolve_experiment(config_path, None, mirror=mirror, store=store, tracking_uri=tracking_uri,
+                                 runner=runner, address=address)
+        preflight(cfg)
     if not any(r.name == "dense" for r in cfg.retrievers):
         raise ConfigError(f"{config_path}: the embedding benchmark needs retrievers named 'dense', one per model")
+    k = k or (5 if 5 in cfg.metrics.k else max(cfg.metrics.k))
+    if k not in cfg.metrics.k:
+        raise ConfigError(f"{config_path}: the models are compared at recall@{k}, but metrics.k is {cfg.metrics.k}: "
+                          f"add {k} to metrics.k")
     results, failures, report = run_with_runner(cfg)
     rows = model_rows(results, k)
     out = cfg.store / "reports" / f"embeddings-{time.strftime('%Y%m%d-%H%M%S')}"

@@ -5,53 +5,18 @@ table. The same cached stages and flow as ``rbench run``: a second call builds n
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Sequence
 
 from rbench.core.errors import RbenchError
 from rbench.core.secrets import redact
+from rbench.door import DoorSettings, OpenedExperiment, open_experiment
 
 log = logging.getLogger("rbench")
-FLOW_TAG = "rbench"  # every flow run rbench starts carries it (deployments add rbench-heartbeat)
 
 
-def setup_environment() -> None:
-    """Prefect's, MLflow's and the tokenizers' settings rbench runs with, where the caller set none
-    (MLflow's artifact progress bars would print between rbench's lines in report, export, compare)."""
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-def run_flow(flow_fn, *args, **kwargs):
-    """Call a flow; every flow run it starts is tagged ``rbench`` (Prefect is imported only here)."""
-    from prefect import tags
-
-    from rbench.prefect_server import log_temporary_server
-
-    log_temporary_server()
-    with tags(FLOW_TAG):
-        return flow_fn(*args, **kwargs)
-
-
-def prepared_experiment(config: str | Path, mirror: str | Path | None, store: str | Path | None,
-                        runner: str | None, address: str | None):
-    """The experiment file's settings with these overrides, checked before anything runs
-    (:func:`rbench.experiment.preflight`); its mirror is noted in the store for ``rbench list``."""
-    from rbench.core.locations import remember_mirror
-    from rbench.experiment import preflight, resolve_experiment
-
-    cfg = resolve_experiment(config, None, mirror=mirror, store=store, runner=runner, address=address)
-    preflight(cfg)
-    if cfg.mirror:
-        remember_mirror(cfg.store, cfg.mirror)
-    return cfg
-
-
-def logged_summary(cfg, config_path: str) -> dict | None:
+def logged_summary(opened: OpenedExperiment) -> dict | None:
     """The summary of an experiment whose every stage is cached and whose very results MLflow
     holds already (no earlier logging waiting in the store), read without a flow; else None."""
     from rbench.core.store import Store
@@ -61,33 +26,27 @@ def logged_summary(cfg, config_path: str) -> dict | None:
     from rbench.tracking.logged import already_logged
     from rbench.tracking.pending import pending_records
 
+    cfg = opened.config
     if pending_records(Store(cfg.store)):
         return None
     cached = cached_experiment(cfg)
     if cached is None:
         return None
     results, report = cached
-    run_id = already_logged(cfg, results, redact(config_text(cfg, config_path)))
+    run_id = already_logged(cfg, results, redact(config_text(cfg, opened.config_path)))
     return None if run_id is None else summarize_results(cfg, results, report, run_id)
 
 
-def run_benchmark(cfg, config_path: str, flow: Literal["benchmark", "embeddings"] = "benchmark") -> dict:
-    """Run the experiment's flow (what is in the store is reused) and return its summary; a
-    flow that ended without one raises its error."""
+def run_benchmark(opened: OpenedExperiment) -> dict:
+    """Run an opened ``benchmark`` or ``embeddings`` experiment's flow (what is in the store is
+    reused) and return its summary; a flow that ended without one raises its error."""
     from rbench.flows.benchmark import summary_of
     from rbench.orchestration.graph import check_data
     from rbench.orchestration.runner import built_for_the_flow
 
-    built_first = check_data(cfg)
-    if flow == "embeddings":
-        from rbench.flows.embedding_benchmark import embedding_benchmark as flow_fn
-        extra = {}
-    else:
-        from rbench.flows.benchmark import benchmark as flow_fn
-        extra = {"runner": cfg.execution.runner, "address": cfg.execution.address}
-    with built_for_the_flow(built_first):
-        state = run_flow(flow_fn, config_path=config_path, mirror=str(cfg.mirror) if cfg.mirror else None,
-                         store=str(cfg.store), return_state=True, **extra)
+    opened.check()
+    with built_for_the_flow(check_data(opened.config)):
+        state = opened.run(return_state=True)
     result = summary_of(state)
     if not isinstance(result, dict):
         if isinstance(result, RbenchError):
@@ -166,18 +125,21 @@ class Results:
 
 
 def run(config: str | Path, *, mirror: str | Path | None = None, store: str | Path | None = None,
-        runner: str | None = None, address: str | None = None, force_flow: bool = False) -> Results:
+        tracking_uri: str | None = None, runner: str | None = None, address: str | None = None,
+        force_flow: bool = False) -> Results:
     """Run an experiment file as ``rbench run`` does and return its :class:`Results`.
 
-    ``mirror``, ``store``, ``runner`` and ``address`` override the file's settings, as the
-    command's flags do. When every stage is cached and MLflow holds these results already, no
-    flow starts (``force_flow`` starts one and logs a new MLflow run)."""
-    setup_environment()
-    cfg = prepared_experiment(config, mirror, store, runner, address)
-    config_path = str(Path(config).resolve())
-    summary = None if force_flow else logged_summary(cfg, config_path)
-    if summary is None:
-        summary = run_benchmark(cfg, config_path)
+    ``mirror``, ``store``, ``tracking_uri``, ``runner`` and ``address`` override the environment's
+    and the file's settings, as the command's flags do. When every stage is cached and MLflow
+    holds these results already, no flow starts (``force_flow`` starts one and logs a new MLflow
+    run). Called from a script's main thread, SIGINT (Ctrl-C), SIGTERM and SIGHUP end the run as
+    they end ``rbench run`` (:mod:`rbench.door`)."""
+    given = DoorSettings(*(str(v) if v is not None else None for v in (mirror, store, tracking_uri)), runner, address)
+    with open_experiment("benchmark", config, given) as opened:
+        summary = None if force_flow else logged_summary(opened)
+        if summary is None:
+            summary = run_benchmark(opened)
+        cfg = opened.config
     failed = [f"{f['dataset']}/{f['retriever']}: {f['error']}" for f in summary.get("failures", [])]
     if failed and not summary["metrics"]:
         raise RbenchError("no dataset x retriever pair finished: " + "; ".join(failed))

@@ -10,7 +10,6 @@ import textwrap
 import time
 from pathlib import Path
 
-from rbench.api import run_flow
 from rbench.core import settings
 from rbench.core.errors import ConfigError, RbenchError
 from rbench.core.locations import rbench_command
@@ -18,7 +17,7 @@ from rbench.core.secrets import redact
 
 
 def _setup_environment() -> None:
-    from rbench.api import setup_environment
+    from rbench.door import setup_environment
 
     setup_environment()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
@@ -52,16 +51,24 @@ def _show_hint(run_id: str, tracking_uri: str) -> None:
     print(f"show it again with: {rbench_command()} show {run_id} --tracking-uri {tracking_uri}")
 
 
-def _nothing_to_do(cfg, config_path: str, started: float) -> bool:
+def _door(args: argparse.Namespace):
+    """The settings a command's flags give its experiment (:class:`rbench.door.DoorSettings`)."""
+    from rbench.door import DoorSettings
+
+    return DoorSettings(**{name: getattr(args, name, None)
+                           for name in ("mirror", "store", "tracking_uri", "runner", "address")})
+
+
+def _nothing_to_do(opened, started: float) -> bool:
     """When every stage is cached and these very results are logged to MLflow already (and no
     earlier logging waits in the store), print them and say so, without a flow: True. Else False."""
     from rbench.api import logged_summary
 
-    summary = logged_summary(cfg, config_path)
+    summary = logged_summary(opened)
     if summary is None:
         return False
     _print_metrics(summary["metrics"])
-    _print_samples(cfg, summary["stages"])
+    _print_samples(opened.config, summary["stages"])
     print(f"stages: 0 ran, {len(summary['stages'])} cached, 0 failed or skipped; wall time "
           f"{time.perf_counter() - started:.1f}s")
     print("every stage is cached and MLflow holds these results already: no flow run started "
@@ -71,17 +78,26 @@ def _nothing_to_do(cfg, config_path: str, started: float) -> bool:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from rbench.api import prepared_experiment, run_benchmark
+    from rbench.door import open_experiment
 
-    cfg = prepared_experiment(args.config, args.mirror, args.store, args.runner, args.address)
+    with open_experiment("embeddings" if args.command == "embeddings" else "benchmark", args.config,
+                         _door(args)) as opened:
+        return run_opened(opened, force_flow=args.force_flow if args.command == "run" else True)
+
+
+def run_opened(opened, force_flow: bool = False) -> int:
+    """Run an opened ``benchmark`` or ``embeddings`` experiment as ``rbench run`` does: print its
+    header, its metrics and where MLflow has them; the exit code."""
+    from rbench.api import run_benchmark
+
+    cfg = opened.config
     mirror = cfg.mirror or "none (each dataset reads its own path, else its source)"
     print(f"rbench: experiment {cfg.name!r}: {len(cfg.datasets)} dataset(s) x {len(cfg.retrievers)} "
           f"retriever(s); store {cfg.store}; mirror {mirror}; runner {cfg.execution.runner}", flush=True)
     started = time.perf_counter()
-    config_path = str(Path(args.config).resolve())
-    if args.command == "run" and not args.force_flow and _nothing_to_do(cfg, config_path, started):
+    if not force_flow and _nothing_to_do(opened, started):
         return 0
-    result = run_benchmark(cfg, config_path, "embeddings" if args.command == "embeddings" else "benchmark")
+    result = run_benchmark(opened)
     elapsed = time.perf_counter() - started
     ran = [s for s in result["stages"] if s["status"] == "ran"]
     cached = [s for s in result["stages"] if s["status"] == "cached"]
@@ -104,22 +120,21 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_chunking(args: argparse.Namespace) -> int:
-    from rbench.config.chunking import load_grid_config
-    from rbench.flows.chunking_grid import chunking_grid, chunking_search
+    from rbench.door import open_experiment
 
-    cfg = load_grid_config(args.config, args.mirror, args.store, args.corpus)
-    where = (str(Path(args.config).resolve()), str(cfg.mirror) if cfg.mirror else None, str(cfg.store), args.corpus)
-    if cfg.search is not None:
-        result = run_flow(chunking_search, *where)
-        for t in result["trials"]:
-            print(f"  trial {t['trial']:>3}  {t['params']}  {cfg.search.metric} = {t['value']:.4f}")
-        print(f"best: {result['best']}")
-        return 0
-    combos = len(cfg.chunk_sizes) * len(cfg.overlaps) * len(cfg.n)
-    print(f"rbench: chunking grid {cfg.name!r}: {combos} combinations; data {cfg.data}; model {cfg.model}; "
-          f"corpora {cfg.corpora or 'all'}", flush=True)
-    started = time.perf_counter()
-    result = run_flow(chunking_grid, *where)
+    with open_experiment("chunking", args.config, _door(args), corpora=args.corpus) as opened:
+        cfg = opened.config
+        if cfg.search is not None:
+            result = opened.run()
+            for t in result["trials"]:
+                print(f"  trial {t['trial']:>3}  {t['params']}  {cfg.search.metric} = {t['value']:.4f}")
+            print(f"best: {result['best']}")
+            return 0
+        combos = len(cfg.chunk_sizes) * len(cfg.overlaps) * len(cfg.n)
+        print(f"rbench: chunking grid {cfg.name!r}: {combos} combinations; data {cfg.data}; model {cfg.model}; "
+              f"corpora {cfg.corpora or 'all'}", flush=True)
+        started = time.perf_counter()
+        result = opened.run()
     ran = sum(1 for s in result["stages"] if s["status"] == "ran")
     print((Path(result["report_folder"]) / "grid.md").read_text())
     print(f"best: {result['best']}")
@@ -129,15 +144,15 @@ def cmd_chunking(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from rbench.config.search import load_search_config
-    from rbench.flows.config_search import config_search
+    from rbench.door import open_experiment
 
-    cfg, search = load_search_config(args.config, args.mirror, args.store)
-    print(f"rbench: {search.strategy} search of {search.retriever!r} over {list(search.space)}, "
-          f"budget {search.budget}, target {search.metric}@{search.k}", flush=True)
-    started = time.perf_counter()
-    result = run_flow(config_search, str(Path(args.config).resolve()), str(cfg.mirror) if cfg.mirror else None,
-                       str(cfg.store))
+    with open_experiment("search", args.config, _door(args)) as opened:
+        search = opened.search
+        print(f"rbench: {search.strategy} search of {search.retriever!r} over {list(search.space)}, "
+              f"budget {search.budget}, target {search.metric}@{search.k}; runner {opened.config.execution.runner}",
+              flush=True)
+        started = time.perf_counter()
+        result = opened.run()
     for t in result["trials"]:
         print(f"  trial {t['trial']:>3}  {t['params']}  {search.metric}@{search.k} = {t['value']:.4f}"
               f"  ({t['stages_ran']} stages ran)")
@@ -388,9 +403,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
+    from rbench.door import open_experiment
     from rbench.evaluation.reproduction import load_published
     from rbench.evaluation.reproduction_study import load_reproduction, matrix, page
-    from rbench.experiment import resolve_experiment
     from rbench.tracking.read import log_reproduction_page
 
     repro = load_reproduction(args.name)
@@ -398,19 +413,19 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     out = Path(args.out)
     docs, status, pairs, commands, runs = [], {}, {}, {}, []
     for study in repro.studies:
-        cfg = resolve_experiment(str(study.path()), None, mirror=args.mirror, store=args.store)
-        pairs[study.config] = {(d.name, r.label) for d in cfg.datasets for r in cfg.retrievers}
-        commands[study.config] = study.command(args.mirror)
-        missing = study.missing(cfg.mirror)
-        if study.where == "cluster":
-            status[study.config] = "cluster: not run here"
-        elif missing:
-            status[study.config] = f"not run: the mirror lacks {', '.join(missing)}"
-        else:
+        with open_experiment("benchmark", study.path(), _door(args), check=False) as opened:
+            cfg = opened.config
+            pairs[study.config] = {(d.name, r.label) for d in cfg.datasets for r in cfg.retrievers}
+            commands[study.config] = study.command(args.mirror)
+            missing = study.missing(cfg.mirror)
+            if study.where == "cluster":
+                status[study.config] = "cluster: not run here"
+                continue
+            if missing:
+                status[study.config] = f"not run: the mirror lacks {', '.join(missing)}"
+                continue
             print(f"rbench reproduce: {study.command(args.mirror, rbench_command())}", flush=True)
-            run_args = argparse.Namespace(command="run", config=str(study.path()), mirror=args.mirror, store=args.store,
-                                          runner=None, address=None, force_flow=False)
-            if cmd_run(run_args) != 0:
+            if run_opened(opened) != 0:
                 status[study.config] = "failed: see the run's output above"
                 continue
             uri = cfg.tracking_uri()
@@ -586,6 +601,16 @@ def _command(sub, name: str, help: str) -> argparse.ArgumentParser:
                           formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
+def _door_flags(parser: argparse.ArgumentParser, runner: bool = True) -> None:
+    """The flags every command that runs an experiment takes beside --mirror and --store."""
+    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the "
+                        "config's, else sqlite in the store)")
+    if runner:
+        parser.add_argument("--runner", choices=["threads", "sequential", "dask", "ray"],
+                            help="task runner (overrides execution.runner)")
+        parser.add_argument("--address", help="existing Dask scheduler or Ray cluster address (with --runner dask|ray)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``rbench`` command."""
     parser = argparse.ArgumentParser(prog="rbench", description=DESCRIPTION)
@@ -598,9 +623,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("config", help="experiment YAML file, e.g. configs/default.yaml")
         p.add_argument("--mirror", help="local mirror folder of dataset files (default: $RBENCH_MIRROR)")
         p.add_argument("--store", help="artifact store folder (default: $RBENCH_STORE, else the config's)")
-        p.add_argument("--runner", choices=["threads", "sequential", "dask", "ray"],
-                       help="task runner (overrides execution.runner)")
-        p.add_argument("--address", help="existing Dask scheduler or Ray cluster address (with --runner dask|ray)")
+        _door_flags(p)
         p.set_defaults(func=cmd_run, force_flow=False)
     run.add_argument("--force-flow", action="store_true",
                      help="start the flow (and log a new MLflow run) even when every stage is cached and MLflow "
@@ -611,11 +634,13 @@ def build_parser() -> argparse.ArgumentParser:
     chunking.add_argument("--store", help="artifact store folder (overrides the config)")
     chunking.add_argument("--corpus", action="append", metavar="ID",
                           help="limit the run to this corpus (corpora/ID.md); repeat for several (overrides 'corpora')")
+    _door_flags(chunking, runner=False)
     chunking.set_defaults(func=cmd_chunking)
     search = _command(sub, "search", help="search a retriever's parameters (grid, random, TPE)")
     search.add_argument("config", help="experiment YAML with a 'search:' section, e.g. configs/search-bm25.yaml")
     search.add_argument("--mirror", help="local mirror folder of dataset files (default: $RBENCH_MIRROR)")
     search.add_argument("--store", help="artifact store folder (overrides the config)")
+    _door_flags(search)
     search.set_defaults(func=cmd_search)
     lst = _command(sub, "list", help="list datasets, retrievers and models")
     lst.add_argument("what", nargs="?", default="all",
@@ -671,6 +696,7 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("name", help="a reproduction rbench ships (arm-report) or a YAML file of its shape")
     reproduce.add_argument("--mirror", help="local mirror folder of dataset files (default: $RBENCH_MIRROR)")
     reproduce.add_argument("--store", help="artifact store folder (default: $RBENCH_STORE, else each config's)")
+    _door_flags(reproduce)
     reproduce.add_argument("--trials", type=int, default=10_000, help="bootstrap resamples (default 10,000)")
     reproduce.add_argument("--out", default="reproduction", help="output folder (default: ./reproduction)")
     reproduce.set_defaults(func=cmd_reproduce)
@@ -730,13 +756,6 @@ def _shown_default(field) -> str:
 WORKING_COMMANDS = frozenset({"run", "embeddings", "chunking", "search", "log", "reproduce"})
 
 
-def _stop_prefect_servers() -> None:
-    """Stop the temporary Prefect server this process started (a signal ends the process at once)."""
-    server = sys.modules.get("prefect.server.api.server")
-    for instance in list(getattr(getattr(server, "SubprocessASGIServer", None), "_instances", {}).values()):
-        instance.stop()
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``rbench`` command."""
     args = build_parser().parse_args(argv)
@@ -745,8 +764,9 @@ def main(argv: list[str] | None = None) -> int:
     _setup_environment()
     if argv is None and args.command in WORKING_COMMANDS:  # a process of its own, not a caller's function call
         from rbench.core.stopping import stop_on_signals
+        from rbench.door import stop_prefect_servers
 
-        stop_on_signals(_stop_prefect_servers)
+        stop_on_signals(stop_prefect_servers)
     try:
         return args.func(args)
     except RbenchError as e:

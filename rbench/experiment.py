@@ -3,24 +3,29 @@ environment filling what the caller left out."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import time
 from pathlib import Path
+from typing import Any, Iterator
 
 import yaml
 
-from rbench.config import ExecutionConfig, ExperimentConfig, load_config, parse_config
+from rbench.config import ExperimentConfig, load_config, parse_config
 from rbench.core import settings
 from rbench.core.errors import ConfigError
-from rbench.core.locations import given_mirror, given_store, given_tracking_uri
+from rbench.core.locations import default_tracking_uri, door_settings, given_mirror, given_store, given_tracking_uri
 
 
 def resolve_experiment(config_path: str | None, experiment: ExperimentConfig | dict | None, *,
                        mirror: str | None = None, store: str | None = None, tracking_uri: str | None = None,
                        runner: str | None = None, address: str | None = None) -> ExperimentConfig:
-    """The validated experiment. Each of mirror, store and tracking URI is taken from the
-    argument, else from ``RBENCH_MIRROR`` / ``RBENCH_STORE`` / ``MLFLOW_TRACKING_URI`` in this
-    process's environment (read here, on the worker, at run time), else from the experiment."""
+    """The validated experiment. Each of mirror, store, tracking URI, runner and address is taken
+    from the argument, else from the door the run came in by (:func:`rbench.core.locations.door`),
+    else (mirror, store and tracking URI) from ``RBENCH_MIRROR`` / ``RBENCH_STORE`` /
+    ``MLFLOW_TRACKING_URI`` in this process's environment (read here, on the worker, at run
+    time), else from the experiment."""
     if config_path is None and experiment is None:
         raise ConfigError("give an experiment: config_path (a YAML file) or experiment (a structured config)")
     mirror = given_mirror(mirror)
@@ -36,25 +41,14 @@ def resolve_experiment(config_path: str | None, experiment: ExperimentConfig | d
                               f"{Path.cwd()}): commit and push it and deploy that commit, or pass the experiment "
                               "itself as the deployment's experiment parameter")
         cfg = load_config(config_path, mirror=mirror, store=store)
-    update = {}
-    if tracking_uri:
-        update["mlflow"] = cfg.mlflow.model_copy(update={"tracking_uri": tracking_uri})
-    if runner or address:
-        execution = {**cfg.execution.model_dump(), **({"runner": runner} if runner else {}),
-                     **({"address": address} if address else {})}
-        try:
-            update["execution"] = ExecutionConfig.model_validate(execution)
-        except ValueError as e:
-            raise ConfigError(f"execution settings: {e}") from None
-    return cfg.model_copy(update=update) if update else cfg
+    door = door_settings()
+    return cfg.overridden(tracking_uri, runner or door.runner, address or door.address)
 
 
 def preflight(cfg: ExperimentConfig) -> None:
-    """Checks that need the machine, run before any work: every model can be loaded here, and
-    the store is writable with room to spare. Raises ConfigError naming the fix."""
-    import shutil
-    import uuid
-
+    """Checks that need the machine, run before any work: every model can be loaded here, the
+    store is writable with room to spare, the tracking server answers. Raises ConfigError naming
+    the fix."""
     from rbench.llm.config import check_llm
     from rbench.retrievers.models import check_available
 
@@ -66,7 +60,42 @@ def preflight(cfg: ExperimentConfig) -> None:
                 check_available(model)
         for spec in retriever.rewrites():
             check_llm(spec.llm)
-    store = Path(cfg.store)
+    check_store(Path(cfg.store))
+    check_tracking(cfg.tracking_uri(), cfg.mlflow.experiment)
+    check_cluster(cfg.execution)
+
+
+def check_cluster(execution, timeout: float = 5.0) -> None:
+    """An existing Dask scheduler or Ray cluster (``execution.address``) answers on its port, so
+    that a wrong address stops the run with the fix, not with a scheduler's traceback minutes in.
+    Ray's ``auto`` and ``local`` are left to Ray."""
+    import socket
+    from urllib.parse import urlsplit
+
+    address = execution.address
+    if not address or address in ("auto", "local"):
+        return
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host or not port:
+        raise ConfigError(f"execution.address {address!r} is not host:port (or tcp://host:port, ray://host:port): "
+                          "give the scheduler's or cluster's address")
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as e:
+        raise ConfigError(f"the {execution.runner} cluster at {address} does not answer ({e.strerror or e}): start "
+                          "it, or fix --address (execution.address), or leave the address out to start a local one") \
+            from None
+
+
+def check_store(store: Path) -> None:
+    """The store can be written, with ``RBENCH_MIN_FREE_MB`` free."""
+    import shutil
+    import uuid
+
     try:
         store.mkdir(parents=True, exist_ok=True)
         probe = store / f".write-test-{uuid.uuid4().hex[:8]}"
@@ -80,7 +109,38 @@ def preflight(cfg: ExperimentConfig) -> None:
     if free < needed:
         raise ConfigError(f"store {store} has {free / 1e6:.0f} MB free, less than {needed / 1e6:.0f} MB: "
                           "free some space or pass --store DIR on another disk")
-    check_tracking(cfg.tracking_uri(), cfg.mlflow.experiment)
+
+
+def check_grid(cfg) -> None:
+    """A chunking grid's checks before any work: its model loads here, its store, its tracking server."""
+    from rbench.retrievers.models import check_available
+
+    check_available(cfg.model)
+    check_store(Path(cfg.store))
+    check_tracking(cfg.mlflow.tracking_uri or default_tracking_uri(cfg.store), cfg.mlflow.experiment)
+
+
+_OPENED: contextvars.ContextVar[tuple[str, str, Any] | None] = contextvars.ContextVar("rbench_opened", default=None)
+
+
+@contextlib.contextmanager
+def opened_config(kind: str, config_path: str, config: Any) -> Iterator[None]:
+    """While the block runs, :func:`reopened` gives ``config`` (resolved and checked by a door)
+    to the flow of ``kind`` that the block starts for ``config_path``."""
+    token = _OPENED.set((kind, str(Path(config_path).resolve()), config))
+    try:
+        yield
+    finally:
+        _OPENED.reset(token)
+
+
+def reopened(kind: str, config_path: str | None) -> Any | None:
+    """The config the door opened for this flow (same kind, same file): the flow resolves and
+    checks nothing again. None in a run no door opened (a deployed run: it resolves on the worker)."""
+    opened = _OPENED.get()
+    if opened is None or config_path is None or opened[:2] != (kind, str(Path(config_path).resolve())):
+        return None
+    return opened[2]
 
 
 def check_tracking(uri: str, experiment: str = "rbench") -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from prefect.server.api import server as api
 from prefect.settings import get_current_settings
 
+from rbench.core import settings
 from rbench.core.errors import RbenchError
 
 LOG_NAME = "temporary-server.log"
@@ -44,17 +45,31 @@ def server_log() -> Path:
     return Path(get_current_settings().home).expanduser() / LOG_NAME
 
 
+def _last_lines(path: Path, count: int = 5) -> str:
+    try:
+        lines = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return "\n".join(f"  {line}" for line in lines[-count:])
+
+
 class LoggedServer(api.SubprocessASGIServer):
-    """Prefect's temporary server, its output appended to :func:`server_log`; a server that does
-    not start is one error that points there."""
+    """Prefect's temporary server, its output appended to :func:`server_log`, given
+    ``RBENCH_SERVER_STARTUP_SECONDS`` to answer; a server that does not start is one error that
+    shows the log's last lines and names the setting."""
 
     def start(self, timeout: int | None = None) -> None:
+        wait = timeout or settings.server_startup_seconds()
         try:
-            super().start(timeout)
+            super().start(wait)
         except Exception as e:
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise RbenchError(f"Prefect's temporary server did not start ({first}); its output is in {server_log()}. "
-                              "Read it, or run a server (prefect server start) and set PREFECT_API_URL") from None
+            tail = _last_lines(server_log())
+            raise RbenchError(
+                f"Prefect's temporary server did not start within {wait:.0f}s ({first}); its output is in "
+                f"{server_log()}{':' + chr(10) + tail + chr(10) if tail else ' (empty). '}"
+                "On a busy machine raise RBENCH_SERVER_STARTUP_SECONDS; or run a server (prefect server start) "
+                "and set PREFECT_API_URL") from None
 
     def _run_uvicorn_command(self):
         log = server_log()

@@ -407,6 +407,22 @@ class ExperimentConfig(Strict):
         """The MLflow tracking URI: the configured one, or sqlite inside the store."""
         return self.mlflow.tracking_uri or default_tracking_uri(self.store)
 
+    def overridden(self, tracking_uri: str | None = None, runner: str | None = None,
+                   address: str | None = None) -> "ExperimentConfig":
+        """This experiment with a tracking URI, a runner and a cluster address given from outside
+        the file (a flag, the door's setting, the environment); None keeps the file's."""
+        update: dict[str, Any] = {}
+        if tracking_uri:
+            update["mlflow"] = self.mlflow.model_copy(update={"tracking_uri": tracking_uri})
+        if runner or address:
+            execution = {**self.execution.model_dump(), **({"runner": runner} if runner else {}),
+                         **({"address": address} if address else {})}
+            try:
+                update["execution"] = ExecutionConfig.model_validate(execution)
+            except ValueError as e:
+                raise ConfigError(f"execution settings: {e}") from None
+        return self.model_copy(update=update) if update else self
+
 
 def load_config(
     path: Path | str, *, mirror: Path | str | None = None, store: Path | str | None = None

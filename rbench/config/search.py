@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError,
 from rbench.config import ExperimentConfig, RetrieverConfig, parse_config
 from rbench.core.configfile import format_validation_error, load_mapping
 from rbench.core.errors import ConfigError, MissingExtraError
-from rbench.core.locations import given_mirror, given_store, given_tracking_uri
+from rbench.core.locations import door_settings, given_mirror, given_store, given_tracking_uri
 
 
 class Dimension(BaseModel):
@@ -127,17 +127,17 @@ def _suggest(trial, name: str, d: Dimension) -> Any:
 
 def load_search_config(path: str | Path, mirror: str | None = None, store: str | None = None
                        ) -> tuple[ExperimentConfig, SearchConfig]:
-    """An experiment YAML with a ``search:`` section, validated; the tuned retriever must exist."""
+    """An experiment YAML with a ``search:`` section, validated; the tuned retriever must exist. The
+    tracking URI, runner and address come from the door, else (the tracking URI) the environment."""
     path = Path(path)
     raw = load_mapping(path, "search config", " with a 'search:' section")
     if "search" not in raw:
         raise ConfigError(f"{path} needs a 'search:' section (retriever, space, strategy, budget, metric, k)")
     search_raw = raw.pop("search")
-    tracking_uri = given_tracking_uri()
-    if tracking_uri:
-        raw["mlflow"] = {**(raw.get("mlflow") or {}), "tracking_uri": tracking_uri}
     cfg = parse_config(raw, base=path.resolve().parent, source=str(path), mirror=given_mirror(mirror),
                        store=given_store(store))
+    door = door_settings()
+    cfg = cfg.overridden(given_tracking_uri(), door.runner, door.address)
     try:
         search = SearchConfig.model_validate(search_raw)
     except ValidationError as e:

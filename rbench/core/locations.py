@@ -1,13 +1,18 @@
 """Where the store and the MLflow tracking server are, resolved the same way by every
-command and flow: a flag (or flow parameter), else the environment (``RBENCH_STORE``,
-``MLFLOW_TRACKING_URI``, read at run time on the worker), else the settings file, else the
-default (``./.rbench``; ``sqlite:///<store>/mlflow.db``)."""
+command and flow: a flag (or flow parameter), else what the door the run came in by was given
+(:func:`door`), else the environment (``RBENCH_STORE``, ``MLFLOW_TRACKING_URI``, read at run
+time on the worker), else the settings file, else the default (``./.rbench``;
+``sqlite:///<store>/mlflow.db``)."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from rbench.core import settings
 
@@ -31,20 +36,58 @@ def resolve_tracking_uri(flag: str | None = None, store: str | Path | None = Non
     return given_tracking_uri(flag) or default_tracking_uri(resolve_store(store))
 
 
+@dataclass(frozen=True)
+class DoorSettings:
+    """What a way into rbench was given: a command's flags, :func:`rbench.run`'s arguments. None
+    leaves a setting to the environment, else to the file."""
+
+    mirror: str | None = None
+    store: str | None = None
+    tracking_uri: str | None = None
+    runner: str | None = None
+    address: str | None = None
+
+
+_DOOR: contextvars.ContextVar[DoorSettings] = contextvars.ContextVar("rbench_door", default=DoorSettings())
+
+
+@contextlib.contextmanager
+def door(given: DoorSettings) -> Iterator[DoorSettings]:
+    """While the block runs (its flows, subflows and task threads too: they copy the context),
+    the ``given_*`` functions answer with ``given`` before the environment: so a flow started by
+    a door resolves the door's settings without taking them as parameters, which Prefect stores
+    (a tracking URI may hold a password)."""
+    token = _DOOR.set(given)
+    try:
+        yield given
+    finally:
+        _DOOR.reset(token)
+
+
+def door_settings() -> DoorSettings:
+    """The settings of the door this code runs under (all None outside one: a deployed run)."""
+    return _DOOR.get()
+
+
 def given_mirror(flag: str | Path | None = None) -> str | None:
-    """The mirror a command or flow was given: ``flag``, else ``$RBENCH_MIRROR`` (read now: on a worker, at
-    run time), else None, which leaves the settings file's value in place."""
-    return str(flag) if flag else settings.read(settings.MIRROR)
+    """The mirror a command or flow was given: ``flag``, else the door's, else ``$RBENCH_MIRROR`` (read
+    now: on a worker, at run time), else None, which leaves the settings file's value in place."""
+    chosen = flag or door_settings().mirror
+    return str(chosen) if chosen else settings.read(settings.MIRROR)
 
 
 def given_store(flag: str | Path | None = None) -> str | None:
-    """The store a command or flow was given: ``flag``, else ``$RBENCH_STORE``, else None (the file's)."""
-    return str(flag) if flag else settings.read(settings.STORE)
+    """The store a command or flow was given: ``flag``, else the door's, else ``$RBENCH_STORE``, else
+    None (the file's)."""
+    chosen = flag or door_settings().store
+    return str(chosen) if chosen else settings.read(settings.STORE)
 
 
 def given_tracking_uri(flag: str | None = None) -> str | None:
-    """The tracking URI a command or flow was given: ``flag``, else ``$MLFLOW_TRACKING_URI``, else None."""
-    return str(flag) if flag else settings.read(settings.TRACKING)
+    """The tracking URI a command or flow was given: ``flag``, else the door's, else
+    ``$MLFLOW_TRACKING_URI``, else None."""
+    chosen = flag or door_settings().tracking_uri
+    return str(chosen) if chosen else settings.read(settings.TRACKING)
 
 
 MIRROR_NOTE = "mirror"

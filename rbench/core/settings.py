@@ -24,6 +24,8 @@ VARIABLES = {
     "RBENCH_LLM_SLOTS": "The folder of each LLM endpoint's concurrency slots (lock files); a folder the nodes share "
                         "makes `max_concurrency` cluster-wide; default `~/.cache/rbench/llm-slots`.",
     "RBENCH_LEASE_TTL": "Seconds after which a store lease whose holder stopped renewing it is broken; default 60.",
+    "RBENCH_SERVER_STARTUP_SECONDS": "How long a command waits for Prefect's temporary server (started where no "
+                                     "`PREFECT_API_URL` is set) to answer; default 300, room for a busy machine.",
     "RBENCH_MIN_FREE_MB": "The free disk space, in MB, a run needs in its store before it starts; default 200.",
     "RBENCH_MLFLOW_PUBLIC_URL": "The MLflow UI's address as users reach it, for the run links rbench prints; "
                                 "default: the tracking URI's.",
@@ -74,6 +76,11 @@ def model_cache() -> Path:
 def llm_slots() -> Path:
     """The LLM endpoints' concurrency slots: ``$RBENCH_LLM_SLOTS``, else ``~/.cache/rbench/llm-slots``."""
     return Path(read("RBENCH_LLM_SLOTS") or Path.home() / ".cache" / "rbench" / "llm-slots").expanduser()
+
+
+def server_startup_seconds() -> float:
+    """Seconds to wait for Prefect's temporary server: ``$RBENCH_SERVER_STARTUP_SECONDS``, else 300."""
+    return _number("RBENCH_SERVER_STARTUP_SECONDS", 300.0)
 
 
 def lease_ttl() -> float:

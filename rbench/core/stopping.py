@@ -149,6 +149,26 @@ def stop_on_signals(*cleanups: Callable[[], None]) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def signals_handled(*cleanups: Callable[[], None]) -> Iterator[bool]:
+    """:func:`stop_on_signals` for the block only, where nothing installed it yet (a script calling
+    :func:`rbench.run`); the handlers found before come back after it. Yields whether this block
+    installed them (not in another thread, nor where they are installed already)."""
+    if handles_signals() or threading.current_thread() is not threading.main_thread():
+        yield False
+        return
+    before = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    stop_on_signals(*cleanups)
+    try:
+        yield True
+    finally:
+        for number, handler in before.items():
+            if handler is not None:
+                signal.signal(number, handler)
+        _HANDLED.clear()
+        _CLEANUPS.clear()
+
+
 def exit_soon(code: int, grace_seconds: float = 5.0, reason: str = "told to stop") -> None:
     """Release this process's leases now and end the process with ``code`` after ``grace_seconds``,
     whatever its worker threads are doing: for a deployed run that Prefect told to stop (a

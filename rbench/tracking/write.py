@@ -409,7 +409,8 @@ def _log_search(mlflow, cfg, search, trials, best) -> str:
                                                     "search": search.model_dump(mode="json")})),
                          "rbench.kind": "search"})
         mlflow.log_params({"retriever": search.retriever, "strategy": search.strategy, "budget": search.budget,
-                           "seed": search.seed, "metric": metric, "space": search.model_dump_json(include={"space"})})
+                           "seed": search.seed, "metric": metric, "space": search.model_dump_json(include={"space"}),
+                           **_flatten("execution", cfg.execution.model_dump(mode="json"))})
         mlflow.log_metric(f"best_{metric}", best["value"])
         mlflow.log_dict({"best": best}, "best.json")
         for t in trials:

@@ -132,10 +132,17 @@ def test_the_temporary_servers_own_output_goes_to_its_log_not_the_terminal(tmp_p
 
 def test_a_temporary_server_that_does_not_start_is_one_error_that_points_to_its_log(tmp_path):
     """A server that never answers (its database folder does not exist) ends the run with exit
-    code 2 and one line naming the log its output went to, not Prefect's traceback."""
+    code 2 and one error that names the wait (rbench's setting, not Prefect's), shows the last
+    lines of the log its output went to, and names the setting to raise; not Prefect's traceback."""
     proc = _tiny_run(tmp_path, PREFECT_SERVER_DATABASE_CONNECTION_URL="sqlite+aiosqlite:////nonexistent/rbench/db",
-                     PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="3")
+                     RBENCH_SERVER_STARTUP_SECONDS="3")
     assert proc.returncode == 2, proc.stderr[-3000:]
-    assert "temporary server did not start (Timed out" in proc.stderr
-    assert f"its output is in {tmp_path / 'home' / 'temporary-server.log'}" in proc.stderr
+    assert "temporary server did not start within 3s (Timed out" in proc.stderr
+    log = tmp_path / "home" / "temporary-server.log"
+    lines = [line for line in log.read_text().splitlines() if line.strip()]
+    if lines:  # the log's last lines, under the error
+        assert f"its output is in {log}:\n" in proc.stderr and f"  {lines[-1]}" in proc.stderr
+    else:
+        assert f"its output is in {log} (empty)." in proc.stderr
+    assert "raise RBENCH_SERVER_STARTUP_SECONDS" in proc.stderr
     assert "Traceback" not in proc.stderr and "PREFECT_API_URL" in proc.stderr

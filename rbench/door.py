@@ -1,0 +1,165 @@
+"""One front door: every way into rbench opens its experiment here.
+
+``rbench run``, ``rbench embeddings``, ``rbench search``, ``rbench chunking``, ``rbench
+reproduce`` and :func:`rbench.run` each open their file with :func:`open_experiment` and run
+what it opens, so that a setting, a stop or a safeguard one of them honours, every other does:
+
+- the file is resolved once, with the door's settings (:class:`DoorSettings`: mirror, store,
+  MLflow tracking URI, runner, cluster address) over the environment's over the file's, and
+  checked once before anything runs (models, store, tracking server);
+- the flow it starts gets that experiment (:func:`rbench.experiment.reopened`), so it reads
+  nothing again and checks nothing twice; the settings reach it through the context, never as
+  flow parameters, which Prefect stores (a tracking URI may hold a password);
+- rbench's environment is set (:func:`setup_environment`): Prefect's temporary server, where no
+  ``PREFECT_API_URL`` is set, writes to its own log and gets ``RBENCH_SERVER_STARTUP_SECONDS``
+  to start;
+- SIGINT (Ctrl-C), SIGTERM and SIGHUP end the run within seconds with one line, its leases
+  released, its stage processes and the temporary server stopped: on the command line and in a
+  script alike (:func:`rbench.core.stopping.signals_handled`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from pathlib import Path
+from typing import Any, Iterator, Literal
+
+from rbench.core.locations import DoorSettings, door
+
+Kind = Literal["benchmark", "embeddings", "search", "chunking"]
+FLOW_TAG = "rbench"  # every flow run rbench starts carries it (deployments add rbench-heartbeat)
+
+__all__ = ["DoorSettings", "OpenedExperiment", "open_experiment", "setup_environment"]
+
+
+def setup_environment() -> None:
+    """Prefect's, MLflow's and the tokenizers' settings rbench runs with, where the caller set none
+    (MLflow's artifact progress bars would print between rbench's lines in report, export, compare)."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def stop_prefect_servers() -> None:
+    """Stop the temporary Prefect server this process started (a signal ends the process at once)."""
+    server = sys.modules.get("prefect.server.api.server")
+    for instance in list(getattr(getattr(server, "SubprocessASGIServer", None), "_instances", {}).values()):
+        instance.stop()
+
+
+def _in_a_notebook() -> bool:
+    """Whether this is a Jupyter kernel, whose interrupt must not end the process."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    return shell is not None and "ipykernel" in sys.modules
+
+
+def run_flow(flow_fn, *args, **kwargs):
+    """Call a flow; every flow run it starts is tagged ``rbench`` (Prefect is imported only here)."""
+    from prefect import tags
+
+    from rbench.prefect_server import log_temporary_server
+
+    log_temporary_server()
+    with tags(FLOW_TAG):
+        return flow_fn(*args, **kwargs)
+
+
+class OpenedExperiment:
+    """An experiment file resolved with a door's settings. ``config`` is an
+    :class:`~rbench.config.ExperimentConfig` (``benchmark``, ``embeddings``, ``search``) or a
+    :class:`~rbench.config.chunking.ChunkingGridConfig` (``chunking``); ``search`` the search
+    section of a ``search`` file. :meth:`run` runs its flow and returns the flow's summary."""
+
+    def __init__(self, kind: Kind, config_path: str, config: Any, search: Any = None,
+                 corpora: list[str] | None = None):
+        self.kind, self.config_path, self.config, self.search, self.corpora = kind, config_path, config, search, corpora
+        self.checked = False
+
+    @property
+    def store(self) -> Path:
+        """The store the run writes to."""
+        return Path(self.config.store)
+
+    @property
+    def mirror(self) -> Path | None:
+        """The mirror folder the run reads, or None."""
+        return Path(self.config.mirror) if self.config.mirror else None
+
+    @property
+    def tracking_uri(self) -> str:
+        """Where the run logs to MLflow."""
+        from rbench.core.locations import default_tracking_uri
+
+        return self.config.mlflow.tracking_uri or default_tracking_uri(self.config.store)
+
+    def check(self) -> None:
+        """The checks before any work (once): models load here, the store is writable with room,
+        the tracking server answers."""
+        from rbench.core.locations import remember_mirror
+        from rbench.experiment import check_grid, preflight
+
+        if self.checked:
+            return
+        check_grid(self.config) if self.kind == "chunking" else preflight(self.config)
+        if self.kind != "chunking" and self.mirror:
+            remember_mirror(self.store, self.mirror)
+        self.checked = True
+
+    def _opened(self) -> Any:
+        return (self.config, self.search) if self.kind == "search" else self.config
+
+    def run(self, **parameters: Any) -> Any:
+        """Run this experiment's flow (what is in the store is reused) and return what it returns;
+        ``parameters`` are the flow's own (``return_state``)."""
+        from rbench.experiment import opened_config
+
+        self.check()
+        if self.kind == "benchmark":
+            from rbench.flows.benchmark import benchmark as flow_fn
+        elif self.kind == "embeddings":
+            from rbench.flows.embedding_benchmark import embedding_benchmark as flow_fn
+        elif self.kind == "search":
+            from rbench.flows.config_search import config_search as flow_fn
+        elif self.search is not None:
+            from rbench.flows.chunking_grid import chunking_search as flow_fn
+        else:
+            from rbench.flows.chunking_grid import chunking_grid as flow_fn
+        with opened_config(self.kind, self.config_path, self._opened()):
+            return run_flow(flow_fn, config_path=self.config_path, **parameters)
+
+
+def _resolve(kind: Kind, path: str, corpora: list[str] | None) -> tuple[Any, Any]:
+    if kind == "chunking":
+        from rbench.config.chunking import load_grid_config
+
+        cfg = load_grid_config(path, corpora=corpora)
+        return cfg, cfg.search
+    if kind == "search":
+        from rbench.config.search import load_search_config
+
+        return load_search_config(path)
+    from rbench.experiment import resolve_experiment
+
+    return resolve_experiment(path, None), None
+
+
+@contextlib.contextmanager
+def open_experiment(kind: Kind, config: str | Path, settings: DoorSettings = DoorSettings(), *,
+                    corpora: list[str] | None = None, check: bool = True) -> Iterator[OpenedExperiment]:
+    """Open the experiment file ``config`` for a run of ``kind`` with a door's ``settings``; the
+    block runs it (:meth:`OpenedExperiment.run`). Its checks run here unless ``check`` is False
+    (then before the first run: ``rbench reproduce`` opens studies it may not run). ``corpora``:
+    a chunking grid's ``--corpus``."""
+    from rbench.core.stopping import signals_handled
+
+    setup_environment()
+    stops = contextlib.nullcontext() if _in_a_notebook() else signals_handled(stop_prefect_servers)
+    with stops, door(settings):
+        path = str(Path(config).resolve())
+        opened = OpenedExperiment(kind, path, *_resolve(kind, path, corpora), corpora=corpora)
+        if check:
+            opened.check()
+        yield opened

@@ -1,0 +1,119 @@
+"""Every way into rbench honours the same settings (issue 58): each door (``rbench run``,
+``embeddings``, ``search``, ``chunking``, ``reproduce`` and :func:`rbench.run`) opens its file through
+:func:`rbench.door.open_experiment`. Checked here by where the results went (the store's stages, the
+MLflow database and the runner its parent run records) and by a cluster address that does not
+answer, which every door that takes one must refuse before any work. About 60 s: tiny inputs, a
+64-dimension static encoder, one Prefect test server."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+import rbench
+from rbench.cli import main
+from rbench.core.errors import ConfigError
+from tests.conftest import tiny_dataset
+from tests.unit.tasks.test_chunking_eval import make_eval_set
+
+pytestmark = pytest.mark.usefixtures("prefect_server")  # one Prefect test server per session
+
+DOORS = ["run", "embeddings", "search", "chunking", "api"]
+RUNNERS = {"run", "embeddings", "search", "api"}  # chunking runs its cells in the flow, one after another
+
+
+def _config(tmp_path: Path, door: str, tiny_files, **extra) -> Path:
+    corpus, queries = tiny_files
+    experiment = {"name": f"door-{door}", "depth": 10, "subsample": {"size": 4}, "metrics": {"k": [1, 3]},
+                  "datasets": [tiny_dataset(corpus, queries)], "retrievers": [{"name": "bm25s"}], **extra}
+    if door == "embeddings":
+        experiment["retrievers"] = [{"name": "dense", "params": {"model": "static-64d"}}]
+    if door == "search":
+        experiment["search"] = {"retriever": "bm25s", "metric": "recall", "k": 3, "strategy": "grid", "budget": 2,
+                                "grid_points": 2, "space": {"k1": {"low": 0.9, "high": 1.2}}}
+    if door == "chunking":
+        data = tmp_path / "set"
+        if not data.exists():
+            make_eval_set(data)
+        experiment = {"name": "door-chunking", "data": str(data), "model": "static-64d", "chunk_sizes": [30],
+                      "overlaps": [0.0], "n": [1], **extra}
+    path = tmp_path / f"{door}.yaml"
+    path.write_text(yaml.safe_dump(experiment))
+    return path
+
+
+def _enter(door: str, config: Path, store: Path | None = None, tracking_uri: str | None = None,
+           runner: str | None = None, address: str | None = None) -> int:
+    """Run ``config`` through ``door`` with these settings (None: not given); the exit code."""
+    if door == "api":
+        try:
+            rbench.run(config, store=store, tracking_uri=tracking_uri, runner=runner, address=address)
+        except ConfigError as e:
+            print(f"rbench: error: {e}", file=sys.stderr)  # as the command prints it
+            return 2
+        return 0
+    flags = [*(["--store", str(store)] if store else []), *(["--tracking-uri", tracking_uri] if tracking_uri else []),
+             *(["--runner", runner] if runner else []), *(["--address", address] if address else [])]
+    return main([door, str(config), *flags])
+
+
+def _parents(uri: str, door: str) -> list:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    runs = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])]
+    return [r for r in runs if "mlflow.parentRunId" not in r.data.tags and r.info.run_name.startswith(f"door-{door}")]
+
+
+def _stages(store: Path) -> set[str]:
+    return {p.name for p in store.iterdir() if p.is_dir() and any(p.glob("*/_manifest.json"))}
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_every_door_honours_the_flags_and_the_environment(door, tmp_path, tiny_files, monkeypatch):
+    """Flags (``--store``, ``--tracking-uri``, ``--runner``; the API's arguments) win over the
+    environment, and the environment (``RBENCH_STORE``, ``MLFLOW_TRACKING_URI``) over the file. On
+    main, ``embeddings`` logged to the store's database under ``MLFLOW_TRACKING_URI`` and took no
+    runner, and ``search`` took neither flag."""
+    config = _config(tmp_path, door, tiny_files, store=str(tmp_path / "file-store"))
+    monkeypatch.setenv("RBENCH_STORE", str(tmp_path / "env-store"))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'env-mlflow' / 'mlflow.db'}")
+    flagged = f"sqlite:///{tmp_path / 'flag-mlflow' / 'mlflow.db'}"
+    runner = "sequential" if door in RUNNERS else None
+    assert _enter(door, config, tmp_path / "flag-store", flagged, runner) == 0
+    assert _stages(tmp_path / "flag-store")
+    assert not (tmp_path / "env-store").exists() and not (tmp_path / "file-store").exists()
+    (parent,) = _parents(flagged, door)
+    if runner:
+        assert parent.data.params["execution.runner"] == "sequential"
+    assert not (tmp_path / "env-mlflow").exists() and not (tmp_path / "flag-store" / "mlflow.db").exists()
+
+    assert _enter(door, config) == 0  # the environment's store and tracking URI
+    assert _stages(tmp_path / "env-store") and not (tmp_path / "file-store").exists()
+    assert len(_parents(f"sqlite:///{tmp_path / 'env-mlflow' / 'mlflow.db'}", door)) == 1
+    if runner:
+        assert _parents(f"sqlite:///{tmp_path / 'env-mlflow' / 'mlflow.db'}", door)[0].data.params[
+            "execution.runner"] == "threads"  # the file's (its default)
+
+
+@pytest.mark.parametrize("door", sorted(RUNNERS))
+@pytest.mark.parametrize("given", ["flag", "file"])
+def test_every_door_refuses_a_cluster_that_does_not_answer_before_any_work(door, given, tmp_path, tiny_files,
+                                                                         capsys):
+    """``--runner dask --address`` (or the file's ``execution``) of a scheduler that is not there
+    ends the run at once with one message, through every door that runs stages: the address
+    reached the runner. On main ``embeddings`` and ``search`` ran on threads instead (and a
+    reachable-looking address failed minutes later with distributed's traceback)."""
+    address = "tcp://127.0.0.1:9"  # the discard port: nothing listens
+    extra = {"execution": {"runner": "dask", "address": address}} if given == "file" else {}
+    config = _config(tmp_path, door, tiny_files, store=str(tmp_path / "store"), **extra)
+    started = time.monotonic()
+    flags = {"runner": "dask", "address": address} if given == "flag" else {}
+    assert _enter(door, config, **flags) == 2
+    assert time.monotonic() - started < 30
+    assert f"the dask cluster at {address} does not answer" in capsys.readouterr().err
+    assert not (tmp_path / "store").exists() or not _stages(tmp_path / "store")
