@@ -133,8 +133,9 @@ def test_cluster_runners_match_the_thread_runner(tmp_path, tiny_files, runner, t
     assert set(_status(again).values()) == {"cached"}
 
 
-def _cli(args: list[str], home: Path, extra_env: dict | None = None) -> subprocess.Popen:
-    """``rbench`` in a process of its own, as on another node: its own Prefect home and server."""
+def _cli(args: list[str], home: Path, extra_env: dict | None = None, script: str | None = None) -> subprocess.Popen:
+    """``rbench`` in a process of its own, as on another node: its own Prefect home and server
+    (``script``: a Python script given ``args`` instead)."""
     env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_LOGGING_LEVEL": "WARNING",
            "PREFECT_HOME": prefect_home(home)}
     env.pop("PREFECT_API_URL", None)
@@ -142,7 +143,8 @@ def _cli(args: list[str], home: Path, extra_env: dict | None = None) -> subproce
     env.update(extra_env or {})
     hang_up = signal.signal(signal.SIGHUP, signal.SIG_DFL)  # as from a terminal, even if the suite runs under nohup
     try:
-        return subprocess.Popen([sys.executable, "-m", "rbench.cli", *args], cwd=REPO, env=env, text=True,
+        command = ["-c", script] if script else ["-m", "rbench.cli"]
+        return subprocess.Popen([sys.executable, *command, *args], cwd=REPO, env=env, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     finally:
         signal.signal(signal.SIGHUP, hang_up)
@@ -249,17 +251,33 @@ MOMENTS = {  # the stage whose lease marks the moment, the retrievers of the run
 }
 HOW = {"SIGTERM": signal.SIGTERM, "SIGINT": signal.SIGINT, "group-SIGINT": signal.SIGINT,
        "group-SIGHUP": signal.SIGHUP}
-CELLS = [  # every moment with a signal to the run alone and with Ctrl-C to its group; every signal
-    ("dense-encode", "SIGTERM"), ("dense-encode", "group-SIGINT"), ("dense-encode", "group-SIGHUP"),
-    ("lucene-index", "SIGINT"), ("lucene-index", "group-SIGINT"),
-    ("lucene-search", "SIGTERM"), ("lucene-search", "group-SIGINT"),
+CELLS = [  # every moment with a signal to the run alone and with Ctrl-C to its group; every signal; every door
+    ("run", "dense-encode", "SIGTERM"), ("run", "dense-encode", "group-SIGINT"), ("run", "dense-encode", "group-SIGHUP"),
+    ("run", "lucene-index", "SIGINT"), ("run", "lucene-index", "group-SIGINT"),
+    ("run", "lucene-search", "SIGTERM"), ("run", "lucene-search", "group-SIGINT"),
+    ("api", "dense-encode", "group-SIGINT"), ("api", "lucene-search", "SIGTERM"),
+    ("embeddings", "dense-encode", "group-SIGINT"), ("search", "lucene-index", "group-SIGINT"),
 ]
+API_SCRIPT = "import sys, rbench; rbench.run(sys.argv[1])"  # a user's script: Ctrl-C reaches rbench.run
+
+
+def _rerun(door: str, config: str) -> dict:
+    """The run again, in this process, by the door's flow; its summary."""
+    if door == "search":
+        from rbench.flows.config_search import config_search
+
+        return config_search(config)
+    if door == "embeddings":
+        from rbench.flows.embedding_benchmark import embedding_benchmark
+
+        return embedding_benchmark(config)
+    return benchmark(config)
 
 
 @pytest.mark.slow
 @pytest.mark.timing
-@pytest.mark.parametrize(("moment", "how"), CELLS, ids=[f"{m}-{h}" for m, h in CELLS])
-def test_a_signal_at_any_moment_ends_the_run_within_ten_seconds(tmp_path, moment, how):
+@pytest.mark.parametrize(("door", "moment", "how"), CELLS, ids=[f"{d}-{m}-{h}" for d, m, h in CELLS])
+def test_a_signal_at_any_moment_ends_the_run_within_ten_seconds(tmp_path, door, moment, how):
     """A signal while Lucene indexes (in its worker process), while Lucene searches, and while
     torch encodes: the run ends within 10 s with one line and no traceback, nothing of its
     process group is left, no lease, no JVM crash file, and a rerun finishes from what was kept.
@@ -271,13 +289,20 @@ def test_a_signal_at_any_moment_ends_the_run_within_ten_seconds(tmp_path, moment
     (SIGTERM, SIGINT and SIGHUP share ``stop_on_signals``'s), so each moment has one such cell and
     each signal one moment; a signal to the whole group (Ctrl-C, a closed terminal) also reaches
     the stage and Lucene processes, which differ per moment, so Ctrl-C is sent at every moment,
-    and a hang-up mid-encode, where torch's stage processes run."""
+    and a hang-up mid-encode, where torch's stage processes run.
+
+    Every door stops the same way (issue 58): a script calling :func:`rbench.run` (Ctrl-C to its
+    group, SIGTERM to it), ``rbench embeddings`` and ``rbench search``; before, Ctrl-C to such a
+    script left the flow building for a minute and ended in 22 tracebacks."""
     stage, retrievers, threads = MOMENTS[moment]
     rows = _variants(600 if stage == "encode" else 40)
     corpus, queries = write_jsonl(tmp_path / "corpus.jsonl", rows), write_jsonl(tmp_path / "queries.jsonl", QUERIES)
+    extra = {"search": {"retriever": "bm25", "metric": "recall", "k": 3, "strategy": "grid", "budget": 2,
+                        "grid_points": 2, "space": {"k1": {"low": 0.9, "high": 1.2}}}} if door == "search" else {}
     config = _write(tmp_path, _base(tmp_path, corpus, queries, retrievers,
-                                    execution={"shard_size": 150, "max_workers": threads}))
-    proc = _cli(["run", config], tmp_path / "node")
+                                    execution={"shard_size": 150, "max_workers": threads}, **extra))
+    proc = _cli([config], tmp_path / "node", script=API_SCRIPT) if door == "api" else \
+        _cli([door, config], tmp_path / "node")
     locks = tmp_path / "store" / stage / ".locks"
     published = tmp_path / "store" / stage
     deadline = time.monotonic() + 300
@@ -302,7 +327,10 @@ def test_a_signal_at_any_moment_ends_the_run_within_ten_seconds(tmp_path, moment
     assert not [p for p in (tmp_path / "store").glob("*/.locks/*") if p.is_file()]
     assert not list(REPO.glob("hs_err_pid*.log")) and not list(tmp_path.rglob("hs_err_pid*.log"))
     done = len(list(published.glob("*/_manifest.json")))
-    result = benchmark(config)
+    result = _rerun(door, config)
+    if door == "search":
+        assert len(result["trials"]) == 2
+        return
     assert result["metrics"] and not result["failures"]
     if stage == "encode":
         assert 1 <= done < 4, "the build finished (or never started) before the signal"
