@@ -65,8 +65,10 @@ class PartialFailure(Exception):
 
 
 def summary_of(state) -> dict:
-    """The summary of a finished benchmark flow run, whether it completed or partly failed."""
-    result = state.result(raise_on_failure=False)
+    """The summary of a finished benchmark flow run, whether it completed or partly failed; read
+    synchronously in a running event loop too (a Jupyter kernel's), where Prefect would hand back
+    a coroutine."""
+    result = state.result(raise_on_failure=False, _sync=True)
     return result.summary if isinstance(result, PartialFailure) else result
 
 

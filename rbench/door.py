@@ -21,8 +21,10 @@ what it opens, so that a setting, a stop or a safeguard one of them honours, eve
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Iterator, Literal
 
@@ -35,11 +37,20 @@ __all__ = ["DoorSettings", "OpenedExperiment", "open_experiment", "setup_environ
 
 
 def setup_environment() -> None:
-    """Prefect's, MLflow's and the tokenizers' settings rbench runs with, where the caller set none
-    (MLflow's artifact progress bars would print between rbench's lines in report, export, compare)."""
+    """Prefect's, MLflow's, Hugging Face's and the tokenizers' settings rbench runs with, where the
+    caller set none: no third-party progress bars between rbench's lines (MLflow's artifact
+    downloads in report, export, compare; a model's weights loading). In a notebook, Prefect's
+    own records (a line per task run) stay out of the cell's output unless
+    ``PREFECT_LOGGING_LEVEL`` asks for them."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if _in_a_notebook():
+        warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm's, without ipywidgets
+        if "PREFECT_LOGGING_LEVEL" not in os.environ:
+            os.environ["PREFECT_LOGGING_LEVEL"] = "WARNING"  # read when Prefect is imported
+            logging.getLogger("prefect").setLevel(logging.WARNING)  # and where it is already
 
 
 def stop_prefect_servers() -> None:

@@ -85,19 +85,6 @@ def test_a_failing_pair_fails_alone_and_a_retry_reruns_only_it(tmp_path, tiny_fi
     assert again["failures"] == []
 
 
-def test_index_shared_by_composites_is_built_once(tmp_path, tiny_files):
-    corpus, queries = tiny_files
-    config = _write(tmp_path, _base(tmp_path, corpus, queries, [
-        {"name": "bm25s"},
-        {"name": "dense", "params": {"model": "static-64d"}},
-        {"name": "fusion", "params": {"retrievers": [{"name": "bm25s"}, {"name": "dense", "params": {"model": "static-64d"}}]}},
-    ], execution={"shard_size": 2}))
-    result = benchmark(config)
-    stages = [s["stage"] for s in result["stages"]]
-    assert stages.count("index") == 2 and stages.count("encode") == 3  # 6 rows in shards of 2
-    assert stages.count("retrieve") == 3
-
-
 def test_sharded_and_whole_dense_index_agree(tmp_path, tiny_files, thread_run):
     corpus, queries = tiny_files
     _, whole = thread_run  # one shard of 50,000 rows

@@ -1,0 +1,129 @@
+"""The stage graph without Prefect (issue 58, item 7): :class:`ExperimentGraph` submits to a fake
+submitter that records each submission and fails the stages it is told to, so that index
+sharing, shard counts, repeated labels and which stage a failed pair names are checked in
+milliseconds; the system tests keep one case each for what needs Prefect itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from rbench.config import parse_config
+from rbench.flows.benchmark_stages import experiment_stages
+from tests.conftest import tiny_dataset
+
+MODEL = "tiny/dense:tokenlearn-static-64d"  # the label of a static-64d index on dataset "tiny"
+DENSE = {"name": "dense", "params": {"model": "static-64d"}}
+
+
+@dataclass
+class Handle:
+    """A submitted stage: its artifact, unless it (or a stage it reads) failed."""
+
+    stage: str
+    label: str
+    inputs: list
+    gpu: bool
+    corpus: Path
+    failed: bool = False
+    options: dict = field(default_factory=dict)
+
+    def file(self, name: str) -> Path:
+        assert name == "corpus.parquet", name  # the graph reads the corpus's row count only
+        return self.corpus
+
+
+class FakeSubmitter:
+    """Runs nothing: every stage succeeds at once except those in ``failing`` (``(stage, label)``),
+    whose dependants are skipped, as Prefect reports them."""
+
+    def __init__(self, corpus: Path, failing: set[tuple[str, str]] = frozenset()):
+        self.corpus, self.failing, self.rows, self.handles = corpus, failing, [], []
+
+    def submit(self, stage, inputs, config, label, gpu=False, **options) -> Handle:
+        upstream = any(isinstance(i, Handle) and i.failed for i in inputs)
+        here = (stage.name, label) in self.failing
+        handle = Handle(stage.name, label, list(inputs), gpu, self.corpus, upstream or here, options)
+        self.handles.append(handle)
+        row = {"stage": stage.name, "label": label, "status": "failed" if here else "skipped" if upstream else "ran"}
+        self.rows.append({**row, **({"error": "boom"} if here else {})})
+        return handle
+
+    def as_completed(self, handles):
+        return iter(handles)
+
+    def artifact(self, handle: Handle) -> Handle | None:
+        return None if handle.failed else handle
+
+    def report(self) -> list[dict]:
+        return list(self.rows)
+
+    def submitted(self, stage: str) -> list[str]:
+        return [h.label for h in self.handles if h.stage == stage]
+
+
+@pytest.fixture
+def corpus(tmp_path) -> Path:
+    """A corpus of 600 rows (only its row count is read)."""
+    path = tmp_path / "corpus.parquet"
+    pq.write_table(pa.table({"object_id": [f"o{i}" for i in range(600)]}), path)
+    return path
+
+
+def _graph(tmp_path, tiny_files, corpus, retrievers, failing=frozenset(), **execution):
+    files = tiny_files
+    cfg = parse_config({"store": str(tmp_path / "store"), "depth": 10, "metrics": {"k": [1, 3]},
+                        "datasets": [tiny_dataset(*files)], "retrievers": retrievers,
+                        "execution": {"shard_size": 150, **execution}})
+    sub = FakeSubmitter(corpus, set(failing))
+    results, failures, report = experiment_stages(cfg, sub)
+    return sub, results, failures, report
+
+
+def test_each_index_is_built_once_per_dataset_whoever_searches_it(tmp_path, tiny_files, corpus):
+    fusion = {"name": "fusion", "params": {"retrievers": [{"name": "bm25s"}, DENSE]}}
+    sub, results, failures, _ = _graph(tmp_path, tiny_files, corpus, [{"name": "bm25s"}, DENSE, fusion])
+    assert sub.submitted("index") == ["tiny/bm25s", MODEL]  # each for two retrievers
+    assert sub.submitted("retrieve") == ["tiny/bm25s", "tiny/dense", "tiny/fusion"]
+    assert not failures and [r["retriever"].label for r in results] == ["bm25s", "dense", "fusion"]
+    fused = next(r for r in results if r["retriever"].label == "fusion")
+    assert [i.label for i in fused["indexes"]] == ["tiny/bm25s", MODEL]  # the very handles the others read
+
+
+def test_a_dense_index_is_encoded_in_shards_of_shard_size_rows(tmp_path, tiny_files, corpus):
+    sub, *_ = _graph(tmp_path, tiny_files, corpus, [DENSE])
+    assert sub.submitted("encode") == [f"{MODEL}[{a}:{a + 150}]" for a in (0, 150, 300, 450)]
+    (index,) = [h for h in sub.handles if h.stage == "index"]
+    assert [i.label for i in index.inputs[1:]] == sub.submitted("encode")  # the index reads every shard
+    whole, *_ = _graph(tmp_path, tiny_files, corpus, [DENSE], shard_size=1000)
+    assert whole.submitted("encode") == [f"{MODEL}[0:600]"]
+
+
+def test_two_indexes_under_one_name_are_told_apart(tmp_path, tiny_files, corpus):
+    hnsw = {"name": "dense", "label": "dense-hnsw", "params": {"model": "static-64d", "index": "hnsw"}}
+    sub, *_ = _graph(tmp_path, tiny_files, corpus, [DENSE, hnsw], shard_size=1000)
+    assert sub.submitted("index") == [MODEL, f"{MODEL}#2"]
+    assert sub.submitted("encode") == [f"{MODEL}[0:600]", f"{MODEL}#2[0:600]"]
+
+
+def test_a_failed_pair_names_the_first_stage_that_failed_under_it(tmp_path, tiny_files, corpus):
+    fusion = {"name": "fusion", "params": {"retrievers": [{"name": "bm25s"}, DENSE]}}
+    shard = f"{MODEL}[150:300]"
+    sub, results, failures, report = _graph(tmp_path, tiny_files, corpus, [{"name": "bm25s"}, DENSE, fusion],
+                                            failing={("encode", shard)})
+    assert [r["retriever"].label for r in results] == ["bm25s"]  # the pair that needs no dense index
+    assert failures == [{"dataset": "tiny", "retriever": r, "error": f"encode[{shard}]: boom"}
+                        for r in ("dense", "fusion")]
+    skipped = {(row["stage"], row["label"]) for row in report if row["status"] == "skipped"}
+    assert ("index", MODEL) in skipped and ("evaluate", "tiny/fusion") in skipped
+
+
+def test_a_failed_prepare_fails_every_pair_of_its_dataset_by_name(tmp_path, tiny_files, corpus):
+    sub, results, failures, _ = _graph(tmp_path, tiny_files, corpus, [{"name": "bm25s"}, DENSE],
+                                       failing={("prepare", "tiny")})
+    assert not results and not sub.submitted("index")
+    assert failures == [{"dataset": "tiny", "retriever": r, "error": "prepare[tiny]: boom"} for r in ("bm25s", "dense")]
