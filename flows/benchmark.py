@@ -13,7 +13,7 @@ from rbench.core import settings
 from rbench.core.errors import quiet_user_errors
 from rbench.core.secrets import redact
 from rbench.core.store import Store
-from rbench.experiment import config_text, preflight, reopened, resolve_experiment, run_name
+from rbench.experiment import config_text, experiment_for_flow, run_name
 from rbench.flows.benchmark_stages import experiment_stages
 from rbench.orchestration.attempts import bury_earlier_attempts
 from rbench.orchestration.graph import summarize_results
@@ -107,12 +107,8 @@ def benchmark(config_path: str | None = None, experiment: ExperimentConfig | Non
         quiet_user_errors()
     with ended_by_termination():  # a stop anywhere in the flow, the MLflow logging included
         bury_earlier_attempts()
-        overrides = (experiment, mirror, store, tracking_uri, runner, address)
-        cfg = None if any(v is not None for v in overrides) else reopened("benchmark", config_path)
-        if cfg is None:
-            cfg = resolve_experiment(config_path, experiment, mirror=mirror, store=store, tracking_uri=tracking_uri,
-                                     runner=runner, address=address)
-            preflight(cfg)
+        cfg = experiment_for_flow("benchmark", config_path, experiment, mirror=mirror, store=store,
+                                  tracking_uri=tracking_uri, runner=runner, address=address)
         results, failures, report = run_with_runner(cfg)
         if not results:  # no pair finished: nothing to log, the failures say it all
             return finish(cfg, summarize_results(cfg, results, report, None, failures))

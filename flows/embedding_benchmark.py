@@ -11,7 +11,7 @@ from prefect import flow
 from rbench.core.errors import ConfigError
 from rbench.core.secrets import redact
 from rbench.evaluation.report_embeddings import write_comparison
-from rbench.experiment import preflight, reopened, resolve_experiment
+from rbench.experiment import experiment_for_flow
 from rbench.flows.benchmark import finish, log_to_mlflow, run_with_runner
 from rbench.orchestration.graph import summarize_results
 from rbench.tasks.evaluate import model_rows
@@ -23,12 +23,8 @@ def embedding_benchmark(config_path: str, mirror: str | None = None, store: str 
     """Run the experiment (each model's index cached on its own) and write the model comparison
     at recall@``k`` (default 5, or the largest of ``metrics.k`` where 5 is not among them). Its
     settings resolve as :func:`rbench.flows.benchmark.benchmark`'s do."""
-    overrides = (mirror, store, tracking_uri, runner, address)
-    cfg = None if any(v is not None for v in overrides) else reopened("embeddings", config_path)
-    if cfg is None:
-        cfg = resolve_experiment(config_path, None, mirror=mirror, store=store, tracking_uri=tracking_uri,
-                                 runner=runner, address=address)
-        preflight(cfg)
+    cfg = experiment_for_flow("embeddings", config_path, mirror=mirror, store=store, tracking_uri=tracking_uri,
+                              runner=runner, address=address)
     if not any(r.name == "dense" for r in cfg.retrievers):
         raise ConfigError(f"{config_path}: the embedding benchmark needs retrievers named 'dense', one per model")
     k = k or (5 if 5 in cfg.metrics.k else max(cfg.metrics.k))

@@ -111,6 +111,19 @@ def check_store(store: Path) -> None:
                           "free some space or pass --store DIR on another disk")
 
 
+def experiment_for_flow(kind: str, config_path: str | None, experiment: ExperimentConfig | dict | None = None,
+                        **overrides: str | None) -> ExperimentConfig:
+    """The experiment a ``benchmark`` or ``embeddings`` flow runs: the one its door opened
+    (resolved and checked there), else, given its own parameters (a deployed run, a direct call),
+    resolved here from them and the worker's environment, and checked."""
+    given = experiment is not None or any(v is not None for v in overrides.values())
+    cfg = None if given else reopened(kind, config_path)
+    if cfg is None:
+        cfg = resolve_experiment(config_path, experiment, **overrides)
+        preflight(cfg)
+    return cfg
+
+
 def check_grid(cfg) -> None:
     """A chunking grid's checks before any work: its model loads here, its store, its tracking server."""
     from rbench.retrievers.models import check_available

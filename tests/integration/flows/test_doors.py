@@ -117,3 +117,20 @@ def test_every_door_refuses_a_cluster_that_does_not_answer_before_any_work(door,
     assert time.monotonic() - started < 30
     assert f"the dask cluster at {address} does not answer" in capsys.readouterr().err
     assert not (tmp_path / "store").exists() or not _stages(tmp_path / "store")
+
+
+def test_one_run_resolves_its_file_once_and_checks_it_once(tmp_path, tiny_files, monkeypatch):
+    """The door resolves and checks; the flow it starts takes that experiment. On main one ``rbench
+    run`` resolved its file three times and ran the pre-flight twice."""
+    import rbench.experiment as experiment
+
+    calls = {"load_config": 0, "preflight": 0}
+    for name in calls:
+        def counted(*args, _name=name, _original=getattr(experiment, name), **kwargs):
+            calls[_name] += 1
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(experiment, name, counted)
+    config = _config(tmp_path, "run", tiny_files, store=str(tmp_path / "store"))
+    assert main(["run", str(config)]) == 0
+    assert calls == {"load_config": 1, "preflight": 1}
