@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from prefect import flow, tags, task
 from prefect.runtime import flow_run
-from prefect.states import Failed
+from prefect.states import Completed, Failed
 
 from rbench.config import ExperimentConfig
 from rbench.core import settings
@@ -23,6 +23,7 @@ from rbench.tracking.pending import log_pending_for, save_pending
 from rbench.tracking.write import log_experiment, publish_run_link
 
 log_to_mlflow = task(log_experiment, name="mlflow")
+LOGGING_PENDING = "LoggingPending"
 
 
 def run_stages(cfg: ExperimentConfig) -> tuple[list[dict], list[dict], list[dict]]:
@@ -73,8 +74,10 @@ def summary_of(state) -> dict:
 
 
 def finish(cfg: ExperimentConfig, summary: dict):
-    """The flow's final state: Completed with the summary, or Failed naming the failed pairs
-    (and an MLflow logging failure: the metrics are in the store, the logging is kept for later)."""
+    """The flow's final state: Completed with the summary; Failed naming the failed pairs (and an
+    MLflow logging failure); or, where every pair finished and only the MLflow logging failed,
+    Completed named ``LoggingPending``: the results are complete and in the store, the logging is
+    kept for ``rbench log`` (a scheduler tells it from a failure; ``rbench run`` exits 3)."""
     problems = []
     if summary["failures"]:
         names = "; ".join(f"{f['dataset']}/{f['retriever']} ({f['error']})" for f in summary["failures"])
@@ -87,6 +90,8 @@ def finish(cfg: ExperimentConfig, summary: dict):
     if not problems:
         return summary
     message = redact("; ".join(problems))
+    if not summary["failures"]:
+        return Completed(name=LOGGING_PENDING, message=message, data=summary)
     return Failed(message=message, data=PartialFailure(message, summary))
 
 
@@ -122,6 +127,8 @@ def benchmark(config_path: str | None = None, experiment: ExperimentConfig | Non
             log_pending_for(cfg)
         summary = summarize_results(cfg, results, report, run_id, failures)
         if run_id is None:
-            summary["mlflow_error"] = redact(logged.message or "MLflow logging failed")
+            error = logged.result(raise_on_failure=False, _sync=True)
+            summary["mlflow_error"] = redact(str(error) if isinstance(error, Exception)
+                                             else logged.message or "MLflow logging failed")
             summary["mlflow_pending"] = str(save_pending(cfg, results, report, text, failures, summary["mlflow_error"]))
         return finish(cfg, summary)

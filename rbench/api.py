@@ -145,6 +145,9 @@ def run(config: str | Path, *, mirror: str | Path | None = None, store: str | Pa
         raise RbenchError("no dataset x retriever pair finished: " + "; ".join(failed))
     for line in failed:
         log.warning("rbench.run: FAILED %s (the other pairs' results are returned)", line)
+    if summary.get("mlflow_error"):
+        log.warning("rbench.run: %s; the results are in the store and returned, and the logging is kept in %s: "
+                    "`rbench log --store %s` logs it", summary["mlflow_error"], summary["mlflow_pending"], cfg.store)
     return Results.from_summary(summary, cfg.store, cfg.tracking_uri())
 
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from rbench.core import settings
-from rbench.core.errors import ConfigError, RbenchError
+from rbench.core.errors import PENDING_EXIT, ConfigError, RbenchError
 from rbench.core.locations import rbench_command
 from rbench.core.secrets import redact
 
@@ -116,7 +116,7 @@ def run_opened(opened, force_flow: bool = False) -> int:
         print((Path(result["report_folder"]) / "models.md").read_text())
     for failure in result.get("failures", []):
         print(f"FAILED {failure['dataset']}/{failure['retriever']}: {failure['error']}", file=sys.stderr)
-    return 1 if result.get("failures") or result.get("mlflow_error") else 0
+    return 1 if result.get("failures") else PENDING_EXIT if result.get("mlflow_error") else 0
 
 
 def cmd_chunking(args: argparse.Namespace) -> int:
@@ -278,8 +278,10 @@ def _tracking_uri(args: argparse.Namespace) -> str:
     from rbench.tracking.backend import prepare_tracking
 
     uri = resolve_tracking_uri(args.tracking_uri, store=args.store)
-    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
-        raise RbenchError(f"no MLflow database at {uri}: no run has logged there yet; "
+    db = Path(uri.removeprefix("sqlite:///"))
+    if uri.startswith("sqlite:///") and (not db.is_file() or db.stat().st_size == 0):
+        empty = " (its file is empty: 0 bytes)" if db.is_file() else ""
+        raise RbenchError(f"no MLflow database at {uri}{empty}: no run has logged there yet; "
                           "pass --store (or set RBENCH_STORE) or --tracking-uri")
     prepare_tracking(uri)  # a damaged database named, a moved store's artifact locations followed
     return uri

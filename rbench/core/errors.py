@@ -38,6 +38,16 @@ class MissingExtraError(RbenchError):
         return type(self), self.parts
 
 
+class TrackingError(RbenchError):
+    """Logging to MLflow failed (a server down, a damaged database); the results are in the store
+    and the logging is kept for ``rbench log``."""
+
+
+PENDING_EXIT = 3
+"""The exit code of a run whose every pair finished and whose results are saved, but whose
+MLflow logging failed and waits for ``rbench log`` (1: some pair failed; 2: bad input)."""
+
+
 class _UserErrorFilter(logging.Filter):
     """Drops the traceback of a logged RbenchError: its message already names the value and the fix."""
 

@@ -47,12 +47,13 @@ def prepare_tracking(uri: str) -> None:
     MLflow creates and migrates a new database on first use; two processes doing that
     together corrupt it, and a kill in the middle leaves it unusable. So a missing
     database is created once, under a lease, as a copy of an empty migrated database (see
-    :func:`empty_database`) on a temporary file that is renamed into place when complete.
+    :func:`empty_database`) on a temporary file that is renamed into place when complete. A
+    database of 0 bytes (a copy that failed, a full disk) holds nothing: it is created anew.
     """
     if not uri.startswith("sqlite:///"):
         return
     path = Path(uri[len("sqlite:///"):])
-    if path.exists():
+    if path.exists() and not _holds_nothing(path):
         _check_sqlite(path)
         follow_moved_store(path)
         return
@@ -64,8 +65,11 @@ def prepare_tracking(uri: str) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with Lease(path.with_name(f".{path.name}.lease")):
-        if path.exists():
+        if path.exists() and not _holds_nothing(path):
             return
+        if path.exists():
+            log.warning("rbench: the MLflow database %s was empty (0 bytes): it is created anew", path)
+            path.unlink()
         for stale in path.parent.glob(f".{path.name}.*.tmp"):  # a creation killed midway
             stale.unlink(missing_ok=True)
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
@@ -196,6 +200,14 @@ def follow_moved_store(db: Path) -> int:
         log.info("rbench: the store was moved or copied from %s: its MLflow artifact locations now point into %s",
                  old, here)
     return len(moved)
+
+
+def _holds_nothing(path: Path) -> bool:
+    """Whether a database file is empty: 0 bytes, no table."""
+    try:
+        return path.stat().st_size == 0
+    except FileNotFoundError:
+        return False
 
 
 def _check_sqlite(path: Path) -> None:

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 from rbench.config import ExperimentConfig
 from rbench.core import settings
+from rbench.core.errors import TrackingError
 from rbench.core.hashing import canonical_json
 from rbench.core.locations import default_tracking_uri
 from rbench.core.secrets import redact, split_credentials
@@ -71,7 +72,7 @@ def writing_to(uri: str):
         with tracking(uri):
             yield
     except Exception as e:
-        raise RuntimeError(f"MLflow logging to {redact(uri)} failed: {redact(str(e))}") from None
+        raise TrackingError(f"MLflow logging to {redact(uri)} failed: {redact(str(e))}") from None
 
 
 def run_tags(config_text: str) -> dict[str, str]:

@@ -1,0 +1,72 @@
+"""A store's MLflow database that holds nothing (0 bytes: a copy that failed, a full disk) or
+something unreadable (garbage, a half-zeroed file), met by every command that reads or writes
+it: one message and exit code 2, or a new database where it holds nothing and a run writes
+(issue 60, item 2). About 20 s: one tiny run."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pytest
+import yaml
+
+from rbench.cli import main
+from tests.conftest import tiny_dataset
+
+pytestmark = pytest.mark.usefixtures("prefect_server")  # one Prefect test server per session
+
+READERS = [["runs"], ["show", "latest"], ["export", "latest"], ["report", "latest"],
+           ["compare", "latest", "--against", "arm-report-table6"]]
+
+
+@pytest.fixture
+def experiment(tmp_path, tiny_files):
+    config = tmp_path / "exp.yaml"
+    config.write_text(yaml.safe_dump({"name": "edges", "store": str(tmp_path / "store"), "subsample": {"size": 3},
+                                      "datasets": [tiny_dataset(*tiny_files)], "retrievers": [{"name": "bm25s"}]}))
+    return config
+
+
+def _command(args: list[str], tmp_path) -> tuple[int, str]:
+    """The command's exit code and output. Captured here, not by pytest's fixtures: Prefect's console
+    handler keeps the stream it first met, which a fixture closes at the test's end."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        code = main([*args, "--store", str(tmp_path / "store")] if args[0] != "run" else args)
+    return code, out.getvalue()
+
+
+def test_an_empty_database_is_no_run_to_readers_and_made_anew_by_a_run(tmp_path, experiment, monkeypatch):
+    """On main, ``runs``, ``show``, ``export`` and ``run`` crashed on ``no such table: experiments``."""
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "store" / "mlflow.db"
+    db.parent.mkdir(parents=True)
+    db.write_bytes(b"")
+    for args in READERS:
+        code, out = _command(args, tmp_path)
+        assert code == 2 and "(its file is empty: 0 bytes): no run has logged there yet" in out, (args, out)
+        assert "Traceback" not in out and "no such table" not in out
+    code, out = _command(["run", str(experiment)], tmp_path)
+    assert code == 0, out[-3000:]
+    assert db.stat().st_size > 0
+    code, out = _command(["show", "latest"], tmp_path)
+    assert code == 0 and "tiny / bm25s" in out, out[-2000:]
+
+
+@pytest.mark.parametrize("content", [b"garbage, not sqlite" * 100, b"SQLite format 3\x00" + b"\x00" * 8192],
+                         ids=["garbage", "half-zeroed"])
+def test_an_unreadable_database_is_named_with_the_way_out_by_every_command(tmp_path, experiment, content):
+    """Readers stop with the fix; a run keeps its results and its logging for ``rbench log`` and
+    exits 3 (complete results, the logging pending), with no traceback (on main: exit 1 and a
+    Prefect task traceback)."""
+    db = tmp_path / "store" / "mlflow.db"
+    db.parent.mkdir(parents=True)
+    db.write_bytes(content)
+    for args in [*READERS, ["run", str(experiment)]]:
+        code, out = _command(args, tmp_path)
+        assert code == (3 if args[0] == "run" else 2), (args, out[-2000:])
+        assert f"the MLflow database {db} is damaged" in out and f"mv {db} {db}.damaged" in out, (args, out[-2000:])
+        assert "Traceback" not in out
+    assert "log --store" in out and list((tmp_path / "store" / "_mlflow-pending").glob("*.json"))
+    assert db.read_bytes() == content  # nothing written over it
