@@ -1,6 +1,8 @@
 """Errors rbench raises for bad input: each message names the value, what was expected and the fix."""
 
+import errno
 import logging
+import os
 
 
 class RbenchError(Exception):
@@ -38,6 +40,27 @@ class MissingExtraError(RbenchError):
         return type(self), self.parts
 
 
+class DiskFull(RbenchError):
+    """The disk holding the store filled up; nothing half-written is kept."""
+
+    @classmethod
+    def of(cls, store: "str | os.PathLike", error: OSError, doing: str, written: int | None = None) -> "DiskFull":
+        """The error for ``error`` (ENOSPC or EDQUOT) met while ``doing``, with how much was written
+        before it and how much is free now."""
+        import shutil
+
+        try:
+            free = f"{shutil.disk_usage(store).free / 1e6:.0f} MB free now"
+        except OSError:
+            free = "its free space unknown"
+        wrote = f"; it had written {written / 1e6:.1f} MB of it" if written else ""
+        where = f" ({error.filename})" if error.filename else ""
+        return cls(f"the disk holding the store {store} is full ({error.strerror or error}{where}) while {doing}"
+                   f"{wrote}; {free}. Nothing half-written is kept and every lease is released: free some space "
+                   "(or pass --store DIR on a disk with room, or set RBENCH_STORE) and run again; finished stages "
+                   "and items are kept, and the run resumes from them")
+
+
 class TrackingError(RbenchError):
     """Logging to MLflow failed (a server down, a damaged database); the results are in the store
     and the logging is kept for ``rbench log``."""
@@ -46,6 +69,11 @@ class TrackingError(RbenchError):
 PENDING_EXIT = 3
 """The exit code of a run whose every pair finished and whose results are saved, but whose
 MLflow logging failed and waits for ``rbench log`` (1: some pair failed; 2: bad input)."""
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """Whether ``error`` is a full disk or an exceeded quota."""
+    return isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 class _UserErrorFilter(logging.Filter):

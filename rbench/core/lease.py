@@ -86,8 +86,12 @@ class Lease(LeaseCheck):
             fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
             return False
-        with os.fdopen(fd, "w") as f:
-            json.dump({"owner": self.token, "since": time.time()}, f)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump({"owner": self.token, "since": time.time()}, f)
+        except OSError:  # a full disk: a lease file without its owner would hold others off for the ttl
+            self.path.unlink(missing_ok=True)
+            raise
         with _HELD_LOCK:
             if _STOPPING.is_set():
                 self.path.unlink(missing_ok=True)

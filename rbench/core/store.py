@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from rbench.core.errors import DiskFull, is_disk_full
 from rbench.core.hashing import canonical_json, fast_fingerprint, file_digest
 from rbench.core.identity import code_digest
 from rbench.core.lease import Lease, LeaseCheck, LeaseLost
@@ -174,6 +175,14 @@ class Checkpoint:
             self.lease.check()
 
 
+def _bytes_under(folder: Path) -> int:
+    """The bytes of the files under ``folder`` (0 where it cannot be read)."""
+    try:
+        return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    except OSError:
+        return 0
+
+
 class Store:
     """A folder of artifacts addressed by (stage, key), written atomically and verified on read.
 
@@ -241,41 +250,49 @@ class Store:
         cached = self.load(stage, key)
         if cached is not None:
             return cached, False
-        with self.lease(stage, key) as lease:
-            cached = self.load(stage, key)
-            if cached is not None:
-                return cached, False
-            final = self.folder(stage, key)
-            self._remove_temporaries(final.parent, key)
-            tmp = final.parent / f"{TMP}{key}-{uuid.uuid4().hex[:8]}"
-            tmp.mkdir()
-            checkpoint = self.checkpoint(stage, key, lease)
-            try:
-                started = time.perf_counter()
-                info = dict(builder(tmp, checkpoint) or {})
-                info["build_seconds"] = round(time.perf_counter() - started, 3)
-                files = {
-                    p.relative_to(tmp).as_posix(): {
-                        "size": p.stat().st_size, "sha256": file_digest(p), "fast": fast_fingerprint(p)}
-                    for p in sorted(tmp.rglob("*"))
-                    if p.is_file()
-                }
-                manifest = {"stage": stage, "key": key, "files": files, "info": info}
-                _write_text_atomic(tmp / MANIFEST, canonical_json(manifest))
-                lease.check()
-                if final.exists():
-                    log.warning("replacing incomplete or corrupt artifact %s", final)
-                    trash = final.parent / f"{TRASH}{key}-{uuid.uuid4().hex[:8]}"
-                    final.rename(trash)
-                    shutil.rmtree(trash, ignore_errors=True)
-                tmp.rename(final)
-            except BaseException as e:
-                shutil.rmtree(tmp, ignore_errors=True)
-                if not isinstance(e, LeaseLost) and lease.holder() != lease.token:  # its folders were taken away
-                    raise LeaseLost(f"lease {lease.path} was taken over by {lease.holder()} during the build "
-                                    f"({type(e).__name__}: {e}): this build is abandoned") from e
+        try:
+            with self.lease(stage, key) as lease:
+                cached = self.load(stage, key)
+                if cached is not None:
+                    return cached, False
+                final = self.folder(stage, key)
+                self._remove_temporaries(final.parent, key)
+                tmp = final.parent / f"{TMP}{key}-{uuid.uuid4().hex[:8]}"
+                tmp.mkdir()
+                checkpoint = self.checkpoint(stage, key, lease)
+                try:
+                    started = time.perf_counter()
+                    info = dict(builder(tmp, checkpoint) or {})
+                    info["build_seconds"] = round(time.perf_counter() - started, 3)
+                    files = {
+                        p.relative_to(tmp).as_posix(): {
+                            "size": p.stat().st_size, "sha256": file_digest(p), "fast": fast_fingerprint(p)}
+                        for p in sorted(tmp.rglob("*"))
+                        if p.is_file()
+                    }
+                    manifest = {"stage": stage, "key": key, "files": files, "info": info}
+                    _write_text_atomic(tmp / MANIFEST, canonical_json(manifest))
+                    lease.check()
+                    if final.exists():
+                        log.warning("replacing incomplete or corrupt artifact %s", final)
+                        trash = final.parent / f"{TRASH}{key}-{uuid.uuid4().hex[:8]}"
+                        final.rename(trash)
+                        shutil.rmtree(trash, ignore_errors=True)
+                    tmp.rename(final)
+                except BaseException as e:
+                    written = _bytes_under(tmp) if is_disk_full(e) else None
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    if not isinstance(e, LeaseLost) and lease.holder() != lease.token:  # its folders were taken away
+                        raise LeaseLost(f"lease {lease.path} was taken over by {lease.holder()} during the build "
+                                        f"({type(e).__name__}: {e}): this build is abandoned") from e
+                    if written is not None:
+                        raise DiskFull.of(self.root, e, f"building {stage} {key}", written) from None
+                    raise
+                shutil.rmtree(checkpoint.folder, ignore_errors=True)
+        except OSError as e:  # the lease's own file, the folders: a full disk before the build wrote anything
+            if not is_disk_full(e):
                 raise
-            shutil.rmtree(checkpoint.folder, ignore_errors=True)
+            raise DiskFull.of(self.root, e, f"building {stage} {key}") from None
         return Artifact(stage, key, final, info, built=True), True
 
     @staticmethod

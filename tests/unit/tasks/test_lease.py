@@ -240,3 +240,64 @@ def test_a_damaged_checkpoint_item_is_redone_and_counted_and_verify_finds_it(tmp
     artifact = stage.run(store, [], {})
     assert artifact.info["redone"] == 2 and (artifact.path / "total.txt").read_text() == "3"
     assert store.verify_checkpoints() == []
+
+
+def _full(*args, **kwargs):
+    import errno
+
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_lease_whose_owner_cannot_be_written_leaves_no_file(tmp_path, monkeypatch):
+    """On a full disk the lease file was created empty and left: no owner, so nobody released it
+    and every other run waited out its ttl (issue 60)."""
+    monkeypatch.setattr(lease.json, "dump", _full)
+    held = Lease(tmp_path / ".locks" / "key")
+    with pytest.raises(OSError, match="No space left"):
+        held.try_acquire()
+    assert not held.path.exists() and held not in lease._HELD
+
+
+def test_a_full_disk_mid_build_is_one_error_naming_the_store_and_the_rerun_builds_it(tmp_path):
+    """A build that fills the disk (ENOSPC from the builder's write) ends with one RbenchError that
+    names the store, what it had written and what is free, keeps nothing half-written, releases the
+    lease and keeps the build's finished items; the rerun after space was freed resumes from them."""
+    import errno
+
+    import numpy as np
+
+    from rbench.core.errors import DiskFull
+
+    store = Store(tmp_path / "store")
+
+    def fills_the_disk(folder: Path, checkpoint) -> dict:
+        checkpoint.write_array("chunk-0.npy", np.zeros(4, dtype=np.float32))
+        (folder / "part.bin").write_bytes(b"x" * 2_500_000)
+        raise OSError(errno.ENOSPC, "No space left on device", str(folder / "more.bin"))
+
+    with pytest.raises(DiskFull) as raised:
+        store.build("index", "k1", fills_the_disk)
+    message = str(raised.value)
+    assert message.startswith(f"the disk holding the store {store.root} is full (No space left on device (")
+    assert "while building index k1; it had written 2.5 MB of it; " in message and " MB free now. " in message
+    assert "--store DIR" in message and "resumes" in message
+    assert not list((store.root / "index").glob(".tmp-*"))
+    assert not [p for p in (store.root / "index" / ".locks").glob("*") if p.is_file()]
+
+    def resumes(folder: Path, checkpoint) -> dict:
+        assert checkpoint.done("chunk-0.npy")  # the item finished before the disk filled
+        (folder / "part.bin").write_bytes(b"x")
+        return {}
+
+    artifact, built = store.build("index", "k1", resumes)
+    assert built and artifact.file("part.bin").read_bytes() == b"x"
+
+
+def test_a_full_disk_when_the_lease_is_taken_is_the_same_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(lease.json, "dump", _full)
+    from rbench.core.errors import DiskFull
+
+    store = Store(tmp_path / "store")
+    with pytest.raises(DiskFull, match=f"the disk holding the store {store.root} is full"):
+        store.build("index", "k1", lambda folder, checkpoint: {})
+    assert not [p for p in (store.root / "index" / ".locks").glob("*") if p.is_file()]
