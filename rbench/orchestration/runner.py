@@ -492,4 +492,26 @@ def ended_by_termination(grace_seconds: float = 5.0):
         if temporary_server:  # it came while Prefect held SIGTERM: a subflow was starting
             stop_now(e.signal)
         exit_soon(128 + e.signal, grace_seconds, reason=signal.Signals(e.signal).name)
+        _cancelled_if_asked()
         raise
+
+
+def _cancelled_if_asked() -> None:
+    """Record this flow run Cancelled now where a cancel was asked for it (its state Cancelling):
+    a subflow's engine records its own cancel, but the run that was cancelled stayed Running until
+    its worker noticed the process had ended, half a minute later."""
+    from prefect.client.orchestration import get_client
+    from prefect.context import FlowRunContext
+    from prefect.states import Cancelled
+
+    context = FlowRunContext.get()
+    if context is None or context.flow_run is None:
+        return
+    try:
+        with get_client(sync_client=True) as client:
+            state = client.read_flow_run(context.flow_run.id).state
+            if state is not None and state.is_cancelling():
+                client.set_flow_run_state(context.flow_run.id, Cancelled(message=state.message or "cancelled"),
+                                          force=True)
+    except Exception as e:  # the stop goes on: the worker records the cancel when the process has ended
+        log.debug("could not record the cancel of flow run %s: %s", context.flow_run.id, e)

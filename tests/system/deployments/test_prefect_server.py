@@ -183,12 +183,13 @@ def test_a_stopped_deployed_run_ends_within_seconds_and_releases_its_leases(serv
             assert not leases()
             assert stopped < 15, f"{stopped:.1f}s from the stop to the leases released"
             if stop == "cancel":
-                cancelled = wait_final(client, run.id, timeout=120)
+                cancelled = wait_final(client, run.id, timeout=max(1.0, 10 - (time.monotonic() - told)))
                 assert cancelled.state.is_cancelled(), (cancelled.state, (tmp_path / "worker.log").read_text()[-3000:])
                 (stages,) = client.read_flow_runs(flow_run_filter=FlowRunFilter(
                     parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[run.id])))
-                stages = wait_final(client, stages.id, timeout=30)
+                stages = wait_final(client, stages.id, timeout=max(1.0, 10 - (time.monotonic() - told)))
                 assert stages.state.is_cancelled(), stages.state
+                assert time.monotonic() - told < 10  # recorded within 10 s of the request (33.6 s on main)
             else:
                 assert worker.wait(timeout=max(1.0, 15 - (time.monotonic() - told))) == 143
                 while [p for p in tree if alive(p)] and time.monotonic() - told < 15:
