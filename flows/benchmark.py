@@ -44,12 +44,14 @@ def run_experiment(cfg: ExperimentConfig) -> dict:
 
 
 def run_with_runner(cfg: ExperimentConfig) -> tuple[list[dict], list[dict], list[dict]]:
-    """Run :func:`run_experiment` as a subflow on the configured task runner, with the tags of
-    the run that calls it: a deployment's ``rbench-heartbeat`` among them, so that the zombie
-    automation crashes the subflow too when its node dies (it stayed Running before)."""
+    """Run :func:`run_experiment` as a subflow on the configured task runner, named after the run
+    that calls it (``<run>-stages``) and with its tags: a deployment's ``rbench-heartbeat`` among
+    them, so that the zombie automation crashes the subflow too when its node dies (it stayed
+    Running before)."""
     Store(cfg.store).clean_temporaries()
     stages_only = cfg.model_copy(update={"mlflow": cfg.mlflow.model_copy(update={"tracking_uri": None})})
-    subflow = run_experiment.with_options(task_runner=task_runner(cfg.execution), flow_run_name=f"{cfg.name}-stages")
+    subflow = run_experiment.with_options(task_runner=task_runner(cfg.execution),
+                                          flow_run_name=f"{flow_run.name or cfg.name}-stages")
     with tags(*flow_run.tags):
         out = subflow(stages_only)  # a flow run's parameters are stored by Prefect: no tracking credentials in them
     return out["results"], out["failures"], out["stages"]

@@ -306,6 +306,19 @@ def describe(stage: str, label: str, state) -> dict:
     return row
 
 
+class _NamedByRun(logging.Filter):
+    """Names the flow run a record was made in beside rbench's logger name (``rbench [run-stages]``),
+    so that a worker's output tells the runs it holds apart."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from prefect.context import FlowRunContext
+
+        context = FlowRunContext.get()
+        if record.name == "rbench" and context is not None and context.flow_run is not None:
+            record.name = f"rbench [{context.flow_run.name}]"
+        return True
+
+
 class _InRun(logging.Filter):
     """Passes the records made in a flow or task run (Prefect files them under that run)."""
 
@@ -325,7 +338,8 @@ class _InRun(logging.Filter):
 def forward_logs_to_prefect() -> bool:
     """Against a Prefect server of one's own (``PREFECT_API_URL``: a deployed run, a worker), send
     rbench's records made in a run (stage progress, from stage processes too) to that run's logs
-    in the Prefect API, and at INFO to the process's output (a worker's log), unless the user set
+    in the Prefect API, and at INFO to the process's output (a worker's log, each line naming its
+    run: ``rbench [<run>-stages] - ...``), unless the user set
     rbench's level. Records made outside a run (a lease's heartbeat) stay local; Prefect's handler
     sends them in batches, and a stopped run sends what is batched before its process ends.
     ``rbench run``'s temporary server gets none: the terminal shows them. Returns whether records
@@ -342,6 +356,7 @@ def forward_logs_to_prefect() -> bool:
         handler = APILogHandler()
         handler.addFilter(_InRun())
         logger.addHandler(handler)
+        logger.addFilter(_NamedByRun())
         before_exit(_send_batched_logs)
         if logger.level == logging.NOTSET:
             logger.setLevel(logging.INFO)

@@ -210,6 +210,8 @@ def test_a_stopped_deployed_run_ends_within_seconds_and_releases_its_leases(serv
             assert not list(tmp_path.rglob("hs_err_pid*.log"))
             progress = "dense: encoded rows"  # made in torch's stage processes, handed to the flow's process
             assert progress in log, log[-3000:]  # the worker's output
+            named = f"rbench [{client.read_flow_run(run.id).name}-stages] - {progress}"
+            assert named in log, log[-3000:]  # each line names its run: two runs on one worker told apart
             messages = [record.message for offset in range(0, 2000, 200)
                         for record in client.read_logs(limit=200, offset=offset)]
             assert any(m.startswith(progress) for m in messages), messages[-20:]  # the run's logs in the UI
