@@ -53,12 +53,16 @@ class DiskFull(RbenchError):
             free = f"{shutil.disk_usage(store).free / 1e6:.0f} MB free now"
         except OSError:
             free = "its free space unknown"
-        wrote = f"; it had written {written / 1e6:.1f} MB of it" if written else ""
+        wrote = f"; it had written {_size(written)} of it" if written else ""
         where = f" ({error.filename})" if error.filename else ""
         return cls(f"the disk holding the store {store} is full ({error.strerror or error}{where}) while {doing}"
                    f"{wrote}; {free}. Nothing half-written is kept and every lease is released: free some space "
                    "(or pass --store DIR on a disk with room, or set RBENCH_STORE) and run again; finished stages "
                    "and items are kept, and the run resumes from them")
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.1f} KB" if n >= 1000 else f"{n} bytes"
 
 
 class TrackingError(RbenchError):
