@@ -239,7 +239,8 @@ MOMENTS = {  # the stage whose lease marks the moment, the retrievers of the run
 HOW = {"SIGTERM": signal.SIGTERM, "SIGINT": signal.SIGINT, "group-SIGINT": signal.SIGINT,
        "group-SIGHUP": signal.SIGHUP}
 CELLS = [  # every moment with a signal to the run alone and with Ctrl-C to its group; every signal; every door
-    ("run", "dense-encode", "SIGTERM"), ("run", "dense-encode", "group-SIGINT"), ("run", "dense-encode", "group-SIGHUP"),
+    ("run", "dense-encode", "SIGTERM"), ("run", "dense-encode", "group-SIGINT"),
+    ("run", "dense-encode", "group-SIGHUP"),
     ("run", "lucene-index", "SIGINT"), ("run", "lucene-index", "group-SIGINT"),
     ("run", "lucene-search", "SIGTERM"), ("run", "lucene-search", "group-SIGINT"),
     ("api", "dense-encode", "group-SIGINT"), ("api", "lucene-search", "SIGTERM"),
