@@ -102,9 +102,7 @@ class OpenedExperiment:
     @property
     def tracking_uri(self) -> str:
         """Where the run logs to MLflow."""
-        from rbench.core.locations import default_tracking_uri
-
-        return self.config.mlflow.tracking_uri or default_tracking_uri(self.config.store)
+        return self.config.tracking_uri()
 
     def check(self) -> None:
         """The checks before any work (once): models load here, the store is writable with room,

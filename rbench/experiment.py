@@ -15,7 +15,7 @@ import yaml
 from rbench.config import ExperimentConfig, load_config, parse_config
 from rbench.core import settings
 from rbench.core.errors import ConfigError
-from rbench.core.locations import default_tracking_uri, door_settings, given_mirror, given_store, given_tracking_uri
+from rbench.core.locations import door_settings, given_mirror, given_store, given_tracking_uri
 
 
 def resolve_experiment(config_path: str | None, experiment: ExperimentConfig | dict | None, *,
@@ -130,7 +130,7 @@ def check_grid(cfg) -> None:
 
     check_available(cfg.model)
     check_store(Path(cfg.store))
-    check_tracking(cfg.mlflow.tracking_uri or default_tracking_uri(cfg.store), cfg.mlflow.experiment)
+    check_tracking(cfg.tracking_uri(), cfg.mlflow.experiment)
 
 
 _OPENED: contextvars.ContextVar[tuple[str, str, Any] | None] = contextvars.ContextVar("rbench_opened", default=None)

@@ -12,7 +12,7 @@ from rbench.config import MlflowConfig
 from rbench.config.search import Dimension
 from rbench.core.configfile import ConfigPath, PathOrName, format_validation_error, load_mapping
 from rbench.core.errors import ConfigError
-from rbench.core.locations import DEFAULT_STORE, given_mirror, given_store, given_tracking_uri
+from rbench.core.locations import DEFAULT_STORE, default_tracking_uri, given_mirror, given_store, given_tracking_uri
 from rbench.dataset_adapters.chunking import ChunkerConfig
 from rbench.retrievers.models import Encoding, canonical_id
 
@@ -108,6 +108,10 @@ class ChunkingGridConfig(BaseModel):
             return self.chunker_config(size, params.get("overlap", self.overlaps[0]))
         except ValidationError as e:
             raise ConfigError(format_validation_error(e, f"chunking search trial {params}")) from None
+
+    def tracking_uri(self) -> str:
+        """The MLflow tracking URI: the configured one, or sqlite inside the store."""
+        return self.mlflow.tracking_uri or default_tracking_uri(self.store)
 
     def chunkers(self) -> list[ChunkerConfig]:
         """Every chunker setting of the grid."""

@@ -17,7 +17,6 @@ from rbench.config import ExperimentConfig
 from rbench.core import settings
 from rbench.core.errors import TrackingError
 from rbench.core.hashing import canonical_json
-from rbench.core.locations import default_tracking_uri
 from rbench.core.secrets import redact, split_credentials
 from rbench.core.store import Artifact
 from rbench.tasks.evaluate import read_aggregate
@@ -371,7 +370,7 @@ def log_chunking_grid(cfg, results: Sequence[dict], best: dict, out: Path, repor
     """One MLflow run for a chunking grid: its settings, the best combination's means, the report folder."""
     import mlflow
 
-    with writing_to(cfg.mlflow.tracking_uri or default_tracking_uri(cfg.store)):
+    with writing_to(cfg.tracking_uri()):
         return _log_chunking_grid(mlflow, cfg, results, best, out, report)
 
 
