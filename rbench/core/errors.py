@@ -1,8 +1,11 @@
 """Errors rbench raises for bad input: each message names the value, what was expected and the fix."""
 
+import collections
+import contextlib
 import errno
 import logging
 import os
+from typing import Iterator
 
 
 class RbenchError(Exception):
@@ -80,20 +83,58 @@ def is_disk_full(error: BaseException) -> bool:
     return isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
+_SHOWN: "collections.deque[str]" = collections.deque(maxlen=64)  # user errors the engine logged lately
+_ENGINE_LOGGERS = ("prefect.task_runs", "prefect.flow_runs")
+
+
 class _UserErrorFilter(logging.Filter):
     """Drops the traceback of a logged RbenchError: its message already names the value and the fix."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.exc_info and isinstance(record.exc_info[1], RbenchError):
+            _SHOWN.append(str(record.exc_info[1]))
             record.exc_info, record.exc_text = None, None
+            record.rbench_user_error = True
         return True
+
+
+class _OnceOnConsole(logging.Filter):
+    """Keeps the records of a flow or task run from repeating a user error on the console: the
+    engine's "Task run failed with exception" and the "Finished in state Failed(...)" that quote
+    it, the stage's row, and the "NotReady" of the stages after it. The run's closing line says
+    it once; Prefect's own log of the run (its API handler) keeps every record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith(_ENGINE_LOGGERS):
+            return True
+        if getattr(record, "rbench_user_error", False):
+            return False
+        message = record.getMessage()
+        if message.startswith("Finished in state NotReady("):
+            return False
+        return not any(shown in message or repr(shown)[1:-1] in message for shown in list(_SHOWN))
 
 
 def quiet_user_errors() -> None:
     """Log a user error raised inside a Prefect task or flow as its message alone, without the
     engine's traceback (the benchmark flow calls it unless ``RBENCH_DEBUG`` is set, as ``rbench --debug``
     sets it)."""
-    for name in ("prefect.task_runs", "prefect.flow_runs"):
+    for name in _ENGINE_LOGGERS:
         logger = logging.getLogger(name)
         if not any(isinstance(f, _UserErrorFilter) for f in logger.filters):
             logger.addFilter(_UserErrorFilter())
+
+
+@contextlib.contextmanager
+def said_once_on_console() -> Iterator[None]:
+    """While the block runs, a user error a stage raised is not repeated on the console (the
+    process's stream handlers): the caller says it once, in the run's closing line."""
+    handlers = [h for h in logging.getLogger().handlers if isinstance(h, logging.StreamHandler)]
+    once = _OnceOnConsole()
+    for handler in handlers:
+        handler.addFilter(once)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(once)

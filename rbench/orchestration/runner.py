@@ -302,7 +302,7 @@ def describe(stage: str, label: str, state) -> dict:
         row["summary"] = summarize(artifact.info)
     else:
         row["status"] = "skipped" if state.is_pending() or state.name == "NotReady" else "failed"
-        row["error"] = _state_message(state)
+        row["error"] = "a stage it needs did not finish" if row["status"] == "skipped" else _state_message(state)
     return row
 
 
