@@ -1,7 +1,9 @@
 """The experiment table, as ``pt.Experiment`` and ``ranx.compare`` present one: per dataset,
 systems as rows and measures as columns, each system tested against one baseline on each
 measure over the queries both scored, the p-values corrected for the table's multiple tests
-(Holm), significance marked per cell and the best value per measure marked.
+(Holm), significance marked per cell and the best value per measure marked; beside it, per
+system and measure, the mean difference to the baseline with its 95% interval, the effect size,
+the queries won, tied and lost, and the raw and corrected p-values.
 
 Holm's step-down correction of m p-values, sorted ascending ``p(1) <= ... <= p(m)``:
 ``adjusted(i) = max over j <= i of min(1, (m - j + 1) * p(j))``; a cell is significant when
@@ -12,22 +14,21 @@ from __future__ import annotations
 import html
 from typing import Literal, Mapping, Sequence
 
-from rbench.evaluation.metrics_significance import bootstrap_test, randomization_test
+from rbench.evaluation.metrics_ir import Measure, measure_name
+from rbench.evaluation.metrics_significance import (
+    bootstrap_test,
+    paired_effect,
+    randomization_test,
+    t_test,
+    wilcoxon_test,
+)
 
-TESTS = {"randomization": randomization_test, "bootstrap": bootstrap_test}
+TESTS = {"randomization": randomization_test, "bootstrap": bootstrap_test, "t-test": t_test, "wilcoxon": wilcoxon_test}
+"""The paired tests by name: the randomization (sign-flip) and bootstrap tests draw ``trials``
+samples from ``seed``; the t-test and Wilcoxon's are scipy's."""
+Test = Literal["randomization", "bootstrap", "t-test", "wilcoxon"]
 Correction = Literal["holm", "bonferroni", "none"]
-PerQuery = Mapping[tuple[str, str], Mapping[tuple[str, int, str], float]]
-
-
-def parse_measure(text: str) -> tuple[str, int]:
-    """``"ndcg@10"`` as ``("ndcg", 10)``, ``"map@all"`` as ``("map", 0)`` (the whole ranking);
-    a ValueError names the expected form."""
-    name, at, k = text.partition("@")
-    if at and name and k == "all":
-        return name, 0
-    if not at or not name or not k.isdigit() or int(k) < 1:
-        raise ValueError(f"measure {text!r} must be METRIC@K, such as recall@5, ndcg@10 or map@all")
-    return name, int(k)
+PerQuery = Mapping[tuple[str, str], Mapping[tuple[str, "int | None", str], float]]
 
 
 def adjust(p_values: Sequence[float], correction: Correction = "holm") -> list[float]:
@@ -44,14 +45,19 @@ def adjust(p_values: Sequence[float], correction: Correction = "holm") -> list[f
     return adjusted
 
 
-def experiment_tables(per_query: PerQuery, measures: Sequence[tuple[str, int]], baseline: str | None = None,
-                      test: Literal["randomization", "bootstrap"] = "randomization", trials: int = 10_000,
-                      alpha: float = 0.05, correction: Correction = "holm") -> list[dict]:
-    """One table per dataset: ``{dataset, baseline, measures, test, correction, alpha, rows}``,
-    each row ``{system, queries, cells: {measure: {mean, p, p_adjusted, significant, better,
-    best}}}``; the baseline's cells have no p-value. ``per_query[(dataset, system)][(metric,
-    k, query_id)]`` holds the per-query values. ``baseline``: a system's name (default: the
-    first system, by name); a dataset without it is a ValueError naming the systems."""
+def experiment_tables(per_query: PerQuery, measures: Sequence[Measure], baseline: str | None = None,
+                      test: Test = "randomization", trials: int = 10_000, alpha: float = 0.05,
+                      correction: Correction = "holm", seed: int = 0) -> list[dict]:
+    """One table per dataset: ``{dataset, baseline, measures, test, correction, alpha, trials,
+    seed, rows}``, each row ``{system, queries, cells: {measure: {mean, p, p_adjusted,
+    significant, better, best, versus}}}``; the baseline's cells have no p-value, the others'
+    ``versus`` is :func:`~rbench.evaluation.metrics_significance.paired_effect` against it.
+    ``per_query[(dataset, system)][(metric, k, query_id)]`` holds the per-query values (``k``
+    None for an ir_measures name, :mod:`rbench.evaluation.metrics_ir`). ``baseline``: a
+    system's name (default: the first system, by name); a dataset without it, or an unknown
+    ``test``, is a ValueError naming the choices."""
+    if test not in TESTS:
+        raise ValueError(f"unknown test {test!r}; choose from {', '.join(TESTS)}")
     tables = []
     for dataset in sorted({d for d, _ in per_query}):
         systems = sorted(s for d, s in per_query if d == dataset)
@@ -60,10 +66,10 @@ def experiment_tables(per_query: PerQuery, measures: Sequence[tuple[str, int]], 
             raise ValueError(f"baseline {base!r} is not a system of dataset {dataset!r}; its systems: {systems}")
         systems = [base] + [s for s in systems if s != base]
         scores = {s: per_query[(dataset, s)] for s in systems}
-        names = [f"{metric}@{k or 'all'}" for metric, k in measures]
+        names = [measure_name(m) for m in measures]
         for (metric, k), name in zip(measures, names):
             if not any(key[0] == metric and key[1] == k for key in scores[base]):
-                held = sorted({f"{key[0]}@{key[1] or 'all'}" for key in scores[base]})
+                held = sorted({measure_name(key[:2]) for key in scores[base]})
                 raise ValueError(f"dataset {dataset!r} has no {name}; it has {held}")
         rows, tested = [], []
         for system in systems:
@@ -71,14 +77,15 @@ def experiment_tables(per_query: PerQuery, measures: Sequence[tuple[str, int]], 
             for (metric, k), name in zip(measures, names):
                 mine = {q: v for (mm, kk, q), v in scores[system].items() if mm == metric and kk == k}
                 cell = {"mean": sum(mine.values()) / len(mine) if mine else float("nan"), "p": None,
-                        "p_adjusted": None, "significant": False, "better": None, "best": False}
+                        "p_adjusted": None, "significant": False, "better": None, "best": False, "versus": None}
                 if system != base:
                     theirs = {q: v for (mm, kk, q), v in scores[base].items() if mm == metric and kk == k}
                     both = sorted(mine.keys() & theirs.keys())
                     if both:
                         a, b = [mine[q] for q in both], [theirs[q] for q in both]
-                        cell["p"] = TESTS[test](a, b, trials=trials)
+                        cell["p"] = TESTS[test](a, b, trials=trials, seed=seed)
                         cell["better"] = sum(a) > sum(b)
+                        cell["versus"] = paired_effect(a, b)
                         tested.append(cell)
                 cells[name] = cell
             rows.append({"system": system, "queries": len({q for (_, _, q) in scores[system]}), "cells": cells})
@@ -90,18 +97,48 @@ def experiment_tables(per_query: PerQuery, measures: Sequence[tuple[str, int]], 
             for r in rows:
                 r["cells"][name]["best"] = r["cells"][name]["mean"] == top
         tables.append({"dataset": dataset, "baseline": base, "measures": names, "test": test,
-                       "correction": correction, "alpha": alpha, "trials": trials, "rows": rows})
+                       "correction": correction, "alpha": alpha, "trials": trials, "seed": seed, "rows": rows})
     return tables
+
+
+def _test_name(table: Mapping) -> str:
+    name = {"t-test": "t-test", "wilcoxon": "Wilcoxon signed-rank test"}.get(table["test"], f"{table['test']} test")
+    drawn = f", {table['trials']:,} trials, seed {table['seed']}" if table["test"] in ("randomization", "bootstrap") else ""
+    return f"paired {name}{drawn}"
 
 
 def experiment_caption(table: Mapping) -> str:
     """What the marks of a table mean."""
     correction = {"holm": "Holm-corrected", "bonferroni": "Bonferroni-corrected", "none": "uncorrected"}
-    return (f"{table['dataset']}: mean over queries; baseline {table['baseline']}. † a paired "
-            f"{table['test']} test against the baseline ({correction[table['correction']]} over the table's "
+    return (f"{table['dataset']}: mean over queries; baseline {table['baseline']}. † a {_test_name(table)} "
+            f"against the baseline ({correction[table['correction']]} over the table's "
             f"{sum(c['p'] is not None for r in table['rows'] for c in r['cells'].values())} tests) gives "
             f"p < {table['alpha']}, with ▲ better and ▼ worse than the baseline; the best value per measure "
             "is marked (* in text, bold elsewhere). p-values are the corrected ones.")
+
+
+def versus_rows(table: Mapping) -> tuple[list[str], list[list[str]]]:
+    """Each system against the baseline, a row per measure: the mean difference and its 95%
+    interval, Cohen's d, the queries won/tied/lost, the raw and corrected p-values."""
+    header = ["system", "measure", "difference", "95% interval", "effect (d)", "win/tie/loss", "p", "p corrected"]
+    body = []
+    for row in table["rows"]:
+        for name in table["measures"]:
+            cell = row["cells"][name]
+            v = cell["versus"]
+            if v is None:
+                continue
+            body.append([row["system"], name, f"{v['diff']:+.4f}", f"[{v['low']:+.4f}, {v['high']:+.4f}]",
+                         f"{v['effect']:+.2f}", f"{v['wins']}/{v['ties']}/{v['losses']}", f"{cell['p']:.4f}",
+                         f"{cell['p_adjusted']:.4f}"])
+    return header, body
+
+
+def _aligned(header: Sequence[str], body: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+             for row in [header, *body]]
+    return [lines[0], "-" * len(lines[0]), *lines[1:]]
 
 
 def _cell(cell: Mapping, fmt: str) -> str:
@@ -130,28 +167,41 @@ def _grid(table: Mapping, fmt: str) -> tuple[list[str], list[list[str]]]:
 
 
 def table_text(table: Mapping) -> str:
-    """The table as aligned plain text, for the console."""
+    """The table as aligned plain text, for the console, with the comparisons against the baseline."""
     header, body = _grid(table, "text")
-    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
-             for row in [header, *body]]
-    return "\n".join([lines[0], "-" * len(lines[0]), *lines[1:], experiment_caption(table)])
+    lines = [*_aligned(header, body), experiment_caption(table)]
+    versus = versus_rows(table)
+    if versus[1]:
+        lines += ["", f"against {table['baseline']} ({_test_name(table)}, {table['correction']} correction):",
+                  *_aligned(*versus)]
+    return "\n".join(lines)
 
 
 def table_markdown(table: Mapping) -> str:
-    """The table as Markdown, with its caption."""
-    header, body = _grid(table, "md")
+    """The table as Markdown, with its caption and the comparisons against the baseline."""
+    parts = [_markdown(*_grid(table, "md")), experiment_caption(table)]
+    versus = versus_rows(table)
+    if versus[1]:
+        parts.append(_markdown(*versus))
+    return "\n\n".join(parts)
+
+
+def _markdown(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in body)]
-    return "\n".join(lines) + "\n\n" + experiment_caption(table)
+    return "\n".join(lines)
+
+
+def _html(header: Sequence[str], body: Sequence[Sequence[str]], escape: bool = True) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    rows = "".join("<tr>" + "".join(f"<td>{html.escape(c) if escape else c}</td>" for c in r) + "</tr>" for r in body)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
 
 def table_html(table: Mapping) -> str:
-    """The table as HTML, with its caption."""
-    header, body = _grid(table, "html")
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    rows = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in body)
-    caption = html.escape(experiment_caption(table))
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table><p>{caption}</p>"
+    """The table as HTML, with its caption and the comparisons against the baseline."""
+    versus = versus_rows(table)
+    return (_html(*_grid(table, "html"), escape=False) + f"<p>{html.escape(experiment_caption(table))}</p>"
+            + (_html(*versus) if versus[1] else ""))
 
 
 def table_latex(table: Mapping) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from typing import Iterable, Mapping
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 DocRanking = dict[str, list[tuple[str, float]]]
 
@@ -115,3 +115,29 @@ def retag_trec(text: str, tag: str, source: str = "run file") -> str:
         for row, score in zip(fields, file_scores([float(f[4]) for f in fields])):
             lines.append(" ".join([*row[:4], score, trec_id(tag)]))
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+def read_trec_run(text: str, source: str = "run file") -> DocRanking:
+    """A TREC run file (``qid Q0 docid rank score tag``) as each query's documents, best first:
+    by score, ties in the file's order. Ids are percent-decoded (rbench's files encode them,
+    :func:`trec_id`). A malformed line is a ValueError naming ``source`` and the line."""
+    hits: dict[str, list[tuple[float, int, str]]] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        fields = line.split()
+        if not fields:
+            continue
+        try:
+            if len(fields) != 6:
+                raise ValueError
+            score = float(fields[4])
+        except ValueError:
+            raise ValueError(f"{source}:{number}: expected 'qid Q0 docid rank score tag', got {line[:200]!r}") from None
+        hits.setdefault(unquote(fields[0]), []).append((-score, number, unquote(fields[2])))
+    ranking: DocRanking = {}
+    for qid, found in hits.items():
+        docs: dict[str, float] = {}
+        for negative, _, doc in sorted(found):
+            docs.setdefault(doc, -negative)  # a document listed twice keeps its best place
+        ranking[qid] = list(docs.items())
+    return ranking
+

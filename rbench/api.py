@@ -180,7 +180,8 @@ def compare(*runs: Results | str, measures: Sequence[str] = ("recall@5", "ndcg@1
     characters of the run's MLflow id (``runN`` for Results not logged), and ``baseline`` takes
     that name."""
     from rbench.core.locations import resolve_tracking_uri
-    from rbench.evaluation.report_experiment import experiment_tables, parse_measure
+    from rbench.evaluation.metrics_ir import parse_measure
+    from rbench.evaluation.report_experiment import experiment_tables
     from rbench.tracking.read import load_results
 
     if not runs:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from rbench.core import settings
-from rbench.core.errors import PENDING_EXIT, ConfigError, RbenchError
+from rbench.core.errors import PENDING_EXIT, ConfigError, DataError, RbenchError
 from rbench.core.locations import rbench_command
 from rbench.core.secrets import redact
 
@@ -290,10 +290,21 @@ def _tracking_uri(args: argparse.Namespace) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from rbench.report import metrics_table
+    from rbench.report import measures_table, metrics_table
     from rbench.tracking.read import load_chunking_table, load_results
 
     uri = _tracking_uri(args)
+    if args.measures:
+        from rbench.core.locations import resolve_store
+        from rbench.systems import gather, parse_measures
+
+        measures = parse_measures(args.measures)
+        systems = gather(measures, [args.run], tracking_uri=uri, experiment=args.experiment,
+                         store=resolve_store(args.store))
+        (parent,) = systems.parents
+        print(f"run {parent.info.run_id} ({parent.info.run_name}), {redact(uri)}")
+        print(measures_table(systems.scores, measures))
+        return 0
     chunking = load_chunking_table(uri, args.run, args.experiment)
     if chunking is not None:
         parent, table = chunking
@@ -320,28 +331,31 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from rbench.core.locations import resolve_store
     from rbench.evaluation.report import write_report
-    from rbench.evaluation.report_experiment import experiment_tables, parse_measure, table_text
-    from rbench.tracking.read import differing_params, load_costs_and_traces, load_reproductions, load_results
+    from rbench.evaluation.report_experiment import experiment_tables, table_text
+    from rbench.systems import RunFile, gather, parse_measures
+    from rbench.tracking.read import differing_params, load_costs_and_traces, load_reproductions
 
-    uri = _tracking_uri(args)
-    try:
-        measures = [parse_measure(m) for m in args.measures] if args.measures else None
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-    parents, rows, scores = load_results(uri, args.runs, args.experiment, per_query=True)
-    if measures is None:
-        top = max(r["k"] for r in rows)
+    uri = _tracking_uri(args) if args.runs or not args.qrels else None
+    measures = parse_measures(args.measures) if args.measures else []
+    files = [RunFile.parse(text) for text in args.run_file]
+    systems = gather(measures, args.runs, files, Path(args.qrels) if args.qrels else None, args.dataset, uri,
+                     args.experiment, resolve_store(args.store))
+    if not measures:
+        top = max(r["k"] for r in systems.rows)
         measures = [(metric, top) for metric in ("recall", "ndcg", "mrr")]
-    runs = differing_params(uri, args.runs, args.experiment)
+    runs = differing_params(uri, args.runs, args.experiment) if args.runs else []
     try:
-        tables = experiment_tables(scores, measures, args.baseline, args.test, args.trials, args.alpha, args.correction)
+        tables = experiment_tables(systems.scores, measures, args.baseline, args.test, args.trials, args.alpha,
+                                   args.correction, args.seed)
     except ValueError as e:
         raise ConfigError(f"{e}: choose with --baseline and --measures") from None
-    title = "rbench report: " + ", ".join(f"{p.info.run_name} ({p.info.run_id[:8]})" for p in parents)
-    costs, traces = load_costs_and_traces(uri, args.runs, args.experiment)
-    reproductions = load_reproductions(uri, args.runs, args.experiment)
-    md, page = write_report(title, rows, tables, Path(args.out), costs=costs, traces=traces,
+    title = "rbench report: " + ", ".join([*(f"{p.info.run_name} ({p.info.run_id[:8]})" for p in systems.parents),
+                                           *(f"{f.name} ({f.path.name})" for f in files)])
+    costs, traces = load_costs_and_traces(uri, args.runs, args.experiment) if args.runs else ([], [])
+    reproductions = load_reproductions(uri, args.runs, args.experiment) if args.runs else []
+    md, page = write_report(title, systems.rows, tables, Path(args.out), costs=costs, traces=traces,
                             reproductions=reproductions, runs=runs)
     for run in runs:
         differ = ", ".join(f"{k}={v}" for k, v in run.items() if k not in ("run", "run_id")) or "no parameter differs"
@@ -349,6 +363,47 @@ def cmd_report(args: argparse.Namespace) -> int:
     for table in tables:
         print(table_text(table) + "\n")
     print(f"wrote {md}, {page} and {md.with_name('experiment.tex')}")
+    return 0
+
+
+def cmd_fuse(args: argparse.Namespace) -> int:
+    from rbench.core.locations import resolve_store
+    from rbench.core.store import write_atomic
+    from rbench.evaluation.runs import read_trec_run
+    from rbench.evaluation.runs_fusion import fuse, fused_trec
+
+    rankings, names = [], []
+    for given in args.inputs:
+        path = Path(given)
+        if path.is_file():
+            try:
+                rankings.append(read_trec_run(path.read_text(encoding="utf-8"), str(path)))
+            except ValueError as e:
+                raise DataError(str(e)) from None
+            names.append(str(path))
+            continue
+        from rbench.tracking.read import load_run_files
+
+        if path.suffix in (".trec", ".txt", ".run") or "/" in given:
+            raise DataError(f"run file {given} does not exist: give TREC run files or MLflow run ids")
+        files = load_run_files(_tracking_uri(args), [given], args.experiment, resolve_store(args.store))
+        datasets = sorted({d for d, _ in files})
+        dataset = args.dataset or (datasets[0] if len(datasets) == 1 else None)
+        if dataset not in datasets:
+            raise ConfigError(f"run {given} holds datasets {datasets}: name the one to fuse with --dataset")
+        for (d, system), (text, _) in sorted(files.items()):
+            if d == dataset:
+                rankings.append(read_trec_run(text, f"{given}: {d}/{system} run.trec"))
+                names.append(f"{given}:{system}")
+    try:
+        fused = fuse(rankings, args.method, args.k, args.depth)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    out = Path(args.out)
+    write_atomic(out, fused_trec(fused, args.name or args.method))
+    print(f"fused {len(rankings)} runs by {args.method}" + (f" (k={args.k:g})" if args.method == "rrf" else "")
+          + f": {', '.join(names)}")
+    print(f"wrote {out}: {len(fused):,} queries, {sum(len(d) for d in fused.values()):,} lines")
     return 0
 
 
@@ -567,17 +622,25 @@ COMMANDS = {  # name: (description, examples)
     "runs": ("List the newest runs in a store's MLflow database (or a tracking server), of every experiment: id, "
              "start, status, experiment, and the dataset.system pairs each holds.",
              ["rbench runs", "rbench runs --store /data/rbench --experiment my-corpus --limit 50"]),
-    "show": ("Print the metrics table of a finished run (an experiment or a chunking grid) from MLflow.",
-             ["rbench show latest", "rbench show 7474e0875eb448178fc1305f05ca627c --store /data/rbench"]),
+    "show": ("Print the metrics table of a finished run (an experiment or a chunking grid) from MLflow; with "
+             "--measures, those measures (rbench's or ir_measures' names) per system.",
+             ["rbench show latest", "rbench show 7474e0875eb448178fc1305f05ca627c --store /data/rbench",
+              "rbench show latest --measures \"P@10 AP nDCG@10 R@100\""]),
     "report": ("Write report.md, report.html and experiment.tex for one or more runs: the parameters that differ "
                "between runs, an experiment table per dataset (systems x measures, each system tested against a "
                "baseline, Holm-corrected, significance and the best value marked, also printed), all metrics, "
                "recall@k curves, costs, and comparisons with published tables.",
                ["rbench report latest --out report",
-                "rbench report RUN_A RUN_B --measures ndcg@10 recall@5 --baseline bm25"]),
-    "export": ("Write a run's TREC run files, <dataset>.<system>.trec, and qrels, <dataset>.qrels: trec_eval, "
-               "pytrec_eval and ranx score them as rbench does (scores strictly decrease in rbench's order).",
+                "rbench report RUN_A RUN_B --measures ndcg@10 recall@5 --baseline bm25",
+                "rbench report latest --run-file pyserini=run.bm25.trec --measures \"P@10 AP nDCG@10\" --test t-test"]),
+    "export": ("Write a run's TREC run files, <dataset>.<system>.trec, qrels, <dataset>.qrels, and per-query "
+               "measures, <dataset>.<system>.per_query.tsv: trec_eval, pytrec_eval and ranx score the runs as rbench "
+               "does (scores strictly decrease in rbench's order).",
                ["rbench export latest --out export", "trec_eval export/fetaqa.qrels export/fetaqa.bm25.trec"]),
+    "fuse": ("Fuse runs into one TREC run file as ranx fuses them: reciprocal rank fusion, CombSUM or CombMNZ of "
+             "min-max normalised scores; inputs are run files (from rbench export or elsewhere) and rbench runs.",
+             ["rbench fuse export/fetaqa.bm25.trec export/fetaqa.dense.trec --out rrf.trec",
+              "rbench fuse latest pyserini.trec --method combsum --dataset fetaqa --out sum.trec"]),
     "compare": ("Line a run up against published tables: per cell the published and measured value, and a "
                 "verdict (equal or off by q queries where it is the same computation, else a 95% interval).",
                 ["rbench compare latest --against arm-report-table6",
@@ -595,6 +658,10 @@ COMMANDS = {  # name: (description, examples)
     "worker": ("A Prefect process worker whose shutdown (SIGTERM, Ctrl-C) stops its flow runs as rbench stops: "
                "leases released, one line, resumable.", ["rbench worker --pool gpu-pool --with-healthcheck"]),
 }
+
+
+MEASURES_HELP = ("measures in rbench's names (recall@5, ndcg@10, map@all) or ir_measures' (P@10 AP nDCG@10 R@100 "
+                 "RR Bpref; quoted together or apart)")
 
 
 def _command(sub, name: str, help: str) -> argparse.ArgumentParser:
@@ -659,27 +726,48 @@ def build_parser() -> argparse.ArgumentParser:
     runs.set_defaults(func=cmd_runs)
     show = _command(sub, "show", help="print the metrics of a finished run (an experiment or a chunking grid)")
     show.add_argument("run", help="MLflow parent run id, or 'latest'")
+    show.add_argument("--measures", nargs="+", metavar="MEASURE", help=MEASURES_HELP)
     report = _command(sub, "report", help="Markdown + HTML report of runs, with paired significance tests")
-    report.add_argument("runs", nargs="+", help="MLflow parent run ids, or 'latest'")
+    report.add_argument("runs", nargs="*", help="MLflow parent run ids, or 'latest'")
+    report.add_argument("--run-file", action="append", default=[], metavar="[NAME=]PATH",
+                        help="a TREC run file from elsewhere (Pyserini, PyTerrier, a paper's release), a system of "
+                        "the tables (repeat for several); scored on --qrels, else on the qrels of the runs' dataset")
+    report.add_argument("--qrels", help="TREC qrels file the run files are scored on (default: the qrels the rbench "
+                        "runs were scored on)")
+    report.add_argument("--dataset", help="the dataset the run files answer (default: the runs' only dataset, or "
+                        "the qrels file's name)")
     report.add_argument("--out", default="report", help="output folder (default: ./report)")
-    report.add_argument("--measures", nargs="+", metavar="METRIC@K",
-                        help="the experiment table's columns, such as recall@5 ndcg@10 (default: recall, ndcg and "
-                        "mrr at the run's largest k)")
+    report.add_argument("--measures", nargs="+", metavar="MEASURE",
+                        help=MEASURES_HELP + " (default: recall, ndcg and mrr at the run's largest k)")
     report.add_argument("--baseline", help="the system every other is tested against (default: the first by name; "
                         "with several runs, names read RUN:SYSTEM as the report shows them)")
-    report.add_argument("--test", default="randomization", choices=["randomization", "bootstrap"],
+    report.add_argument("--test", default="randomization", choices=["randomization", "bootstrap", "t-test", "wilcoxon"],
                         help="paired test of a system against the baseline over the queries both scored (default "
-                        "randomization, exact when 2^queries <= trials)")
+                        "randomization, exact when 2^queries <= trials; t-test and wilcoxon are scipy's)")
     report.add_argument("--correction", default="holm", choices=["holm", "bonferroni", "none"],
                         help="correction for the table's multiple tests (default holm)")
     report.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
     report.add_argument("--trials", type=int, default=10_000,
                         help="permutations or resamples per test (default 10,000)")
+    report.add_argument("--seed", type=int, default=0, help="seed of the randomization and bootstrap tests (default 0; "
+                        "printed in the table's caption)")
     export = _command(sub, "export", help="write a run's TREC run files (one per dataset x system) and qrels, "
                             "which trec_eval, pytrec_eval and ranx score as rbench does")
     export.add_argument("run", help="MLflow parent run id, or 'latest'")
     export.add_argument("--out", default="export", help="output folder (default: ./export)")
     export.set_defaults(func=cmd_export)
+    fuse = _command(sub, "fuse", help="fuse run files and rbench runs into one run file (RRF, CombSUM, CombMNZ)")
+    fuse.add_argument("inputs", nargs="+", metavar="RUN", help="TREC run files, or MLflow parent run ids (each "
+                      "of their systems on --dataset is a run)")
+    fuse.add_argument("--method", default="rrf", choices=["rrf", "combsum", "combmnz"],
+                      help="rrf (1 / (k + rank)), combsum or combmnz of min-max normalised scores, as ranx fuses "
+                      "(default rrf)")
+    fuse.add_argument("--k", type=float, default=60, help="the RRF constant (default 60)")
+    fuse.add_argument("--depth", type=int, help="keep the first DEPTH documents of each query (default: all)")
+    fuse.add_argument("--dataset", help="the dataset of the rbench runs to fuse (default: their only one)")
+    fuse.add_argument("--name", help="the run file's tag (default: the method)")
+    fuse.add_argument("--out", default="fused.trec", help="the fused run file (default: ./fused.trec)")
+    fuse.set_defaults(func=cmd_fuse)
     compare = _command(sub, "compare",
                        help="line a run up against published tables: 95%% intervals, a verdict per cell")
     compare.add_argument("run", help="MLflow parent run id, or 'latest'")
@@ -711,7 +799,7 @@ def build_parser() -> argparse.ArgumentParser:
                               help="a published grid rbench ships (seed002-sotu-fixedtoken-minilm) or a YAML file")
     compare_grid.add_argument("--out", default="reproduction", help="output folder (default: ./reproduction)")
     compare_grid.set_defaults(func=cmd_compare_grid)
-    for p in (show, report, export, compare, compare_grid, runs):
+    for p in (show, report, export, compare, compare_grid, runs, fuse):
         latest = "the MLflow experiment whose runs to list (default: every experiment)" if p is runs else (
             "the MLflow experiment 'latest' is read from (default: "
             + ("rbench-chunking, where chunking grids log)" if p is compare_grid else

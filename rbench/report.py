@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from statistics import fmean
+from typing import Mapping, Sequence
 
 from rbench.evaluation.metrics import METRICS
+from rbench.evaluation.metrics_ir import Measure, measure_name
 from rbench.evaluation.metrics_trec import STANDARD, cut_label, cut_order
 
 
@@ -27,4 +29,22 @@ def metrics_table(rows: Sequence[dict]) -> str:
             f"{cells[(d, r, metric)][k]:>8.4f}" if k in cells[(d, r, metric)] else f"{'':>8}" for k in ks
         )
         lines.append(f"{d + ' / ' + r:<{width}}  {metric:<15}{values}")
+    return "\n".join(lines)
+
+
+def measures_table(scores: Mapping[tuple[str, str], Mapping[tuple], float], measures: Sequence[Measure]) -> str:
+    """One line per (dataset, system), one column per measure: the mean over the queries that
+    have a value (``scores[(dataset, system)][(metric, k, query_id)]``)."""
+    names = [measure_name(m) for m in measures]
+    keys = sorted(scores)
+    width = max([len("dataset / system")] + [len(f"{d} / {s}") for d, s in keys])
+    widths = [max(8, len(n)) for n in names]
+    header = f"{'dataset / system':<{width}}" + "".join(f"  {n:>{w}}" for n, w in zip(names, widths))
+    lines = [header, "-" * len(header)]
+    for dataset, system in keys:
+        cells = []
+        for (metric, k), w in zip(measures, widths):
+            values = [v for (m, kk, _), v in scores[(dataset, system)].items() if m == metric and kk == k]
+            cells.append(f"  {fmean(values):>{w}.4f}" if values else f"  {'':>{w}}")
+        lines.append(f"{dataset + ' / ' + system:<{width}}" + "".join(cells))
     return "\n".join(lines)

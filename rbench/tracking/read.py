@@ -289,17 +289,58 @@ def load_reproductions(tracking_uri: str, runs: Sequence[str], experiment: str |
     return documents
 
 
-def export_run(tracking_uri: str, run: str, experiment: str | None, out: Path, store: Path | None = None) -> list[Path]:
-    """Write a parent run's TREC files into ``out``: ``<dataset>.<system>.trec`` per child run
-    (its system in the tag column; scores that keep rbench's order in any tool, see
-    :func:`rbench.evaluation.runs.file_scores`) and ``<dataset>.qrels`` per dataset. A child logged
-    before rbench logged its qrels beside the run reads them from ``store`` (its evaluate artifact).
-    Names are percent-encoded as ids in TREC files are. Returns the files written."""
+def _child_files(client, parent, child, dataset: str, system: str, store: Path | None) -> tuple[str, str]:
+    """A child run's run file (as logged) and qrels text; a child logged before rbench logged its
+    qrels beside the run reads them from ``store`` (its evaluate artifact)."""
     import tempfile
 
+    from rbench.core.errors import RbenchError
+
+    names = {a.path for a in client.list_artifacts(child.info.run_id)}
+    if "run.trec" not in names:
+        raise RbenchError(f"child run {child.info.run_id} ({dataset}/{system}) of run {parent.info.run_id} has no "
+                          "run.trec artifact: it was not logged by `rbench run`")
+    with tempfile.TemporaryDirectory() as tmp:
+        run_text = Path(client.download_artifacts(child.info.run_id, "run.trec", tmp)).read_text(encoding="utf-8")
+        qrels = None
+        if "qrels.trec" in names:
+            qrels = Path(client.download_artifacts(child.info.run_id, "qrels.trec", tmp)).read_text(encoding="utf-8")
+    if qrels is None:
+        key = child.data.tags.get("rbench.evaluate_key")
+        kept = store / "evaluate" / key / "qrels.trec" if store is not None and key else None
+        if kept is None or not kept.is_file():
+            raise RbenchError(f"run {parent.info.run_id} was logged without its qrels and the store "
+                              f"{store or '(none)'} does not hold them ({dataset}/{system}): pass --store, the "
+                              "store the run wrote to, or rerun its config (every stage is cached) to log them")
+        qrels = kept.read_text(encoding="utf-8")
+    return run_text, qrels
+
+
+def load_run_files(tracking_uri: str, runs: Sequence[str], experiment: str | None = None,
+                   store: Path | None = None) -> dict[tuple[str, str], tuple[str, str]]:
+    """Each system's run file and qrels text, ``{(dataset, label): (run, qrels)}``, labels as
+    :func:`load_results` gives them."""
     from mlflow.tracking import MlflowClient
 
-    from rbench.core.errors import RbenchError
+    client = MlflowClient(tracking_uri=tracking_uri)
+    return {(dataset, label): _child_files(client, parent, child, dataset, label, store)
+            for parent, children in _parents_and_children(client, tracking_uri, runs, experiment)
+            for child, dataset, label in children}
+
+
+def export_run(tracking_uri: str, run: str, experiment: str | None, out: Path, store: Path | None = None) -> list[Path]:
+    """Write a parent run's files into ``out``: ``<dataset>.<system>.trec`` per child run (its
+    system in the tag column; scores that keep rbench's order in any tool, see
+    :func:`rbench.evaluation.runs.file_scores`), ``<dataset>.<system>.per_query.tsv`` (a row per
+    query, measure and cut-off: ``query_id metric k value``, k 0 for the whole ranking) and
+    ``<dataset>.qrels`` per dataset. A child logged before rbench logged its qrels beside the run
+    reads them from ``store`` (its evaluate artifact). Names are percent-encoded as ids in TREC
+    files are. Returns the files written."""
+    import tempfile
+
+    import pyarrow.parquet as pq
+    from mlflow.tracking import MlflowClient
+
     from rbench.core.store import write_atomic
     from rbench.evaluation.runs import retag_trec, trec_id
 
@@ -308,28 +349,18 @@ def export_run(tracking_uri: str, run: str, experiment: str | None, out: Path, s
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for child, dataset, system in sorted(children, key=lambda c: (c[1], c[2])):
-        names = {a.path for a in client.list_artifacts(child.info.run_id)}
-        if "run.trec" not in names:
-            raise RbenchError(f"child run {child.info.run_id} ({dataset}/{system}) of run {parent.info.run_id} has no "
-                              "run.trec artifact: it was not logged by `rbench run`")
-        with tempfile.TemporaryDirectory() as tmp:
-            run_file = Path(client.download_artifacts(child.info.run_id, "run.trec", tmp))
-            text = retag_trec(run_file.read_text(encoding="utf-8"), system, source=f"{dataset}/{system} run.trec")
-            qrels = None
-            if "qrels.trec" in names:
-                qrels_file = Path(client.download_artifacts(child.info.run_id, "qrels.trec", tmp))
-                qrels = qrels_file.read_text(encoding="utf-8")
-        if qrels is None:
-            key = child.data.tags.get("rbench.evaluate_key")
-            kept = store / "evaluate" / key / "qrels.trec" if store is not None and key else None
-            if kept is None or not kept.is_file():
-                raise RbenchError(f"run {parent.info.run_id} was logged without its qrels and the store "
-                                  f"{store or '(none)'} does not hold them ({dataset}/{system}): pass --store, the "
-                                  "store the run wrote to, or rerun its config (every stage is cached) to log them")
-            qrels = kept.read_text(encoding="utf-8")
+        run_text, qrels = _child_files(client, parent, child, dataset, system, store)
+        text = retag_trec(run_text, system, source=f"{dataset}/{system} run.trec")
         run_path = out / f"{trec_id(dataset)}.{trec_id(system)}.trec"
         write_atomic(run_path, text)
         written.append(run_path)
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = pq.read_table(client.download_artifacts(child.info.run_id, "per_query.parquet", tmp)).to_pylist()
+        lines = ["query_id\tmetric\tk\tvalue", *(f"{r['query_id']}\t{r['metric']}\t{r['k']}\t{r['value']!r}"
+                                                 for r in rows)]
+        per_query = out / f"{trec_id(dataset)}.{trec_id(system)}.per_query.tsv"
+        write_atomic(per_query, "\n".join(lines) + "\n")
+        written.append(per_query)
         qrels_path = out / f"{trec_id(dataset)}.qrels"
         if qrels_path not in written:
             write_atomic(qrels_path, qrels)

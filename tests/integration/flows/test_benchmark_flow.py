@@ -175,7 +175,8 @@ def test_rbench_export_writes_named_run_files_that_pytrec_eval_scores_as_rbench(
     _, result = finished
     out = tmp_path / "export"
     assert main(["export", result["mlflow_run_id"], "--tracking-uri", result["tracking_uri"], "--out", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["tiny.bm25.trec", "tiny.dense.trec", "tiny.qrels"]
+    assert sorted(p.name for p in out.iterdir()) == ["tiny.bm25.per_query.tsv", "tiny.bm25.trec",
+                                                     "tiny.dense.per_query.tsv", "tiny.dense.trec", "tiny.qrels"]
     qrels = read_qrels(out / "tiny.qrels")
     compared = 0
     for system in ("bm25", "dense"):
@@ -229,8 +230,8 @@ def test_a_copied_store_reads_and_writes_its_own_mlflow_artifacts(finished, tmp_
         assert main(["export", "latest", "--store", str(copy), "--out", str(tmp_path / "export")]) == 0
     finally:
         away.rename(folder / "store")
-    assert sorted(p.name for p in (tmp_path / "export").iterdir()) == ["tiny.bm25.trec", "tiny.dense.trec",
-                                                                     "tiny.qrels"]
+    assert sorted(p.name for p in (tmp_path / "export").iterdir() if p.suffix != ".tsv") == [
+        "tiny.bm25.trec", "tiny.dense.trec", "tiny.qrels"]
     client = MlflowClient(f"sqlite:///{copy / 'mlflow.db'}")
     parent = client.get_run(result["mlflow_run_id"])
     assert parent.info.artifact_uri.startswith((copy / "mlflow-artifacts").as_uri() + "/")
@@ -442,3 +443,139 @@ def test_a_beir_folder_is_scored_on_every_judged_query_by_default_and_a_sample_s
     assert main(["run", str(tmp_path / "sample.yaml")]) == 0
     printed = capsys.readouterr().out
     assert "many: scored on a sample, 500 of its 520 queries (subsample.size 500); `subsample: all` scores" in printed
+
+
+def _pyserini_file(export: Path, to: Path) -> Path:
+    """A run file as Pyserini writes one (tag ``Anserini``), of another system than the run's:
+    bm25's ranking of each query reversed, so that it differs query by query. The tiny corpus's
+    ids hold spaces, which no TREC file can: they are percent-encoded, as rbench encodes them."""
+    from rbench.evaluation.runs import trec_id
+    from tests.conftest import read_trec_run
+
+    lines = []
+    for qid, docs in read_trec_run(export / "tiny.bm25.trec").items():
+        ranked = [d for d, _ in sorted(docs.items(), key=lambda item: -item[1])][::-1]
+        lines += [f"{trec_id(qid)} Q0 {trec_id(doc)} {rank} {10.0 - rank:.4f} Anserini"
+                  for rank, doc in enumerate(ranked, 1)]
+    to.write_text("\n".join(lines) + "\n")
+    return to
+
+
+def test_a_run_file_from_elsewhere_shares_the_report_table_and_its_t_tests_match_scipy_and_holm(finished, tmp_path,
+                                                                                                capsys):
+    """Issue 61: a Pyserini run file and the run's two systems in one `rbench report` table;
+    ir_measures names beside rbench's; each paired t-test p-value is scipy's on the per-query values
+    ir_measures (and rbench's export, for recall@3) give, Holm-corrected by hand over the table's
+    eight tests. About 3 s on the module's run."""
+    import ir_measures
+    from scipy import stats
+
+    from rbench.cli import main
+    from rbench.dataset_adapters.qrels import read_qrels
+    from tests.conftest import read_trec_run
+
+    _, result = finished
+    uri, run_id = result["tracking_uri"], result["mlflow_run_id"]
+    export = tmp_path / "export"
+    assert main(["export", run_id, "--tracking-uri", uri, "--out", str(export)]) == 0
+    outside = _pyserini_file(export, tmp_path / "run.pyserini.bm25.txt")
+    out = tmp_path / "report"
+    capsys.readouterr()
+    assert main(["report", run_id, "--tracking-uri", uri, "--run-file", f"pyserini={outside}", "--measures",
+                 "P@3 AP nDCG@3", "recall@3", "--test", "t-test", "--baseline", "pyserini", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "paired t-test" in printed and "seed" not in printed.split("paired t-test")[1].split("\n")[0]
+
+    qrels = read_qrels(export / "tiny.qrels")
+    runs = {"pyserini": read_trec_run(outside), **{s: read_trec_run(export / f"tiny.{s}.trec") for s in ("bm25", "dense")}}
+    per_query = {}
+    for system, run in runs.items():
+        for m in ir_measures.iter_calc([ir_measures.P @ 3, ir_measures.AP, ir_measures.nDCG @ 3], qrels, run):
+            per_query[(system, str(m.measure), m.query_id)] = m.value
+    for line in (export / "tiny.bm25.per_query.tsv").read_text().splitlines()[1:]:
+        qid, metric, k, value = line.split("\t")
+        if (metric, k) == ("recall", "3"):
+            per_query[("bm25", "recall@3", qid)] = float(value)
+    for line in (export / "tiny.dense.per_query.tsv").read_text().splitlines()[1:]:
+        qid, metric, k, value = line.split("\t")
+        if (metric, k) == ("recall", "3"):
+            per_query[("dense", "recall@3", qid)] = float(value)
+    for qid in qrels:
+        relevant = {d for d, g in qrels[qid].items() if g > 0}
+        top = [d for d, _ in sorted(runs["pyserini"][qid].items(), key=lambda item: -item[1])][:3]
+        per_query[("pyserini", "recall@3", qid)] = len(relevant & set(top)) / len(relevant)
+    queries = sorted(qrels)
+    tests = []
+    for system in ("bm25", "dense"):
+        for measure in ("P@3", "AP", "nDCG@3", "recall@3"):
+            a = [per_query[(system, measure, q)] for q in queries]
+            b = [per_query[("pyserini", measure, q)] for q in queries]
+            p = stats.ttest_rel(a, b).pvalue
+            tests.append((system, measure, 1.0 if a == b else p, sum(a) / len(a)))  # scipy: nan for a == b
+    order = sorted(range(len(tests)), key=lambda i: tests[i][2])
+    holm, running = {}, 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(tests) - rank) * tests[i][2]))
+        holm[i] = running
+    md = (out / "report.md").read_text()
+    for i, (system, measure, p, mean) in enumerate(tests):
+        row = next(line for line in md.splitlines() if line.startswith(f"| {system} | {measure} |"))
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[-2:] == [f"{p:.4f}", f"{holm[i]:.4f}"], (row, p, holm[i])
+        table_row = next(line for line in md.splitlines() if line.startswith(f"| {system} | ") and "/" not in line
+                         and line.count("|") == 10)
+        assert f"{mean:.4f}" in table_row, (table_row, measure, mean)
+    assert "| pyserini (baseline) |" in md and "rbench report: tiny" in md and "pyserini (run.pyserini.bm25.txt)" in md
+
+
+def test_show_takes_ir_measures_names_and_equals_ir_measures(finished, tmp_path, capsys):
+    """`show --measures "P@10 AP nDCG@10 R@100"` prints ir_measures' own means of the exported files."""
+    import ir_measures
+
+    from rbench.cli import main
+    from rbench.dataset_adapters.qrels import read_qrels
+    from tests.conftest import read_trec_run
+
+    _, result = finished
+    uri, run_id = result["tracking_uri"], result["mlflow_run_id"]
+    assert main(["export", run_id, "--tracking-uri", uri, "--out", str(tmp_path / "x")]) == 0
+    capsys.readouterr()
+    assert main(["show", run_id, "--tracking-uri", uri, "--measures", "P@10 AP nDCG@10 R@100"]) == 0
+    printed = capsys.readouterr().out
+    qrels = read_qrels(tmp_path / "x" / "tiny.qrels")
+    measures = [ir_measures.P @ 10, ir_measures.AP, ir_measures.nDCG @ 10, ir_measures.R @ 100]
+    for system in ("bm25", "dense"):
+        means = ir_measures.calc_aggregate(measures, qrels, read_trec_run(tmp_path / "x" / f"tiny.{system}.trec"))
+        line = next(li for li in printed.splitlines() if li.startswith(f"tiny / {system} "))
+        assert line.split()[3:] == [f"{means[m]:.4f}" for m in measures], (line, means)
+    assert main(["show", run_id, "--tracking-uri", uri, "--measures", "XYZ@3"]) == 2
+    assert "nor an ir_measures name" in capsys.readouterr().err
+
+
+def test_rbench_fuse_equals_ranx_on_run_files_and_on_a_logged_run(finished, tmp_path, capsys):
+    """`rbench fuse` by RRF, CombSUM and CombMNZ equals `ranx.fuse` at 4 decimals, from the exported
+    run files and from the MLflow run itself."""
+    from ranx import Run, fuse
+
+    from rbench.cli import main
+    from tests.conftest import read_trec_run
+
+    _, result = finished
+    uri, run_id = result["tracking_uri"], result["mlflow_run_id"]
+    export = tmp_path / "export"
+    assert main(["export", run_id, "--tracking-uri", uri, "--out", str(export)]) == 0
+    files = [str(export / "tiny.bm25.trec"), str(export / "tiny.dense.trec")]
+    ranx_runs = [Run(read_trec_run(Path(f))) for f in files]
+    for method, ranx_method in (("rrf", "rrf"), ("combsum", "sum"), ("combmnz", "mnz")):
+        theirs = fuse(ranx_runs, method=ranx_method).to_dict()
+        for inputs in (files, [run_id]):
+            out = tmp_path / f"{method}-{len(inputs)}.trec"
+            assert main(["fuse", *inputs, "--method", method, "--tracking-uri", uri, "--out", str(out)]) == 0
+            mine = read_trec_run(out)
+            assert mine.keys() == theirs.keys()
+            for qid in theirs:
+                assert {d: round(s, 4) for d, s in mine[qid].items()} == \
+                    {d: round(s, 4) for d, s in theirs[qid].items()}, (method, qid)
+    assert "fused 2 runs by combmnz" in capsys.readouterr().out
+    assert main(["fuse", files[0], "--out", str(tmp_path / "one.trec")]) == 2
+    assert "fusion needs two runs or more, got 1" in capsys.readouterr().err

@@ -3,12 +3,13 @@ marks per cell, in text, Markdown, HTML and LaTeX; p-values computed by hand on 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from rbench.evaluation.metrics_ir import parse_measure
 from rbench.evaluation.report_experiment import (
     adjust,
     experiment_tables,
-    parse_measure,
     table_latex,
     table_markdown,
     table_text,
@@ -67,6 +68,46 @@ def test_runs_of_several_measures_and_bad_requests():
     with pytest.raises(ValueError, match=r"has no mrr@3; it has \['ndcg@10', 'recall@5'\]"):
         experiment_tables(scores, [("mrr", 3)])
     assert parse_measure("ndcg@10") == ("ndcg", 10)
-    for bad in ("ndcg", "ndcg@", "@5", "ndcg@0", "ndcg@x"):
+    for bad in ("ndcg", "ndcg@", "ndcg@0", "ndcg@x"):
         with pytest.raises(ValueError, match="must be METRIC@K"):
             parse_measure(bad)
+    assert parse_measure("P@10") == ("P@10", None) and parse_measure("AP") == ("AP", None)
+    for bad in ("@5", "XYZ@10", "Precision(k=)"):
+        with pytest.raises(ValueError, match="neither one of rbench's .* nor an ir_measures name"):
+            parse_measure(bad)
+    with pytest.raises(ValueError, match="unknown test 'sign'; choose from randomization, bootstrap, t-test, wilcoxon"):
+        experiment_tables(scores, [("recall", 5)], test="sign")
+
+
+def test_t_test_and_wilcoxon_tables_match_scipy_with_holm_by_hand():
+    """Three systems on 30 queries against a baseline, two measures: four tests per table. Each raw
+    p-value is scipy's on the same per-query values; the corrected ones are Holm's, computed here
+    step by step; the seed of a randomization table is printed in its caption."""
+    from scipy import stats
+
+    rng = np.random.default_rng(3)
+    base = rng.random(30)
+    values = {"base": base, "a": np.clip(base + rng.normal(0.15, 0.2, 30), 0, 1),
+              "b": np.clip(base + rng.normal(0.02, 0.2, 30), 0, 1)}
+    scores = {("d", s): {(metric, 5, f"q{i}"): float(v if metric == "recall" else v * v) for i, v in enumerate(vs)
+                         for metric in ("recall", "ndcg")} for s, vs in values.items()}
+    for test, scipy_test in (("t-test", stats.ttest_rel), ("wilcoxon", lambda a, b: stats.wilcoxon(a - b))):
+        [table] = experiment_tables(scores, [("recall", 5), ("ndcg", 5)], baseline="base", test=test)
+        raw = []
+        for system in ("a", "b"):
+            for metric in ("recall", "ndcg"):
+                power = 1 if metric == "recall" else 2
+                p = scipy_test(values[system] ** power, base ** power).pvalue
+                raw.append(p)
+                assert table["rows"][["base", "a", "b"].index(system)]["cells"][f"{metric}@5"]["p"] == pytest.approx(p)
+        ordered = sorted(raw)
+        holm = [min(1.0, 4 * ordered[0])]
+        for rank, p in enumerate(ordered[1:], 1):
+            holm.append(max(holm[-1], min(1.0, (4 - rank) * p)))
+        corrected = [c["p_adjusted"] for r in table["rows"][1:] for c in r["cells"].values()]
+        assert corrected == pytest.approx([holm[ordered.index(p)] for p in raw])
+        assert min(raw) < 0.01 < max(raw)  # a clear and an unclear difference
+    [drawn] = experiment_tables(scores, [("recall", 5)], trials=500, seed=11)
+    assert "paired randomization test, 500 trials, seed 11" in table_text(drawn)
+    versus = table_markdown(drawn).split("\n\n")[-1]
+    assert versus.startswith("| system | measure | difference | 95% interval | effect (d) | win/tie/loss | p |")
