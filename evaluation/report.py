@@ -9,7 +9,7 @@ from typing import Literal, Sequence
 from rbench.evaluation.metrics import METRICS
 from rbench.evaluation.metrics_trec import STANDARD, cut_label, cut_order
 from rbench.evaluation.report_experiment import table_html, table_latex, table_markdown
-from rbench.evaluation.report_plots import recall_curves
+from rbench.evaluation.report_plots import difference_plot, recall_curves
 from rbench.evaluation.reproduction_text import HEADER, cell_notes, not_in_the_run, reproduction_caption, summary
 from rbench.evaluation.reproduction_text import rows as repro_rows
 
@@ -73,8 +73,9 @@ def write_report(
     runs: Sequence[dict] = (),
 ) -> tuple[Path, Path]:
     """Write ``report.md``, ``report.html``, ``experiment.tex`` (the experiment tables of
-    :func:`rbench.evaluation.report_experiment.experiment_tables`, ``tables``, as LaTeX) and one
-    recall@k curve PNG per dataset into ``out``; ``costs`` (rows of dataset, retriever, name,
+    :func:`rbench.evaluation.report_experiment.experiment_tables`, ``tables``, as LaTeX), one
+    recall@k curve PNG per dataset and one plot of per-query differences to the baseline per
+    table (its first measure) into ``out``; ``costs`` (rows of dataset, retriever, name,
     value: queries/s, LLM calls, seconds per step) and ``traces`` (agent traces) add a cost
     table and sample traces; ``reproductions`` (documents of ``rbench compare``) a section per
     published table; ``runs`` (rows of :func:`rbench.tracking.read.differing_params`) a table
@@ -95,9 +96,13 @@ def write_report(
                  if (d, r, name) in cost_keyed]
     trace_text = "\n".join(line for t in traces for line in _trace_lines(t))
     plots = [recall_curves(metrics, d, out / f"recall_at_k_{i}.png") for i, d in enumerate(sorted({m["dataset"] for m in metrics}))]
+    differences = [difference_plot(t, t["measures"][0], out / f"per_query_{i}.png") for i, t in enumerate(tables)
+                   if t["measures"] and any(r["cells"][t["measures"][0]]["differences"] for r in t["rows"])]
     parts = {}
     for fmt in ("md", "html"):
         figures = "\n".join(f"![recall@k]({p.name})" if fmt == "md" else f'<img src="{p.name}" alt="recall@k">' for p in plots)
+        per_query = "\n".join(f"![per query]({p.name})" if fmt == "md" else f'<img src="{p.name}" alt="per query">'
+                               for p in differences)
         h = (lambda t: f"## {t}") if fmt == "md" else (lambda t: f"<h2>{html.escape(t)}</h2>")
         parts[fmt] = "\n\n".join([
             f"# {title}" if fmt == "md" else f"<h1>{html.escape(title)}</h1>",
@@ -105,6 +110,8 @@ def write_report(
               if runs else []),
             h("Systems against the baseline"),
             *([(table_markdown if fmt == "md" else table_html)(t) for t in tables] or ["(no table)"]),
+            *([h("Per-query differences to the baseline (the table's first measure)"), per_query]
+              if differences else []),
             h("Metrics"), _table(metric_header, metric_rows, fmt),
             h("Recall@k curves"), figures,
             *([h("Cost and time per retriever"), _table(["dataset", "retriever", "measure", "value"], cost_rows, fmt)]

@@ -50,8 +50,9 @@ def experiment_tables(per_query: PerQuery, measures: Sequence[Measure], baseline
                       correction: Correction = "holm", seed: int = 0) -> list[dict]:
     """One table per dataset: ``{dataset, baseline, measures, test, correction, alpha, trials,
     seed, rows}``, each row ``{system, queries, cells: {measure: {mean, p, p_adjusted,
-    significant, better, best, versus}}}``; the baseline's cells have no p-value, the others'
-    ``versus`` is :func:`~rbench.evaluation.metrics_significance.paired_effect` against it.
+    significant, better, best, versus, differences}}}``; the baseline's cells have no p-value, the
+    others' ``versus`` is :func:`~rbench.evaluation.metrics_significance.paired_effect` against it
+    and ``differences`` their per-query differences to it.
     ``per_query[(dataset, system)][(metric, k, query_id)]`` holds the per-query values (``k``
     None for an ir_measures name, :mod:`rbench.evaluation.metrics_ir`). ``baseline``: a
     system's name (default: the first system, by name); a dataset without it, or an unknown
@@ -77,7 +78,8 @@ def experiment_tables(per_query: PerQuery, measures: Sequence[Measure], baseline
             for (metric, k), name in zip(measures, names):
                 mine = {q: v for (mm, kk, q), v in scores[system].items() if mm == metric and kk == k}
                 cell = {"mean": sum(mine.values()) / len(mine) if mine else float("nan"), "p": None,
-                        "p_adjusted": None, "significant": False, "better": None, "best": False, "versus": None}
+                        "p_adjusted": None, "significant": False, "better": None, "best": False, "versus": None,
+                        "differences": {}}
                 if system != base:
                     theirs = {q: v for (mm, kk, q), v in scores[base].items() if mm == metric and kk == k}
                     both = sorted(mine.keys() & theirs.keys())
@@ -86,6 +88,7 @@ def experiment_tables(per_query: PerQuery, measures: Sequence[Measure], baseline
                         cell["p"] = TESTS[test](a, b, trials=trials, seed=seed)
                         cell["better"] = sum(a) > sum(b)
                         cell["versus"] = paired_effect(a, b)
+                        cell["differences"] = {q: x - y for q, x, y in zip(both, a, b)}
                         tested.append(cell)
                 cells[name] = cell
             rows.append({"system": system, "queries": len({q for (_, _, q) in scores[system]}), "cells": cells})
@@ -103,7 +106,8 @@ def experiment_tables(per_query: PerQuery, measures: Sequence[Measure], baseline
 
 def _test_name(table: Mapping) -> str:
     name = {"t-test": "t-test", "wilcoxon": "Wilcoxon signed-rank test"}.get(table["test"], f"{table['test']} test")
-    drawn = f", {table['trials']:,} trials, seed {table['seed']}" if table["test"] in ("randomization", "bootstrap") else ""
+    drawn = (f" ({table['trials']:,} trials, seed {table['seed']})" if table["test"] in ("randomization", "bootstrap")
+             else "")
     return f"paired {name}{drawn}"
 
 
@@ -129,8 +133,8 @@ def versus_rows(table: Mapping) -> tuple[list[str], list[list[str]]]:
             if v is None:
                 continue
             body.append([row["system"], name, f"{v['diff']:+.4f}", f"[{v['low']:+.4f}, {v['high']:+.4f}]",
-                         f"{v['effect']:+.2f}", f"{v['wins']}/{v['ties']}/{v['losses']}", f"{cell['p']:.4f}",
-                         f"{cell['p_adjusted']:.4f}"])
+                         f"{v['effect']:+.2f}", f"{v['wins']}/{v['ties']}/{v['losses']}", p_text(cell["p"]),
+                         p_text(cell["p_adjusted"])])
     return header, body
 
 
@@ -154,8 +158,13 @@ def _cell(cell: Mapping, fmt: str) -> str:
     return value + ("*" if cell["best"] else "") + mark
 
 
+def p_text(p: float) -> str:
+    """A p-value as the tables show it: 4 decimals, or 2 significant digits below 0.0001."""
+    return f"{p:.4f}" if p >= 0.0001 or p == 0 else f"{p:.1e}"
+
+
 def _p(cell: Mapping) -> str:
-    return "" if cell["p_adjusted"] is None else f"{cell['p_adjusted']:.4f}"
+    return "" if cell["p_adjusted"] is None else p_text(cell["p_adjusted"])
 
 
 def _grid(table: Mapping, fmt: str) -> tuple[list[str], list[list[str]]]:
@@ -172,7 +181,7 @@ def table_text(table: Mapping) -> str:
     lines = [*_aligned(header, body), experiment_caption(table)]
     versus = versus_rows(table)
     if versus[1]:
-        lines += ["", f"against {table['baseline']} ({_test_name(table)}, {table['correction']} correction):",
+        lines += ["", f"against {table['baseline']}: {_test_name(table)}, {table['correction']} correction",
                   *_aligned(*versus)]
     return "\n".join(lines)
 

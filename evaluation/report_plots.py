@@ -66,3 +66,24 @@ def grouped_bars(points: Sequence[dict], group: str, bar: str, value: str, path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def difference_plot(table: dict, measure: str, path: Path) -> Path:
+    """Per-query differences to the baseline on ``measure`` of an experiment table
+    (:func:`rbench.evaluation.report_experiment.experiment_tables`), each system's sorted from its
+    largest gain to its largest loss: bars above 0 are queries it wins, below 0 queries it loses."""
+    plt = _pyplot()
+    systems = [r for r in table["rows"] if r["cells"][measure]["differences"]]
+    fig, axes = plt.subplots(len(systems), 1, figsize=(6, 1.8 * len(systems) + 0.8), squeeze=False, sharey=True)
+    for ax, row in zip(axes[:, 0], systems):
+        diffs = sorted(row["cells"][measure]["differences"].values(), reverse=True)
+        ax.bar(range(len(diffs)), diffs, width=1.0, color=["tab:green" if d > 0 else "tab:red" for d in diffs])
+        ax.axhline(0, color="black", linewidth=0.6)
+        ax.set(ylabel="difference", title=f"{row['system']} - {table['baseline']}")
+        ax.set_xticks([])
+    axes[-1, 0].set_xlabel(f"queries, sorted by difference ({measure})")
+    fig.suptitle(f"{table['dataset']}: {measure} per query against {table['baseline']}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

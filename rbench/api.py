@@ -154,9 +154,34 @@ def run(config: str | Path, *, mirror: str | Path | None = None, store: str | Pa
 @dataclass(frozen=True)
 class Comparison:
     """Experiment tables (:func:`rbench.evaluation.report_experiment.experiment_tables`), one per
-    dataset; ``repr`` prints them, :meth:`latex` gives them as LaTeX."""
+    dataset; ``repr`` prints them (a notebook shows them as HTML), :meth:`frame` gives every cell
+    as a polars DataFrame, :meth:`latex` as LaTeX."""
 
     tables: list[dict]
+
+    def frame(self):
+        """A row per (dataset, system, measure): ``mean``, and against the baseline ``difference``,
+        ``low`` and ``high`` (its 95% interval), ``effect`` (Cohen's d), ``wins``, ``ties``,
+        ``losses``, ``p``, ``p_corrected``, ``significant``; ``baseline`` says which system it is."""
+        import polars as pl
+
+        rows = []
+        for table in self.tables:
+            for row in table["rows"]:
+                for name in table["measures"]:
+                    cell = row["cells"][name]
+                    versus = cell["versus"] or {}
+                    rows.append({"dataset": table["dataset"], "system": row["system"], "measure": name,
+                                 "baseline": row["system"] == table["baseline"], "mean": cell["mean"],
+                                 "difference": versus.get("diff"), "low": versus.get("low"), "high": versus.get("high"),
+                                 "effect": versus.get("effect"), "wins": versus.get("wins"),
+                                 "ties": versus.get("ties"), "losses": versus.get("losses"), "p": cell["p"],
+                                 "p_corrected": cell["p_adjusted"], "significant": cell["significant"]})
+        schema = {"dataset": pl.String, "system": pl.String, "measure": pl.String, "baseline": pl.Boolean,
+                  "mean": pl.Float64, "difference": pl.Float64, "low": pl.Float64, "high": pl.Float64,
+                  "effect": pl.Float64, "wins": pl.Int64, "ties": pl.Int64, "losses": pl.Int64, "p": pl.Float64,
+                  "p_corrected": pl.Float64, "significant": pl.Boolean}
+        return pl.DataFrame(rows, schema=schema)
 
     def latex(self) -> str:
         """Every table as a LaTeX ``table`` (booktabs)."""
@@ -164,38 +189,67 @@ class Comparison:
 
         return "\n".join(table_latex(t) for t in self.tables)
 
+    def _repr_html_(self) -> str:
+        from rbench.evaluation.report_experiment import table_html
+
+        return "".join(f"<h4>{t['dataset']}</h4>{table_html(t)}" for t in self.tables)
+
     def __repr__(self) -> str:
         from rbench.evaluation.report_experiment import table_text
 
         return "\n\n".join(table_text(t) for t in self.tables)
 
 
-def compare(*runs: Results | str, measures: Sequence[str] = ("recall@5", "ndcg@10"), baseline: str | None = None,
-            test: Literal["randomization", "bootstrap"] = "randomization", trials: int = 10_000,
-            alpha: float = 0.05, correction: Literal["holm", "bonferroni", "none"] = "holm",
+def compare(*runs: Results | str | Path, measures: Sequence[str] = ("recall@5", "ndcg@10"), baseline: str | None = None,
+            test: Literal["randomization", "bootstrap", "t-test", "wilcoxon"] = "randomization", trials: int = 10_000,
+            alpha: float = 0.05, correction: Literal["holm", "bonferroni", "none"] = "holm", seed: int = 0,
+            qrels: str | Path | None = None, dataset: str | None = None,
             tracking_uri: str | None = None, store: str | Path | None = None) -> Comparison:
     """Compare the systems of one or more runs in an experiment table per dataset: each
-    :class:`Results`, or an MLflow run id (or ``latest``) read from ``tracking_uri`` or the
-    store's database. With several runs, systems are named ``RUN:SYSTEM``, RUN being the first 8
-    characters of the run's MLflow id (``runN`` for Results not logged), and ``baseline`` takes
-    that name."""
+    :class:`Results`, an MLflow run id (or ``latest``) read from ``tracking_uri`` or the store's
+    database, or a :class:`~pathlib.Path` to a TREC run file from elsewhere (named after the file,
+    scored on ``qrels``, a TREC or BEIR qrels file, else on the qrels of the rbench runs' dataset,
+    ``dataset`` when they hold several). With several rbench runs, their systems are named
+    ``RUN:SYSTEM``, RUN being the first 8 characters of the run's MLflow id (``runN`` for Results
+    not logged), and ``baseline`` takes that name. ``measures`` take rbench's names (``recall@5``)
+    or ir_measures' (``P@10``, ``AP``, ``nDCG@10``); ``test`` is ``randomization`` or ``bootstrap``
+    (``trials`` draws from ``seed``), ``t-test`` or ``wilcoxon`` (scipy's)."""
     from rbench.core.locations import resolve_tracking_uri
-    from rbench.evaluation.metrics_ir import parse_measure
+    from rbench.evaluation.metrics_ir import is_ir_measure
     from rbench.evaluation.report_experiment import experiment_tables
-    from rbench.tracking.read import load_results
+    from rbench.systems import RunFile, add_ir_values, judged_by_dataset, parse_measures, score_files
+    from rbench.tracking.read import load_results, load_run_files
 
     if not runs:
-        raise RbenchError("compare needs at least one run: Results, or an MLflow run id")
-    parsed = [parse_measure(m) for m in measures]
+        raise RbenchError("compare needs at least one run: Results, an MLflow run id, or a run file's Path")
+    parsed = parse_measures(measures)
+    logged_runs = [item for item in runs if not isinstance(item, Path)]
+    outside = [RunFile.parse(str(item)) for item in runs if isinstance(item, Path)]
+    read_files = bool(outside) or any(is_ir_measure(m) for m in parsed)
     scores: dict = {}
-    for n, item in enumerate(runs):
+    logged_files: dict = {}
+    for n, item in enumerate(logged_runs):
         if isinstance(item, Results):
             found, run_id = item.scores(), item.mlflow_run_id
+            files = {key: (paths["run"].read_text(encoding="utf-8"), paths["qrels"].read_text(encoding="utf-8"))
+                     for key, paths in item.run_files.items()} if read_files else {}
         else:
             uri = resolve_tracking_uri(tracking_uri, store=store)
             (parent,), _, found = load_results(uri, [item], per_query=True)
             run_id = parent.info.run_id
+            files = load_run_files(uri, [item], store=Path(store) if store else None) if read_files else {}
+        add_ir_values(found, files, parsed)
         name = run_id[:8] if run_id else f"run{n + 1}"
-        for (dataset, system), values in found.items():
-            scores[(dataset, f"{name}:{system}" if len(runs) > 1 else system)] = values
-    return Comparison(experiment_tables(scores, parsed, baseline, test, trials, alpha, correction))
+        for (dataset_name, system), values in found.items():
+            label = f"{name}:{system}" if len(logged_runs) > 1 else system
+            scores[(dataset_name, label)] = values
+            if files:
+                logged_files[(dataset_name, label)] = files[(dataset_name, system)]
+    if outside:
+        found, _ = score_files(outside, parsed, judged_by_dataset(logged_files), Path(qrels) if qrels else None,
+                               dataset)
+        scores.update(found)
+    try:
+        return Comparison(experiment_tables(scores, parsed, baseline, test, trials, alpha, correction, seed))
+    except ValueError as e:
+        raise RbenchError(str(e)) from None

@@ -335,7 +335,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from rbench.evaluation.report import write_report
     from rbench.evaluation.report_experiment import experiment_tables, table_text
     from rbench.systems import RunFile, gather, parse_measures
-    from rbench.tracking.read import differing_params, load_costs_and_traces, load_reproductions
+    from rbench.tracking.read import differing_params, load_costs_and_traces, load_reproductions, log_report
 
     uri = _tracking_uri(args) if args.runs or not args.qrels else None
     measures = parse_measures(args.measures) if args.measures else []
@@ -363,6 +363,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     for table in tables:
         print(table_text(table) + "\n")
     print(f"wrote {md}, {page} and {md.with_name('experiment.tex')}")
+    if systems.parents and not args.no_log:
+        ids = [p.info.run_id for p in systems.parents]
+        log_report(uri, ids, Path(args.out))
+        print(f"logged them to MLflow run{'s' * (len(ids) > 1)} {', '.join(ids)} as report/ (--no-log does not)")
     return 0
 
 
@@ -749,6 +753,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
     report.add_argument("--trials", type=int, default=10_000,
                         help="permutations or resamples per test (default 10,000)")
+    report.add_argument("--no-log", action="store_true", help="do not log the report to the runs' MLflow parent runs")
     report.add_argument("--seed", type=int, default=0, help="seed of the randomization and bootstrap tests (default 0; "
                         "printed in the table's caption)")
     export = _command(sub, "export", help="write a run's TREC run files (one per dataset x system) and qrels, "

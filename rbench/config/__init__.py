@@ -164,6 +164,22 @@ class MlflowConfig(Strict):
     ``MLFLOW_TRACKING_URI`` wins."""
     experiment: str = Field("rbench", min_length=1, pattern=r"\S")
     """The MLflow experiment runs are logged to."""
+    headline: list[str] = Field(default_factory=lambda: ["recall", "ndcg"])
+    """The measures the parent run carries for each system, as ``<dataset>.<system>.<metric>_at_<k>``,
+    so that runs compare at parent level in MLflow's runs table (each child run holds every measure):
+    a measure name at every k (``recall``) or at one (``recall@5``, ``map@all``)."""
+
+    @field_validator("headline")
+    @classmethod
+    def _headline(cls, names: list[str]) -> list[str]:
+        from rbench.evaluation.metrics_ir import RBENCH
+
+        for name in names:
+            metric, at, k = name.partition("@")
+            if metric not in RBENCH or (at and k != "all" and not (k.isdigit() and int(k) >= 1)):
+                raise ValueError(f"headline measure {name!r} must be one of {', '.join(RBENCH)}, alone (every k) or "
+                                 "as NAME@K or NAME@all")
+        return names
 
     @field_validator("tracking_uri")
     @classmethod

@@ -271,6 +271,19 @@ def log_reproduction_page(tracking_uri: str, run_id: str, out: Path) -> None:
         client.log_artifact(run_id, str(out / name), REPRODUCTION)
 
 
+def log_report(tracking_uri: str, run_ids: Sequence[str], out: Path) -> None:
+    """A report's files (``report.md``, ``.html``, ``experiment.tex`` and its plots, in ``out``)
+    on each parent run it reads, under ``report/``."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    files = [out / name for name in ("report.md", "report.html", "experiment.tex")]
+    files += sorted(out.glob("recall_at_k_*.png")) + sorted(out.glob("per_query_*.png"))
+    for run_id in run_ids:
+        for path in files:
+            client.log_artifact(run_id, str(path), "report")
+
+
 def load_reproductions(tracking_uri: str, runs: Sequence[str], experiment: str | None = None) -> list[dict]:
     """The comparison documents ``rbench compare`` logged on these parent runs."""
     import json

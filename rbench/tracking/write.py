@@ -188,15 +188,13 @@ def stage_metrics(result: dict) -> dict[str, float]:
     return metrics
 
 
-HEADLINE = ("recall", "ndcg")
-
-
-def headline_metrics(rows: Sequence[dict]) -> dict[str, float]:
+def headline_metrics(rows: Sequence[dict], headline: Sequence[str] = ("recall", "ndcg")) -> dict[str, float]:
     """The parent run's quality metrics, so that runs compare at parent level in MLflow's runs
-    table: each system's recall and nDCG at each k as ``<dataset>.<system>.<metric>_at_<k>``
-    (the child runs hold every measure)."""
+    table: each system's ``headline`` measures (a name at every k, or ``name@k``, ``name@all``)
+    as ``<dataset>.<system>.<metric>_at_<k>`` (the child runs hold every measure)."""
     return {".".join([_REFUSED.sub("_", r["dataset"]), _REFUSED.sub("_", r["retriever"]),
-                      metric_name(r["metric"], r["k"])]): r["value"] for r in rows if r["metric"] in HEADLINE}
+                      metric_name(r["metric"], r["k"])]): r["value"] for r in rows
+            if r["metric"] in headline or f"{r['metric']}@{r['k'] or 'all'}" in headline}
 
 
 def log_experiment(
@@ -222,6 +220,7 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
     import mlflow
 
     from rbench.evaluation.report_plots import recall_curves
+    from rbench.evaluation.runs import retag_trec
 
     experiment_id = ensure_experiment(mlflow, cfg.mlflow.experiment, cfg.store, cfg.mlflow.tracking_uri)
     tags = run_tags(config_text)
@@ -273,15 +272,20 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
                 })
                 mlflow.log_metrics({metric_name(a["metric"], a["k"]): a["value"] for a in aggregate})
                 mlflow.log_metrics(stage_metrics(result))
-                for name in ("per_query.parquet", "aggregate.parquet", "run.trec", "qrels.trec"):
+                for name in ("per_query.parquet", "aggregate.parquet", "qrels.trec"):
                     mlflow.log_artifact(str(evaluation.file(name)))
+                with tempfile.TemporaryDirectory() as tmp:  # the system's own tag in the run file
+                    text = evaluation.file("run.trec").read_text(encoding="utf-8")
+                    tagged = Path(tmp) / "run.trec"
+                    tagged.write_text(retag_trec(text, retriever.label, f"{child} run.trec"), encoding="utf-8")
+                    mlflow.log_artifact(str(tagged))
                 run = result.get("run")
                 if run is not None and run.file("traces.parquet").is_file():
                     mlflow.log_artifact(str(run.file("traces.parquet")))
             if child not in children:  # its duration is its stages' time, not the logging's
                 client.set_terminated(child_id, "FINISHED", end_time=span[1])
         if rows:
-            mlflow.log_metrics(headline_metrics(rows))
+            mlflow.log_metrics(headline_metrics(rows, cfg.mlflow.headline))
             mlflow.log_table({k: [r[k] for r in rows] for k in rows[0]}, "aggregate.json")
             with tempfile.TemporaryDirectory() as tmp:
                 for i, dataset in enumerate(sorted({r["dataset"] for r in rows})):

@@ -19,7 +19,7 @@ def _config(tmp_path, corpus, queries, model="static-64d", standard=("map", "suc
     cfg = {
         "name": "tiny", "store": str(tmp_path / "store"), "depth": 10,
         "subsample": {"size": 4, "seed": 0}, "metrics": {"k": [1, 3], "standard": list(standard)},
-        "mlflow": {"experiment": "tiny"},
+        "mlflow": {"experiment": "tiny", "headline": ["recall", "ndcg", "map@all"]},
         "datasets": [tiny_dataset(corpus, queries)],
         "retrievers": [{"name": "bm25"}, {"name": "dense", "params": {"model": model}}],
     }
@@ -117,7 +117,7 @@ def test_swapped_prefect_records_are_checked_against_their_keys(tmp_path, tiny_f
         {(s["stage"], s["label"]): s["key"] for s in first["stages"]}
 
 
-def test_mlflow_has_the_printed_numbers(finished):
+def test_mlflow_has_the_printed_numbers(finished, tmp_path):
     from mlflow.tracking import MlflowClient
 
     _, result = finished
@@ -142,9 +142,10 @@ def test_mlflow_has_the_printed_numbers(finished):
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
     assert parent.data.tags["prefect.flow_run_url"].startswith("http"), parent.data.tags  # never "None/..."
     headline = {(m["retriever"], m["metric"], m["k"]): m["value"] for m in result["metrics"]
-                if m["metric"] in ("recall", "ndcg")}
+                if m["metric"] in ("recall", "ndcg") or (m["metric"], m["k"]) == ("map", 0)}  # mlflow.headline
     assert {k: v for k, v in parent.data.metrics.items() if k.startswith("tiny.")} == pytest.approx(
-        {f"tiny.{r}.{metric}_at_{k}": v for (r, metric, k), v in headline.items()})  # runs compare at parent level
+        {f"tiny.{r}.{metric}_at_{k}" if k else f"tiny.{r}.{metric}": v
+         for (r, metric, k), v in headline.items()})  # runs compare at parent level
     assert {(m["metric"], m["k"]) for m in result["metrics"]} >= {("map", 0), ("map", 3), ("success", 1),
                                                                    ("rprec", 0)}
     for child in children:
@@ -155,6 +156,8 @@ def test_mlflow_has_the_printed_numbers(finished):
                 assert child.data.metrics[name] == pytest.approx(m["value"])
         artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
         assert {"per_query.parquet", "aggregate.parquet", "run.trec", "qrels.trec"} <= artifacts
+        logged = Path(client.download_artifacts(child.info.run_id, "run.trec", str(tmp_path)))
+        assert {line.split()[-1] for line in logged.read_text().splitlines()} == {label}  # the system's own tag
         assert child.data.params["retriever.name"] == label
         stats = child.data.metrics  # every numeric stat of the pair's stages, under the stage's name
         assert stats["retrieve.queries_with_fewer_than_depth"] == 4  # depth 10 on a 6-object corpus
@@ -472,6 +475,7 @@ def test_a_run_file_from_elsewhere_shares_the_report_table_and_its_t_tests_match
 
     from rbench.cli import main
     from rbench.dataset_adapters.qrels import read_qrels
+    from rbench.evaluation.report_experiment import p_text
     from tests.conftest import read_trec_run
 
     _, result = finished
@@ -521,11 +525,17 @@ def test_a_run_file_from_elsewhere_shares_the_report_table_and_its_t_tests_match
     for i, (system, measure, p, mean) in enumerate(tests):
         row = next(line for line in md.splitlines() if line.startswith(f"| {system} | {measure} |"))
         cells = [c.strip() for c in row.strip("|").split("|")]
-        assert cells[-2:] == [f"{p:.4f}", f"{holm[i]:.4f}"], (row, p, holm[i])
+        assert cells[-2:] == [p_text(p), p_text(holm[i])], (row, p, holm[i])
         table_row = next(line for line in md.splitlines() if line.startswith(f"| {system} | ") and "/" not in line
                          and line.count("|") == 10)
         assert f"{mean:.4f}" in table_row, (table_row, measure, mean)
     assert "| pyserini (baseline) |" in md and "rbench report: tiny" in md and "pyserini (run.pyserini.bm25.txt)" in md
+    assert "![per query](per_query_0.png)" in md and (out / "per_query_0.png").stat().st_size > 1000
+    from mlflow.tracking import MlflowClient
+
+    logged = {a.path for a in MlflowClient(uri).list_artifacts(run_id, "report")}
+    assert logged == {f"report/{n}" for n in ("report.md", "report.html", "experiment.tex", "recall_at_k_0.png",
+                                              "per_query_0.png")}, logged
 
 
 def test_show_takes_ir_measures_names_and_equals_ir_measures(finished, tmp_path, capsys):

@@ -66,3 +66,22 @@ def test_rbench_run_returns_what_the_command_prints_and_compare_reads_it_or_its_
     assert "bm25s (baseline)" in repr(table) and r"\begin{tabular}{lrr}" in table.latex()
     with pytest.raises(ValueError, match="must be METRIC@K"):
         rbench.compare(results, measures=["recall"])
+
+    outside = tmp_path / "other.trec"  # dense's run file, as if it came from elsewhere
+    outside.write_text(results.run_files[("tiny", "dense")]["run"].read_text())
+    mixed = rbench.compare(results, outside, measures=["P@3 nDCG@3", "recall@3"], baseline="other", test="t-test")
+    frame = mixed.frame()
+    assert sorted(set(frame["system"])) == ["bm25s", "dense", "other"] and frame.height == 9
+    same = frame.filter((frame["system"] == "dense"))
+    assert same["difference"].to_list() == [0.0] * 3 and same["ties"].to_list() == [5] * 3
+    assert same["p"].to_list() == [1.0] * 3
+    import ir_measures
+
+    from rbench.dataset_adapters.qrels import read_qrels
+    from tests.conftest import read_trec_run
+
+    files = results.run_files[("tiny", "bm25s")]
+    p3 = ir_measures.calc_aggregate([ir_measures.P @ 3], read_qrels(files["qrels"]), read_trec_run(files["run"]))
+    bm25s = frame.filter((frame["system"] == "bm25s") & (frame["measure"] == "P@3"))
+    assert bm25s["mean"].item() == pytest.approx(p3[ir_measures.P @ 3])
+    assert "<table>" in mixed._repr_html_() and "paired t-test" in repr(mixed)

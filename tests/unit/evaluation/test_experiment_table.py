@@ -108,6 +108,6 @@ def test_t_test_and_wilcoxon_tables_match_scipy_with_holm_by_hand():
         assert corrected == pytest.approx([holm[ordered.index(p)] for p in raw])
         assert min(raw) < 0.01 < max(raw)  # a clear and an unclear difference
     [drawn] = experiment_tables(scores, [("recall", 5)], trials=500, seed=11)
-    assert "paired randomization test, 500 trials, seed 11" in table_text(drawn)
+    assert "paired randomization test (500 trials, seed 11) against the baseline" in table_text(drawn)
     versus = table_markdown(drawn).split("\n\n")[-1]
     assert versus.startswith("| system | measure | difference | 95% interval | effect (d) | win/tie/loss | p |")

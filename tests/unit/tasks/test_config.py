@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from rbench.config import load_config, parse_config
@@ -264,3 +266,17 @@ def test_a_beir_folder_that_is_not_there_is_named_as_missing(tmp_path):
     (tmp_path / "empty").mkdir()
     msg = _error({**BASE, "datasets": [{"name": "b", "adapter": "beir", "params": {"path": str(tmp_path / "empty")}}]})
     assert "lacks ['corpus.jsonl', 'queries.jsonl']" in msg
+
+
+def test_the_parent_runs_headline_measures_are_configured_and_checked():
+    from rbench.config import MlflowConfig
+    from rbench.tracking.write import headline_metrics
+
+    rows = [{"dataset": "d", "retriever": "bm25", "metric": m, "k": k, "value": v}
+            for m, k, v in (("recall", 5, 0.5), ("recall", 10, 0.6), ("ndcg", 10, 0.4), ("map", 0, 0.3), ("map", 5, 0.2))]
+    assert headline_metrics(rows) == {"d.bm25.recall_at_5": 0.5, "d.bm25.recall_at_10": 0.6, "d.bm25.ndcg_at_10": 0.4}
+    chosen = MlflowConfig(headline=["recall@10", "map@all"]).headline
+    assert headline_metrics(rows, chosen) == {"d.bm25.recall_at_10": 0.6, "d.bm25.map": 0.3}
+    for bad in ("P@10", "recall@0", "recall@x"):
+        with pytest.raises(ValueError, match=f"headline measure '{re.escape(bad)}' must be one of precision, recall"):
+            MlflowConfig(headline=[bad])
