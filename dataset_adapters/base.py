@@ -98,7 +98,9 @@ class CorpusObject(BaseModel):
 
 class Query(BaseModel):
     """One question with the documents that answer it; ``gold_grades``, from adapters with
-    graded judgements (``Adapter.graded``), holds each gold document's grade (> 0);
+    graded judgements (``Adapter.graded``), holds each gold document's grade (> 0), and
+    ``nonrelevant_doc_ids`` the documents judged not relevant (grade 0 or below), kept so that the
+    qrels rbench writes hold every judgement (Bpref and Judged@k read them);
     ``excluded_doc_ids``, from adapters that exclude (``Adapter.excludes``), the documents
     removed from this query's ranking before scoring (BRIGHT's ``excluded_ids``).
     ``origin`` (``file:line``, optional) is where it was read: errors name it; it is not stored."""
@@ -107,6 +109,7 @@ class Query(BaseModel):
     text: str
     gold_doc_ids: list[str]
     gold_grades: list[int] | None = None
+    nonrelevant_doc_ids: list[str] | None = None
     excluded_doc_ids: list[str] | None = None
     origin: str | None = None
 

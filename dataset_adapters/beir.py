@@ -158,6 +158,7 @@ class Beir(Adapter):
             if relevant:
                 yield Query(query_id=str(q["_id"]), text=text, gold_doc_ids=list(relevant),
                             gold_grades=list(relevant.values()), origin=where,
+                            nonrelevant_doc_ids=[d for d, g in judged[str(q["_id"])].items() if g <= 0],
                             excluded_doc_ids=[str(q["_id"])] if params.ignore_identical_ids else [])
 
 

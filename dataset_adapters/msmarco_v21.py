@@ -190,7 +190,8 @@ class MsmarcoV21(Adapter):
                 relevant = {d: g for d, g in grades.get(qid, {}).items() if g > 0}
                 if relevant:
                     yield Query(query_id=qid, text=text, gold_doc_ids=list(relevant),
-                                gold_grades=list(relevant.values()), origin=f"{shown}:{line_no}")
+                                gold_grades=list(relevant.values()), origin=f"{shown}:{line_no}",
+                                nonrelevant_doc_ids=[d for d, g in grades[qid].items() if g <= 0])
                 else:
                     unjudged.append(qid)
         if unjudged:

@@ -45,10 +45,12 @@ def to_ranx_run(ranking: DocRanking) -> dict[str, dict[str, float]]:
     return {q: {d: 1.0 / i for i, (d, _) in enumerate(docs, 1)} for q, docs in ranking.items()}
 
 
-def to_qrels(gold: Mapping[str, Iterable[str]],
-             grades: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, dict[str, int]]:
-    """``{qid: {doc: grade}}`` from each query's gold document ids (grade 1 unless ``grades`` says)."""
-    return {q: {d: (grades or {}).get(q, {}).get(d, 1) for d in docs} for q, docs in gold.items()}
+def to_qrels(gold: Mapping[str, Iterable[str]], grades: Mapping[str, Mapping[str, int]] | None = None,
+             nonrelevant: Mapping[str, Iterable[str]] | None = None) -> dict[str, dict[str, int]]:
+    """``{qid: {doc: grade}}`` from each query's gold document ids (grade 1 unless ``grades`` says)
+    and the documents judged not relevant (``nonrelevant``, grade 0)."""
+    return {q: {**{d: 0 for d in (nonrelevant or {}).get(q, ())},
+                **{d: (grades or {}).get(q, {}).get(d, 1) for d in docs}} for q, docs in gold.items()}
 
 
 def to_trec_qrels(qrels: Mapping[str, Mapping[str, int]]) -> str:

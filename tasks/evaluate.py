@@ -18,7 +18,8 @@ from rbench.evaluation.runs import dedup_documents, drop_excluded, to_qrels, to_
 def build_evaluate(folder: Path, inputs: list[Artifact], config: MetricsConfig) -> dict:
     """Write ``per_query.parquet``, ``aggregate.parquet``, ``run.trec`` and ``qrels.trec``
     (document level; nDCG uses graded judgements where the dataset has them; a query's excluded
-    documents, where the dataset has them, leave its ranking first)."""
+    documents, where the dataset has them, leave its ranking first; the qrels keep the documents
+    judged not relevant, at grade 0)."""
     queries_artifact, run_artifact = inputs
     queries = pq.read_table(queries_artifact.file("queries.parquet"))
     gold = dict(zip(queries.column("query_id").to_pylist(), queries.column("gold_doc_ids").to_pylist()))
@@ -27,6 +28,9 @@ def build_evaluate(folder: Path, inputs: list[Artifact], config: MetricsConfig) 
         grades = {q: dict(zip(gold[q], g)) for q, g in zip(gold, queries.column("gold_grades").to_pylist()) if g}
     run = pq.read_table(run_artifact.file("run.parquet"), columns=["query_id", "doc_id", "rank", "score"])
     ranking = dedup_documents(zip(*(run.column(i).to_pylist() for i in range(4))))
+    nonrelevant = {}
+    if "nonrelevant_doc_ids" in queries.column_names:
+        nonrelevant = {q: n for q, n in zip(gold, queries.column("nonrelevant_doc_ids").to_pylist()) if n}
     excluded = {}
     if "excluded_doc_ids" in queries.column_names:
         excluded = {q: e for q, e in zip(gold, queries.column("excluded_doc_ids").to_pylist()) if e}
@@ -37,7 +41,7 @@ def build_evaluate(folder: Path, inputs: list[Artifact], config: MetricsConfig) 
     pq.write_table(pa.Table.from_pylist(rows), folder / "per_query.parquet")
     pq.write_table(pa.Table.from_pylist(aggregate), folder / "aggregate.parquet")
     write_atomic(folder / "run.trec", to_trec(ranking, "rbench"))
-    write_atomic(folder / "qrels.trec", to_trec_qrels(to_qrels(gold, grades)))
+    write_atomic(folder / "qrels.trec", to_trec_qrels(to_qrels(gold, grades, nonrelevant)))
     short = sum(1 for q in gold if len(ranking.get(q, [])) < max(config.k))
     return {
         **{f"recall@{a['k']}": round(a["value"], 4) for a in aggregate if a["metric"] == "recall"},

@@ -43,6 +43,7 @@ QUERY_SCHEMA = pa.schema(
 )
 GRADES = pa.field("gold_grades", pa.list_(pa.int32()))
 EXCLUDED = pa.field("excluded_doc_ids", pa.list_(pa.string()))
+NONRELEVANT = pa.field("nonrelevant_doc_ids", pa.list_(pa.string()))
 PLACES = "_places.parquet"  # (hash, doc_id, position, origin) of every object, removed once checked
 PLACES_SCHEMA = pa.schema([("key", pa.int64()), ("doc_id", pa.string()), ("position", pa.int64()),
                            ("origin", pa.string())])
@@ -116,7 +117,7 @@ def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -
         raise DataError(f"dataset {config.name!r} produced an empty corpus from {sources(params, raw)}"
                         f" ({empty} objects with blank text skipped): check the files and the field names (for "
                         "jsonl: text_field and doc_id_fields)")
-    query_schema = pa.schema([*QUERY_SCHEMA, *([GRADES] if adapter.graded else []),
+    query_schema = pa.schema([*QUERY_SCHEMA, *([GRADES, NONRELEVANT] if adapter.graded else []),
                               *([EXCLUDED] if adapter.excludes else [])])
     write_batches(folder / "queries.parquet", query_schema, query_rows())
     if not pq.ParquetFile(folder / "queries.parquet").metadata.num_rows:

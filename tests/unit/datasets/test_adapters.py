@@ -160,13 +160,13 @@ def test_beir_fixture(tmp_path, caplog):
                      "none": ["Cats purr.", "Dogs bark."]}
     assert _table(prepared.file("queries.parquet")) == [
         {"query_id": "1", "text": "do cats purr", "gold_doc_ids": ["d1"], "gold_grades": [1],
-         "excluded_doc_ids": ["1"]}]
+         "nonrelevant_doc_ids": ["d2"], "excluded_doc_ids": ["1"]}]
     assert "1 queries of the qrels (such as '2') have no document graded > 0" in caplog.text
     with pytest.raises(ValueError, match="lacks"):
         DatasetConfig.model_validate({"name": "x", "adapter": "beir", "params": {"path": str(tmp_path)}})
 
 
-def test_beir_grades_reach_ndcg_and_trec_qrels_read_and_write(tmp_path):
+def test_beir_grades_reach_ndcg_and_trec_qrels_read_and_write_with_grade_0_kept(tmp_path):
     from rbench.config import MetricsConfig
     from rbench.tasks.download import DOWNLOAD, DownloadConfig
     from rbench.tasks.evaluate import EVALUATE
@@ -182,7 +182,7 @@ def test_beir_grades_reach_ndcg_and_trec_qrels_read_and_write(tmp_path):
     prepared = PREPARE.run(store, [DOWNLOAD.run(store, [], DownloadConfig.of(cfg))], cfg)
     assert _table(prepared.file("queries.parquet")) == [
         {"query_id": "q", "text": "which", "gold_doc_ids": ["a", "b"], "gold_grades": [3, 1],
-         "excluded_doc_ids": ["q"]}]
+         "nonrelevant_doc_ids": ["c"], "excluded_doc_ids": ["q"]}]
     run_folder = tmp_path / "run"
     run_folder.mkdir()
     pq.write_table(pa.table({"query_id": ["q", "q", "q"], "object_id": ["ob", "oc", "oa"], "doc_id": ["b", "c", "a"],
@@ -192,7 +192,7 @@ def test_beir_grades_reach_ndcg_and_trec_qrels_read_and_write(tmp_path):
     import math
 
     assert ndcg == pytest.approx((1 + 3 / 2) / (3 + 1 / math.log2(3)))  # graded, not (1 + 0.5) / (1 + 0.63)
-    assert evaluated.file("qrels.trec").read_text() == "q 0 a 3\nq 0 b 1\n"
+    assert evaluated.file("qrels.trec").read_text() == "q 0 c 0\nq 0 a 3\nq 0 b 1\n"  # every judgement kept
 
 
 def test_validation_reports_partial_gold_and_honours_the_threshold(tmp_path):

@@ -64,9 +64,9 @@ def test_segments_collapse_on_their_documents_with_the_best_segment_grade(tmp_pa
     assert len(corpus) == 5 and prepared.info["documents"] == 3
     assert pq.read_table(prepared.file("queries.parquet")).to_pylist() == [
         {"query_id": "2024-1", "text": "what escapes a volcano", "gold_doc_ids": ["msmarco_v2.1_doc_00_0"],
-         "gold_grades": [3]},
+         "gold_grades": [3], "nonrelevant_doc_ids": ["msmarco_v2.1_doc_00_77"]},
         {"query_id": "2024-2", "text": "how many squares on a chess board", "gold_doc_ids": ["msmarco_v2.1_doc_01_5"],
-         "gold_grades": [2]}]
+         "gold_grades": [2], "nonrelevant_doc_ids": []}]
 
     hits = [("2024-1", "msmarco_v2.1_doc_00_77"), ("2024-1", "msmarco_v2.1_doc_00_0"),
             ("2024-1", "msmarco_v2.1_doc_00_0"), ("2024-2", "msmarco_v2.1_doc_01_5")]
@@ -79,6 +79,7 @@ def test_segments_collapse_on_their_documents_with_the_best_segment_grade(tmp_pa
     ndcg = {r["query_id"]: r["value"] for r in pq.read_table(evaluated.file("per_query.parquet")).to_pylist()
             if r["metric"] == "ndcg"}
     assert ndcg == {"2024-1": pytest.approx(1 / math.log2(3)), "2024-2": 1.0}  # two segments count once
+    assert "2024-1 0 msmarco_v2.1_doc_00_77 0\n" in evaluated.file("qrels.trec").read_text()  # grade 0 kept
 
 
 def test_local_files_are_read_in_place_and_keyed_by_fingerprint(tmp_path):
