@@ -280,3 +280,10 @@ def test_the_parent_runs_headline_measures_are_configured_and_checked():
     for bad in ("P@10", "recall@0", "recall@x"):
         with pytest.raises(ValueError, match=f"headline measure '{re.escape(bad)}' must be one of precision, recall"):
             MlflowConfig(headline=[bad])
+
+
+def test_the_configs_measure_names_are_the_evaluations():
+    from rbench.config import MEASURES
+    from rbench.evaluation.metrics_ir import RBENCH
+
+    assert MEASURES == RBENCH
