@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Iterator, Literal
 
 from rbench.core.locations import DoorSettings, door
+from rbench.core.stopping import in_a_notebook
 
 Kind = Literal["benchmark", "embeddings", "search", "chunking"]
 FLOW_TAG = "rbench"  # every flow run rbench starts carries it (deployments add rbench-heartbeat)
@@ -46,7 +47,7 @@ def setup_environment() -> None:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if _in_a_notebook():
+    if in_a_notebook():
         warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm's, without ipywidgets
         if "PREFECT_LOGGING_LEVEL" not in os.environ:
             os.environ["PREFECT_LOGGING_LEVEL"] = "WARNING"  # read when Prefect is imported
@@ -60,11 +61,34 @@ def stop_prefect_servers() -> None:
         instance.stop()
 
 
-def _in_a_notebook() -> bool:
-    """Whether this is a Jupyter kernel, whose interrupt must not end the process."""
-    ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
-    return shell is not None and "ipykernel" in sys.modules
+_INTERRUPTED: set[str] = set()  # flow runs an interrupt stopped in this process
+
+
+class _NotFromInterruptedRuns(logging.Filter):
+    """Keeps Prefect's records of a run an interrupt stopped off the console (its crash as the
+    interrupt unwinds it, its stage threads that end later): the one ``KeyboardInterrupt`` says it.
+    Prefect's own log of the run keeps them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from rbench.core.stopping import stopping
+
+        if not record.name.startswith(("prefect.flow_runs", "prefect.task_runs")):
+            return True
+        return not stopping() and str(getattr(record, "flow_run_id", "")) not in _INTERRUPTED
+
+
+def _quiet_interrupted_runs() -> None:
+    """At an interrupt in a notebook: the flow run under way stays off the console from now on."""
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    if context is not None and context.flow_run is not None:
+        _INTERRUPTED.add(str(context.flow_run.id))
+    for logger in (logging.getLogger(), logging.getLogger("prefect")):
+        for handler in logger.handlers:
+            if isinstance(handler, logging.StreamHandler) and not any(
+                    isinstance(f, _NotFromInterruptedRuns) for f in handler.filters):
+                handler.addFilter(_NotFromInterruptedRuns())
 
 
 def run_flow(flow_fn, *args, **kwargs):
@@ -162,10 +186,10 @@ def open_experiment(kind: Kind, config: str | Path, settings: DoorSettings = Doo
     block runs it (:meth:`OpenedExperiment.run`). Its checks run here unless ``check`` is False
     (then before the first run: ``rbench reproduce`` opens studies it may not run). ``corpora``:
     a chunking grid's ``--corpus``."""
-    from rbench.core.stopping import signals_handled
+    from rbench.core.stopping import interrupts_handled, signals_handled
 
     setup_environment()
-    stops = contextlib.nullcontext() if _in_a_notebook() else signals_handled(stop_prefect_servers)
+    stops = interrupts_handled(_quiet_interrupted_runs) if in_a_notebook() else signals_handled(stop_prefect_servers)
     with stops, door(settings):
         path = str(Path(config).resolve())
         opened = OpenedExperiment(kind, path, *_resolve(kind, path, corpora), corpora=corpora)

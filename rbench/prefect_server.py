@@ -6,7 +6,10 @@ writes to the caller's stderr. Its services log their own troubles there as trac
 busy sqlite database under load: "database is locked", a batch of task-run events dropped),
 which read as rbench failing when the run is fine. :func:`log_temporary_server` starts the
 same server with its output appended to ``$PREFECT_HOME/temporary-server.log``; Prefect's
-clients find it, since they ask for the one instance per port.
+clients find it, since they ask for the one instance per port. In a Jupyter kernel the server
+runs in a session of its own: the kernel's "interrupt" signals the kernel's whole process group,
+and a server killed by it left the run retrying its Crashed state for minutes; it stops with the
+kernel (Prefect stops it at exit).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from prefect.settings import get_current_settings
 
 from rbench.core import settings
 from rbench.core.errors import RbenchError
+from rbench.core.stopping import in_a_notebook
 
 LOG_NAME = "temporary-server.log"
 
@@ -34,6 +38,7 @@ class _Popen:
         kwargs.setdefault("stdout", self._log)
         kwargs.setdefault("stderr", subprocess.STDOUT)
         kwargs.setdefault("stdin", subprocess.DEVNULL)
+        kwargs.setdefault("start_new_session", in_a_notebook())  # a kernel's interrupt is its whole group's
         return subprocess.Popen(*args, **kwargs)
 
     def __getattr__(self, name):

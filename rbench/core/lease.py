@@ -43,6 +43,13 @@ def release_all() -> int:
     return len(held)
 
 
+def take_leases_again() -> None:
+    """Take leases again after :func:`release_all`, in a process a stop left running (a Jupyter
+    kernel after an interrupt), for its next run."""
+    with _HELD_LOCK:
+        _STOPPING.clear()
+
+
 class LeaseLost(RuntimeError):
     """Another process broke this lease (its heartbeat stalled for longer than the TTL)."""
 

@@ -20,7 +20,7 @@ import sys
 import threading
 from typing import Callable, Iterator
 
-from rbench.core.lease import release_all
+from rbench.core.lease import release_all, take_leases_again
 
 log = logging.getLogger("rbench")
 _CLEANUPS: list[Callable[[], None]] = []
@@ -55,10 +55,17 @@ def stopping() -> bool:
     return _STOPPING.is_set()
 
 
+_RESUMED = threading.Event()  # set once a stop that left the process running (an interrupt) is over
+_RESUMED.set()
+
+
 def wait_for_the_end() -> None:
     """Block the calling thread until the process ends (a stage whose work a stop took away
-    reports nothing: its error would only be a traceback under the stop's one line)."""
-    threading.Event().wait()
+    reports nothing: its error would only be a traceback under the stop's one line); after an
+    interrupt that leaves the process running (:func:`interrupts_handled`), until its block ended."""
+    if _RESUMED.is_set():
+        threading.Event().wait()
+    _RESUMED.wait()
 
 
 @contextlib.contextmanager
@@ -91,6 +98,14 @@ def _run_cleanups(name: str, children: bool = True, cleanups: bool = True) -> No
 
 
 _HANDLED: list[int] = []
+
+
+def in_a_notebook() -> bool:
+    """Whether this is a Jupyter kernel, whose interrupt must not end the process (it sends
+    SIGINT to the kernel's whole process group)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    return shell is not None and "ipykernel" in sys.modules
 
 
 def stop_now(signum: int) -> None:
@@ -167,6 +182,40 @@ def signals_handled(*cleanups: Callable[[], None]) -> Iterator[bool]:
                 signal.signal(number, handler)
         _HANDLED.clear()
         _CLEANUPS.clear()
+
+
+@contextlib.contextmanager
+def interrupts_handled(on_interrupt: Callable[[], None] = lambda: None) -> Iterator[bool]:
+    """In a process that must outlive the run (a Jupyter kernel), an interrupt (SIGINT: the
+    kernel's "interrupt" button) during the block stops the run as a signal stops a command (its
+    leases released, its stage processes and Lucene workers ended, the stage threads not waited
+    for), calls ``on_interrupt`` and raises one ``KeyboardInterrupt`` that names what was kept;
+    the process, and the Prefect server it started, go on, and the next run resumes. Yields
+    whether this block installed the handler (not in another thread, nor under
+    :func:`stop_on_signals`)."""
+    if handles_signals() or threading.current_thread() is not threading.main_thread():
+        yield False
+        return
+    before = signal.getsignal(signal.SIGINT)
+
+    def interrupted(signum: int, frame) -> None:
+        signal.signal(signal.SIGINT, before)  # a second interrupt is the process's own
+        _RESUMED.clear()
+        _STOPPING.set()
+        released = release_all()
+        _run_cleanups("SIGINT", cleanups=False)
+        on_interrupt()
+        raise KeyboardInterrupt(f"rbench: stopped ({released} lease(s) released); finished stages and items are "
+                                "kept, and the next run resumes from them")
+
+    signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield True
+    finally:
+        signal.signal(signal.SIGINT, before)
+        _STOPPING.clear()
+        take_leases_again()
+        _RESUMED.set()
 
 
 def exit_soon(code: int, grace_seconds: float = 5.0, reason: str = "told to stop") -> None:

@@ -235,6 +235,7 @@ MOMENTS = {  # the stage whose lease marks the moment, the retrievers of the run
     "lucene-index": ("index", [{"name": "bm25"}], None),
     "lucene-search": ("retrieve", [{"name": "bm25"}], None),
     "dense-encode": ("encode", [{"name": "dense", "params": {"model": "minilm"}}], 2),  # shards queued
+    "chunk-embed": ("chunk_embed", None, None),  # a chunking grid's cell: MiniLM encodes a corpus's chunks
 }
 HOW = {"SIGTERM": signal.SIGTERM, "SIGINT": signal.SIGINT, "group-SIGINT": signal.SIGINT,
        "group-SIGHUP": signal.SIGHUP}
@@ -245,6 +246,7 @@ CELLS = [  # every moment with a signal to the run alone and with Ctrl-C to its 
     ("run", "lucene-search", "SIGTERM"), ("run", "lucene-search", "group-SIGINT"),
     ("api", "dense-encode", "group-SIGINT"), ("api", "lucene-search", "SIGTERM"),
     ("embeddings", "dense-encode", "group-SIGINT"), ("search", "lucene-index", "group-SIGINT"),
+    ("reproduce", "lucene-search", "group-SIGINT"), ("chunking", "chunk-embed", "group-SIGINT"),
 ]
 API_SCRIPT = "import sys, rbench; rbench.run(sys.argv[1])"  # a user's script: Ctrl-C reaches rbench.run
 
@@ -259,7 +261,31 @@ def _rerun(door: str, config: str) -> dict:
         from rbench.flows.embedding_benchmark import embedding_benchmark
 
         return embedding_benchmark(config)
-    return benchmark(config)
+    if door == "chunking":
+        from rbench.flows.chunking_grid import chunking_grid
+
+        return chunking_grid(config)
+    return benchmark(config)  # reproduce: its study
+
+
+def _chunking_grid(tmp_path: Path) -> str:
+    """A chunking grid on Chroma's format whose one cell MiniLM encodes for seconds (about 1,400
+    chunks: the test set's corpus, its text repeated after the references' spans)."""
+    from tests.unit.tasks.test_chunking_eval import SOTU, make_eval_set
+
+    data = make_eval_set(tmp_path / "set")
+    with open(data / "corpora" / "sotu.md", "a", encoding="utf-8") as f:
+        f.write((" " + SOTU) * 400)
+    grid = {"name": "sig-chunking", "store": str(tmp_path / "store"), "data": str(data), "model": "minilm",
+            "chunk_sizes": [30], "overlaps": [0.0], "n": [1]}
+    return _write(tmp_path, grid, "grid.yaml")
+
+
+def _reproduction(tmp_path: Path, config: str) -> str:
+    """A reproduction of one local study, ``config``, against a table rbench ships."""
+    study = {"name": "sig-repro", "title": "a signal mid-study", "tables": ["arm-report-table6"],
+             "studies": [{"config": config}]}
+    return _write(tmp_path, study, "repro.yaml")
 
 
 @pytest.mark.slow
@@ -280,17 +306,23 @@ def test_a_signal_at_any_moment_ends_the_run_within_ten_seconds(tmp_path, door, 
     and a hang-up mid-encode, where torch's stage processes run.
 
     Every door stops the same way (issue 58): a script calling :func:`rbench.run` (Ctrl-C to its
-    group, SIGTERM to it), ``rbench embeddings`` and ``rbench search``; before, Ctrl-C to such a
-    script left the flow building for a minute and ended in 22 tracebacks."""
+    group, SIGTERM to it), ``rbench embeddings``, ``rbench search``, ``rbench reproduce`` (mid-study)
+    and ``rbench chunking`` (mid-encode of a grid's cell); before, Ctrl-C to such a script left the
+    flow building for a minute and ended in 22 tracebacks. A notebook's interrupt has its own test."""
     stage, retrievers, threads = MOMENTS[moment]
     rows = _variants(600 if stage == "encode" else 40)
     corpus, queries = write_jsonl(tmp_path / "corpus.jsonl", rows), write_jsonl(tmp_path / "queries.jsonl", QUERIES)
     extra = {"search": {"retriever": "bm25", "metric": "recall", "k": 3, "strategy": "grid", "budget": 2,
                         "grid_points": 2, "space": {"k1": {"low": 0.9, "high": 1.2}}}} if door == "search" else {}
-    config = _write(tmp_path, _base(tmp_path, corpus, queries, retrievers,
-                                    execution={"shard_size": 150, "max_workers": threads}, **extra))
-    proc = _cli([config], tmp_path / "node", script=API_SCRIPT) if door == "api" else \
-        _cli([door, config], tmp_path / "node")
+    config = _chunking_grid(tmp_path) if door == "chunking" else _write(
+        tmp_path, _base(tmp_path, corpus, queries, retrievers, execution={"shard_size": 150, "max_workers": threads},
+                        **extra))
+    if door == "api":
+        proc = _cli([config], tmp_path / "node", script=API_SCRIPT)
+    elif door == "reproduce":
+        proc = _cli([door, _reproduction(tmp_path, config), "--out", str(tmp_path / "reproduction")], tmp_path / "node")
+    else:
+        proc = _cli([door, config], tmp_path / "node")
     locks = tmp_path / "store" / stage / ".locks"
     published = tmp_path / "store" / stage
     deadline = time.monotonic() + 300
@@ -318,6 +350,10 @@ def test_a_signal_at_any_moment_ends_the_run_within_ten_seconds(tmp_path, door, 
     result = _rerun(door, config)
     if door == "search":
         assert len(result["trials"]) == 2
+        return
+    if door == "chunking":
+        assert [s["status"] for s in result["stages"] if s["stage"] == "chunk_embed"] == ["ran"]
+        assert result["results"]
         return
     assert result["metrics"] and not result["failures"]
     if stage == "encode":
@@ -545,3 +581,71 @@ def test_a_run_killed_at_a_stage_boundary_or_in_mlflow_setup_resumes_identically
     assert result["failures"] == [] and result["mlflow_run_id"]
     assert not list((tmp_path / "killed" / "store").glob("*/.tmp-*"))
     assert _evaluation_bytes(tmp_path / "killed" / "store") == reference_evaluation
+
+
+@pytest.mark.slow
+@pytest.mark.timing
+def test_a_notebook_interrupt_stops_the_run_within_ten_seconds_and_the_kernel_resumes_it(tmp_path):
+    """The notebook cell of the signal matrix (issue 58): `rbench.run` in a Jupyter kernel, the
+    kernel's "interrupt" while MiniLM encodes 4 shards on two stage threads, one published. The cell
+    ends within 10 s with one KeyboardInterrupt and nothing else, no lease is left, no stage process
+    is left under the kernel, and the kernel, alive, runs it again from the shards kept. Before,
+    the interrupt waited for the whole stage. About 60 s."""
+    import threading
+
+    import nbformat
+    import psutil
+    from nbclient import NotebookClient
+    from nbclient.util import run_sync
+
+    rows = _variants(600)
+    corpus, queries = write_jsonl(tmp_path / "corpus.jsonl", rows), write_jsonl(tmp_path / "queries.jsonl", QUERIES)
+    config = _write(tmp_path, _base(tmp_path, corpus, queries, [{"name": "dense", "params": {"model": "minilm"}}],
+                                    execution={"shard_size": 150, "max_workers": 2}))
+    run = f"import rbench\nresults = rbench.run({config!r})\n"
+    again = f"results = rbench.run({config!r})\nprint(sorted(s['status'] for s in results.stages.iter_rows(named=True) if s['stage'] == 'encode'))\n"
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(run), nbformat.v4.new_code_cell(again)])
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", str(tmp_path)), "PYTHONNOUSERSITE": "1",
+           "PREFECT_HOME": prefect_home(tmp_path / "node"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    client = NotebookClient(notebook, timeout=600, kernel_name="python3", allow_errors=True, env=env,
+                            resources={"metadata": {"path": str(tmp_path)}})
+    locks, published = tmp_path / "store" / "encode" / ".locks", tmp_path / "store" / "encode"
+    with client.setup_kernel():
+        kernel = psutil.Process(client.km.provisioner.process.pid)
+        failed = []
+
+        def execute() -> None:
+            try:
+                client.execute_cell(notebook.cells[0], 0)
+            except BaseException as e:  # noqa: BLE001 - shown by the assertion below
+                failed.append(e)
+
+        cell = threading.Thread(target=execute)
+        cell.start()
+        deadline = time.monotonic() + 300
+        while not [p for p in locks.glob("*") if p.is_file()] or not list(published.glob("*/_manifest.json")):
+            assert cell.is_alive() and time.monotonic() < deadline, "no encode under way"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        told = time.monotonic()
+        run_sync(client.km.interrupt_kernel)()  # SIGINT to the kernel's process group, as Jupyter sends it
+        cell.join(timeout=60)
+        assert time.monotonic() - told < 10 and not failed, failed
+        outputs = notebook.cells[0].outputs
+        errors = [o for o in outputs if o["output_type"] == "error"]
+        printed = "".join(o.get("text", "") for o in outputs if o["output_type"] == "stream")
+        assert [e["ename"] for e in errors] == ["KeyboardInterrupt"], outputs
+        assert "rbench: stopped" in errors[0]["evalue"] and "resumes" in errors[0]["evalue"]
+        assert "Traceback" not in printed and "Crash" not in printed and "prefect" not in printed.lower(), printed
+        assert not [p for p in (tmp_path / "store").glob("*/.locks/*") if p.is_file()]
+        time.sleep(1)
+        stage_processes = [p for p in kernel.children(recursive=True) if "prefect" not in " ".join(p.cmdline())]
+        assert not stage_processes, [p.cmdline() for p in stage_processes]
+        done = len(list(published.glob("*/_manifest.json")))
+        assert 1 <= done < 4
+        client.execute_cell(notebook.cells[1], 1)
+    outputs = notebook.cells[1].outputs
+    printed = "".join(o.get("text", "") for o in outputs if o["output_type"] == "stream")
+    assert not [o for o in outputs if o["output_type"] == "error"], outputs
+    assert printed.strip().splitlines()[-1] == str(sorted(["cached"] * done + ["ran"] * (4 - done))), printed
+    assert "Traceback" not in printed and "Crash" not in printed, printed
