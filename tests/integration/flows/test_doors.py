@@ -22,8 +22,8 @@ from tests.unit.tasks.test_chunking_eval import make_eval_set
 
 pytestmark = pytest.mark.usefixtures("prefect_server")  # one Prefect test server per session
 
-DOORS = ["run", "embeddings", "search", "chunking", "api"]
-RUNNERS = {"run", "embeddings", "search", "api"}  # chunking runs its cells in the flow, one after another
+DOORS = ["run", "embeddings", "search", "chunking", "reproduce", "api"]
+RUNNERS = {"run", "embeddings", "search", "reproduce", "api"}  # chunking runs its cells in the flow, one by one
 
 
 def _config(tmp_path: Path, door: str, tiny_files, **extra) -> Path:
@@ -58,6 +58,11 @@ def _enter(door: str, config: Path, store: Path | None = None, tracking_uri: str
         return 0
     flags = [*(["--store", str(store)] if store else []), *(["--tracking-uri", tracking_uri] if tracking_uri else []),
              *(["--runner", runner] if runner else []), *(["--address", address] if address else [])]
+    if door == "reproduce":  # a reproduction of one local study, the config, against a table rbench ships
+        study = config.with_name("repro.yaml")
+        study.write_text(yaml.safe_dump({"name": "door-repro", "title": "doors", "tables": ["arm-report-table6"],
+                                         "studies": [{"config": str(config)}]}))
+        return main([door, str(study), "--out", str(config.with_name("reproduction")), *flags])
     return main([door, str(config), *flags])
 
 
