@@ -14,8 +14,9 @@ from prefect import flow
 from rbench.config.search import load_search_config, propose, trial_config
 from rbench.experiment import preflight, reopened
 from rbench.flows.benchmark import run_with_runner
-from rbench.tasks.evaluate import read_aggregate
+from rbench.tasks.evaluate import read_aggregate, read_ir_values
 from rbench.tracking.write import log_search
+
 
 
 @flow(name="rbench-config-search", log_prints=True)
@@ -33,8 +34,11 @@ def config_search(config_path: str, mirror: str | None = None, store: str | None
         results, failures, report = run_with_runner(trial_config(cfg, search, params))
         if failures:
             raise RuntimeError(f"search trial {params} failed: {failures[0]['error']}")
-        value = fmean(a["value"] for r in results for a in read_aggregate(r["evaluation"])
-                      if a["metric"] == search.metric and a["k"] == search.k)
+        if search.ir_measure:
+            value = fmean(fmean(read_ir_values(r["evaluation"], search.metric)) for r in results)
+        else:
+            value = fmean(a["value"] for r in results for a in read_aggregate(r["evaluation"])
+                          if a["metric"] == search.metric and a["k"] == search.k)
         trials.append({"trial": len(trials), "params": params, "value": value,
                        "stages_ran": sum(1 for s in report if s["status"] == "ran")})
         return value

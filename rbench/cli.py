@@ -129,7 +129,7 @@ def cmd_chunking(args: argparse.Namespace) -> int:
         if cfg.search is not None:
             result = opened.run()
             for t in result["trials"]:
-                print(f"  trial {t['trial']:>3}  {t['params']}  {cfg.search.metric} = {t['value']:.4f}")
+                print(f"  trial {t['trial']:>3}  {t['params']}  {cfg.search.target} = {t['value']:.4f}")
             print(f"best: {result['best']}")
             return 0
         combos = len(cfg.chunk_sizes) * len(cfg.overlaps) * len(cfg.n)
@@ -151,15 +151,15 @@ def cmd_search(args: argparse.Namespace) -> int:
     with open_experiment("search", args.config, _door(args)) as opened:
         search = opened.search
         print(f"rbench: {search.strategy} search of {search.retriever!r} over {list(search.space)}, "
-              f"budget {search.budget}, target {search.metric}@{search.k}; runner {opened.config.execution.runner}",
+              f"budget {search.budget}, target {search.target}; runner {opened.config.execution.runner}",
               flush=True)
         started = time.perf_counter()
         result = opened.run()
     for t in result["trials"]:
-        print(f"  trial {t['trial']:>3}  {t['params']}  {search.metric}@{search.k} = {t['value']:.4f}"
+        print(f"  trial {t['trial']:>3}  {t['params']}  {search.target} = {t['value']:.4f}"
               f"  ({t['stages_ran']} stages ran)")
     best = result["best"]
-    print(f"best: trial {best['trial']} {best['params']} {search.metric}@{search.k} = {best['value']:.4f}; "
+    print(f"best: trial {best['trial']} {best['params']} {search.target} = {best['value']:.4f}; "
           f"wall time {time.perf_counter() - started:.1f}s; MLflow run {result['mlflow_run_id']}")
     return 0
 

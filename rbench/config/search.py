@@ -9,16 +9,20 @@ finished trial before trying new ones.
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 from typing import Any, Callable, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator, model_validator
 
 from rbench.config import ExperimentConfig, RetrieverConfig, parse_config
 from rbench.core.configfile import format_validation_error, load_mapping
 from rbench.core.errors import ConfigError, MissingExtraError
 from rbench.core.locations import door_settings, given_mirror, given_store, given_tracking_uri
+
+SEARCHABLE = ("precision", "recall", "f1", "perfect_recall", "ndcg", "mrr")
+"""rbench's per-query measures at a cut-off, which a search can maximise."""
 
 
 class Dimension(BaseModel):
@@ -72,10 +76,41 @@ class SearchConfig(BaseModel):
     """The seed of ``random`` and ``tpe`` proposals, so a search can be repeated."""
     grid_points: PositiveInt = 5
     """``grid``: values per range dimension, evenly spaced from ``low`` to ``high``."""
-    metric: Literal["precision", "recall", "f1", "perfect_recall", "ndcg", "mrr"] = "recall"
-    """The measure the search maximises, averaged over the tuning queries."""
+    metric: str = "recall"
+    """The measure the search maximises, averaged over the tuning queries: one of rbench's
+    (``precision``, ``recall``, ``f1``, ``perfect_recall``, ``ndcg``, ``mrr``, at ``k``) or an
+    ir_measures name with its own cut-off (``nDCG@10``, ``AP``, ``P@5``; ``k`` is then unused)."""
     k: PositiveInt = 5
-    """The cut-off of ``metric``."""
+    """The cut-off of one of rbench's measures."""
+
+    @field_validator("metric")
+    @classmethod
+    def _measure(cls, name: str) -> str:
+        if name in SEARCHABLE:
+            return name
+        import ir_measures
+
+        try:
+            ir_measures.parse_measure(name)
+        except (ValueError, NameError, SyntaxError, TypeError, AttributeError):
+            raise ValueError(f"metric {name!r} is neither one of rbench's ({', '.join(SEARCHABLE)}, at k) nor an "
+                             "ir_measures name (nDCG@10, AP, P@5; https://ir-measur.es/)") from None
+        return name
+
+    @property
+    def ir_measure(self) -> bool:
+        """Whether ``metric`` is an ir_measures name (computed on each trial's run file and qrels)."""
+        return self.metric not in SEARCHABLE
+
+    @property
+    def target(self) -> str:
+        """The measure maximised, as shown: ``recall@5``, or the ir_measures name."""
+        return self.metric if self.ir_measure else f"{self.metric}@{self.k}"
+
+    @property
+    def target_key(self) -> str:
+        """:attr:`target` as an MLflow metric name (``recall_at_5``, ``nDCG_at_10``)."""
+        return re.sub(r"[^\w\-. /:]", "_", self.target.replace("@", "_at_"))
 
 
 def propose(cfg: SearchConfig, objective: Callable[[dict[str, Any]], float]) -> list[tuple[dict[str, Any], float]]:
@@ -145,7 +180,7 @@ def load_search_config(path: str | Path, mirror: str | None = None, store: str |
     labels = [r.label for r in cfg.retrievers]
     if search.retriever not in labels:
         raise ConfigError(f"search.retriever {search.retriever!r} is not a retriever label of {path}; labels: {labels}")
-    if search.k not in cfg.metrics.k:
+    if not search.ir_measure and search.k not in cfg.metrics.k:
         raise ConfigError(f"search.k {search.k} is not among metrics.k {cfg.metrics.k}: add it there")
     return cfg, search
 

@@ -407,7 +407,7 @@ def _log_search(mlflow, cfg, search, trials, best) -> str:
     from rbench.evaluation.report_plots import _pyplot
 
     experiment_id = ensure_experiment(mlflow, cfg.mlflow.experiment, cfg.store, cfg.mlflow.tracking_uri)
-    metric = f"{search.metric}_at_{search.k}"
+    metric = search.target_key
     with mlflow.start_run(experiment_id=experiment_id, run_name=f"{cfg.name}-search") as parent:
         mlflow.set_tags({**run_tags(canonical_json({"experiment": cfg.model_dump(mode="json"),
                                                     "search": search.model_dump(mode="json")})),

@@ -62,3 +62,29 @@ def test_bad_search_sections_are_named(tmp_path, tiny_files):
         load_search_config(_config(tmp_path, corpus, queries, space={"k1": {"low": 2, "high": 1}}))
     with pytest.raises(ConfigError, match="search.retriever 'bm25' is not a retriever label"):
         load_search_config(_config(tmp_path, corpus, queries, retriever="bm25"))
+
+
+def test_a_search_maximises_an_ir_measures_name_computed_on_each_trial(tmp_path, tiny_files):
+    """`metric: nDCG@3` (ir_measures' name): each trial's value is ir_measures' mean on that trial's
+    run file and qrels; k is then unused (not among metrics.k here). A name that is neither is
+    refused with both forms."""
+    import ir_measures
+
+    from rbench.core.store import Store
+    from rbench.dataset_adapters.qrels import read_qrels
+    from tests.conftest import read_trec_run
+
+    corpus, queries = tiny_files
+    result = config_search(_config(tmp_path, corpus, queries, strategy="grid", budget=2, grid_points=2,
+                                   metric="nDCG@3", k=7, space={"k1": {"low": 0.9, "high": 1.5}}))
+    evaluations = [a for a in Store(tmp_path / "store").artifacts() if a[0] == "evaluate"]
+    assert len(result["trials"]) == 2 and len(evaluations) == 2
+    expected = set()
+    for _, key in evaluations:
+        folder = tmp_path / "store" / "evaluate" / key
+        qrels, run = read_qrels(folder / "qrels.trec"), read_trec_run(folder / "run.trec")
+        values = [m.value for m in ir_measures.iter_calc([ir_measures.nDCG @ 3], qrels, run)]
+        expected.add(round(sum(values) / len(qrels), 10))
+    assert {round(t["value"], 10) for t in result["trials"]} == expected
+    with pytest.raises(ConfigError, match="neither one of rbench's .* nor an ir_measures name"):
+        load_search_config(_config(tmp_path, corpus, queries, metric="XYZ@3"))
