@@ -18,7 +18,6 @@ from rbench.tasks.evaluate import read_aggregate, read_ir_values
 from rbench.tracking.write import log_search
 
 
-
 @flow(name="rbench-config-search", log_prints=True)
 def config_search(config_path: str, mirror: str | None = None, store: str | None = None) -> dict:
     """Run the search; log each trial as an MLflow child run; return the best setting and history.
@@ -35,9 +34,9 @@ def config_search(config_path: str, mirror: str | None = None, store: str | None
         if failures:
             raise RuntimeError(f"search trial {params} failed: {failures[0]['error']}")
         if search.ir_measure:
-            value = fmean(fmean(read_ir_values(r["evaluation"], search.metric)) for r in results)
+            value = fmean(fmean(read_ir_values(r.evaluation, search.metric)) for r in results)
         else:
-            value = fmean(a["value"] for r in results for a in read_aggregate(r["evaluation"])
+            value = fmean(a["value"] for r in results for a in read_aggregate(r.evaluation)
                           if a["metric"] == search.metric and a["k"] == search.k)
         trials.append({"trial": len(trials), "params": params, "value": value,
                        "stages_ran": sum(1 for s in report if s["status"] == "ran")})

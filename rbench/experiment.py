@@ -55,7 +55,7 @@ def preflight(cfg: ExperimentConfig) -> None:
     for r in cfg.retrievers:
         retriever = r.build()
         for leaf in retriever.leaves():
-            model = getattr(leaf.params, "model", None)
+            model = leaf.model()
             if model is not None:
                 check_available(model)
         for spec in retriever.rewrites():

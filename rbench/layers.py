@@ -19,8 +19,9 @@ LAYERS: list[tuple[tuple[str, ...], str]] = [
     (("rbench.retrievers", "rbench.dataset_adapters"),
      "one retriever per file behind `base.py`, the model registry; one dataset adapter per file behind "
      "`base.py`, the chunker (`chunking.py`), the corpus checks (`validate.py`)"),
-    (("rbench.config", "rbench.experiment"),
-     "the experiment schema, its search section and the chunking grid file; resolving an experiment, preflight"),
+    (("rbench.config", "rbench.experiment", "rbench.results"),
+     "the experiment schema, its search section and the chunking grid file; resolving an experiment, preflight; "
+     "typed records of what crosses stages and doors (`results.py`)"),
     (("rbench.tasks",), "one module per pipeline stage, nothing else (a test checks it)"),
     (("rbench.tracking", "rbench.orchestration"),
      "MLflow: runs written, read back, kept for later; Prefect glue: the stage graph, stages as tasks on a "

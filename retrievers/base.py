@@ -126,6 +126,11 @@ class Retriever(ABC):
         """Build the index from encoded shards, in corpus order (retrievers with ``shard_fields``)."""
         raise TypeError(f"{self.name} does not build its index from shards")
 
+    def model(self) -> str | None:
+        """The model this retriever runs itself, as its params name it (a registry id, alias, hub id
+        or folder); None for one that runs none (lexical retrievers, composites)."""
+        return None
+
     def model_identities(self) -> list[str]:
         """The identity of each model this retriever runs itself (see ``rbench.retrievers.models.model_identity``)."""
         return []

@@ -189,6 +189,9 @@ class Dense(Retriever):
     version = 2
     _native = None
 
+    def model(self) -> str:
+        return self.params.model
+
     def model_identities(self) -> list[str]:
         prebuilt = [fingerprint(Path(self.params.prebuilt))] if self.params.prebuilt else []
         return [model_identity(self.params.model), *prebuilt]

@@ -110,6 +110,9 @@ class Rerank(FirstStage):
         super().__init__(params)
         self._scorer = CrossEncoderScorer(self.params)
 
+    def model(self) -> str:
+        return self.params.model
+
     def model_identities(self) -> list[str]:
         from rbench.retrievers.models import model_identity
 

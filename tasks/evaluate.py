@@ -13,6 +13,7 @@ from rbench.core.store import Artifact, Stage, write_atomic
 from rbench.evaluation.metrics_per_query import evaluate_queries, macro_average
 from rbench.evaluation.metrics_trec import standard_measures
 from rbench.evaluation.runs import dedup_documents, drop_excluded, to_qrels, to_trec, to_trec_qrels
+from rbench.results import PairResult
 
 
 def build_evaluate(folder: Path, inputs: list[Artifact], config: MetricsConfig) -> dict:
@@ -70,7 +71,7 @@ def read_ir_values(evaluation: Artifact, name: str) -> list[float]:
     return list(ir_per_query([(name, None)], qrels, to_ranx_run(ranking)).values())
 
 
-def model_rows(results: Sequence[dict], k: int = 5) -> list[dict]:
+def model_rows(results: Sequence[PairResult], k: int = 5) -> list[dict]:
     """One row per dense (model, dataset) result of ``rbench.flows.benchmark.run_stages``.
 
     Reads recall@k from the evaluation, queries/s from the run, and passages/s and build
@@ -78,13 +79,14 @@ def model_rows(results: Sequence[dict], k: int = 5) -> list[dict]:
     """
     rows = []
     for r in results:
-        index_info = next((i.info for i in r["indexes"] if "passages_per_second" in i.info), None)
+        index_info = next((i.info for i in r.indexes if "passages_per_second" in i.info), None)
         if index_info is None:
             continue
-        recall = next((a["value"] for a in read_aggregate(r["evaluation"]) if a["metric"] == "recall" and a["k"] == k), None)
+        recall = next((a["value"] for a in read_aggregate(r.evaluation) if a["metric"] == "recall" and a["k"] == k),
+                      None)
         rows.append({
-            "dataset": r["dataset"], "retriever": r["retriever"].label, "model": r["retriever"].params.get("model"),
-            f"recall@{k}": recall, "queries_per_second": r["run"].info.get("queries_per_second"),
+            "dataset": r.dataset, "retriever": r.retriever.label, "model": r.retriever.build().model(),
+            f"recall@{k}": recall, "queries_per_second": r.run.info.get("queries_per_second") if r.run else None,
             "passages_per_second": index_info["passages_per_second"], "dim": index_info.get("dim"),
             "index_build_seconds": round((index_info.get("encode_seconds") or 0) + (index_info.get("build_seconds") or 0), 2),
         })

@@ -22,6 +22,7 @@ from rbench.core.processes import build_call
 from rbench.core.secrets import redact
 from rbench.core.store import Artifact, Stage, Store
 from rbench.dataset_adapters.base import get_adapter
+from rbench.results import PairResult
 from rbench.tasks.download import DOWNLOAD, DownloadConfig, source_of, unreachable
 from rbench.tasks.evaluate import EVALUATE, read_aggregate
 from rbench.tasks.index import ENCODE, INDEX, IndexConfig
@@ -32,7 +33,7 @@ from rbench.tasks.subsample import SUBSAMPLE
 
 
 def _index_label(dataset: str, leaf) -> str:
-    model = getattr(leaf.params, "model", None)
+    model = leaf.model()
     return f"{dataset}/{leaf.name}" + (f":{model.rsplit('/', 1)[-1]}" if model else "")
 
 
@@ -140,7 +141,7 @@ class ExperimentGraph:
         self._pairs.append((ds.name, r, run, indexes, rewrites, scored))
         return scored
 
-    def outcome(self) -> tuple[list[dict], list[dict], list[dict]]:
+    def outcome(self) -> tuple[list[PairResult], list[dict], list[dict]]:
         """(results, failures, stage report) once every submitted stage has ended."""
         report = self.sub.report()
         results, failures = [], []
@@ -152,9 +153,9 @@ class ExperimentGraph:
                 error = f"{first['stage']}[{first['label']}]: {first['error']}" if first else "not run"
                 failures.append({"dataset": name, "retriever": r.label, "error": error})
                 continue
-            results.append({"dataset": name, "retriever": r, "indexes": [self.sub.artifact(b) for b in built],
-                            "rewrites": [self.sub.artifact(w) for w in rewrites], "run": self.sub.artifact(run),
-                            "evaluation": evaluation})
+            results.append(PairResult(name, r, evaluation, self.sub.artifact(run),
+                                      tuple(self.sub.artifact(b) for b in built),
+                                      tuple(self.sub.artifact(w) for w in rewrites)))
         return results, failures, report
 
     def _pair_needs(self, ds, r) -> set[str]:
@@ -178,13 +179,13 @@ class ExperimentGraph:
         return candidate
 
 
-def summarize_results(cfg: ExperimentConfig, results: list[dict], report: list[dict], run_id: str | None,
+def summarize_results(cfg: ExperimentConfig, results: list[PairResult], report: list[dict], run_id: str | None,
                       failures: list[dict] | None = None) -> dict:
     """The flow's return value: MLflow run, metrics rows, the stage report and the failed pairs."""
     metrics = [
-        {"dataset": r["dataset"], "retriever": r["retriever"].label, **row}
+        {"dataset": r.dataset, "retriever": r.retriever.label, **row}
         for r in results
-        for row in read_aggregate(r["evaluation"])
+        for row in read_aggregate(r.evaluation)
     ]
     return {"mlflow_run_id": run_id, "tracking_uri": redact(cfg.tracking_uri()), "metrics": metrics, "stages": report,
             "failures": failures or []}

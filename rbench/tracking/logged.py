@@ -23,25 +23,24 @@ from typing import Sequence
 from rbench.config import ExperimentConfig
 from rbench.core.hashing import canonical_json
 from rbench.core.secrets import redact
-from rbench.core.store import Artifact, Store, write_atomic
+from rbench.core.store import Store, write_atomic
+from rbench.results import PairResult
 from rbench.tracking.write import git_commit
 
 LOGGED = "_mlflow-logged"
 log = logging.getLogger("rbench")
 
 
-def _addresses(result: dict) -> list:
-    artifacts: list[Artifact | None] = [*(result.get("indexes") or []), *(result.get("rewrites") or []),
-                                        result.get("run"), result["evaluation"]]
-    return [None if a is None else [a.stage, a.key] for a in artifacts]
+def _addresses(result: PairResult) -> list:
+    return [None if a is None else [a.stage, a.key] for a in result.artifacts()]
 
 
-def logged_digest(cfg: ExperimentConfig, results: Sequence[dict], config_text: str) -> str:
+def logged_digest(cfg: ExperimentConfig, results: Sequence[PairResult], config_text: str) -> str:
     """The digest of what an MLflow run of these results shows."""
     view = {
         "tracking_uri": redact(cfg.tracking_uri()), "experiment": cfg.mlflow.experiment,
         "config_sha256": hashlib.sha256(config_text.encode()).hexdigest(), "git_commit": git_commit(),
-        "results": sorted([r["dataset"], r["retriever"].label, _addresses(r)] for r in results),
+        "results": sorted([r.dataset, r.retriever.label, _addresses(r)] for r in results),
     }
     return hashlib.sha256(canonical_json(view).encode()).hexdigest()
 
@@ -50,7 +49,7 @@ def _record(cfg: ExperimentConfig, digest: str) -> Path:
     return Store(cfg.store).root / LOGGED / f"{digest}.json"
 
 
-def remember_logged(cfg: ExperimentConfig, results: Sequence[dict], config_text: str, run_id: str) -> None:
+def remember_logged(cfg: ExperimentConfig, results: Sequence[PairResult], config_text: str, run_id: str) -> None:
     """Record that ``run_id`` logged these results (call only when every pair finished)."""
     path = _record(cfg, logged_digest(cfg, results, config_text))
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -58,7 +57,7 @@ def remember_logged(cfg: ExperimentConfig, results: Sequence[dict], config_text:
                                    "experiment": cfg.mlflow.experiment, "logged": time.strftime("%Y-%m-%dT%H:%M:%S")}))
 
 
-def already_logged(cfg: ExperimentConfig, results: Sequence[dict], config_text: str) -> str | None:
+def already_logged(cfg: ExperimentConfig, results: Sequence[PairResult], config_text: str) -> str | None:
     """The id of the MLflow run that logged exactly these results, while it is still there."""
     path = _record(cfg, logged_digest(cfg, results, config_text))
     try:

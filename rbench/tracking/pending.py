@@ -21,6 +21,7 @@ from rbench.config import ExperimentConfig, parse_config
 from rbench.core.errors import RbenchError
 from rbench.core.secrets import redact
 from rbench.core.store import Artifact, Store, write_atomic
+from rbench.results import PairResult
 
 PENDING = "_mlflow-pending"
 log = logging.getLogger("rbench")
@@ -30,7 +31,7 @@ def _address(artifact: Artifact | None) -> list[str] | None:
     return None if artifact is None else [artifact.stage, artifact.key]
 
 
-def save_pending(cfg: ExperimentConfig, results: Sequence[dict], report: Sequence[dict], config_text: str,
+def save_pending(cfg: ExperimentConfig, results: Sequence[PairResult], report: Sequence[dict], config_text: str,
                  failures: Sequence[dict], error: str) -> Path:
     """Write a record of a failed logging into the store; return its path."""
     uri = cfg.tracking_uri()
@@ -42,10 +43,8 @@ def save_pending(cfg: ExperimentConfig, results: Sequence[dict], report: Sequenc
         "config_text": redact(config_text), "report": list(report), "failures": list(failures),
         "error": redact(error), "saved": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "results": [{
-            "dataset": r["dataset"], "retriever": r["retriever"].label,
-            "indexes": [_address(a) for a in r.get("indexes") or []],
-            "rewrites": [_address(a) for a in r.get("rewrites") or []],
-            "run": _address(r.get("run")), "evaluation": _address(r["evaluation"]),
+            "dataset": r.dataset, "retriever": r.retriever.label, "indexes": [_address(a) for a in r.indexes],
+            "rewrites": [_address(a) for a in r.rewrites], "run": _address(r.run), "evaluation": _address(r.evaluation),
         } for r in results],
     }
     path = Store(cfg.store).root / PENDING / f"{time.strftime('%Y%m%d-%H%M%S')}-{cfg.name}-{uuid.uuid4().hex[:6]}.json"
@@ -89,12 +88,10 @@ def log_pending(record: Path, tracking_uri: str | None = None) -> str:
         cfg = cfg.model_copy(update={"mlflow": cfg.mlflow.model_copy(update={"tracking_uri": tracking_uri})})
     store = Store(cfg.store)
     retrievers = {r.label: r for r in cfg.retrievers}
-    results = [{
-        "dataset": r["dataset"], "retriever": retrievers[r["retriever"]],
-        "indexes": [_load(store, a, record) for a in r["indexes"]],
-        "rewrites": [_load(store, a, record) for a in r["rewrites"]],
-        "run": _load(store, r["run"], record), "evaluation": _load(store, r["evaluation"], record),
-    } for r in data["results"]]
+    results = [PairResult(
+        r["dataset"], retrievers[r["retriever"]], _load(store, r["evaluation"], record), _load(store, r["run"], record),
+        tuple(_load(store, a, record) for a in r["indexes"]), tuple(_load(store, a, record) for a in r["rewrites"]),
+    ) for r in data["results"]]
     run_id = log_experiment(cfg, results, data["report"], data["config_text"], failures=data["failures"])
     record.unlink(missing_ok=True)
     return run_id

@@ -18,7 +18,7 @@ from rbench.core import settings
 from rbench.core.errors import TrackingError
 from rbench.core.hashing import canonical_json
 from rbench.core.secrets import redact, split_credentials
-from rbench.core.store import Artifact
+from rbench.results import PairResult
 from rbench.tasks.evaluate import read_aggregate
 from rbench.tracking.backend import prepare_tracking, tracking
 
@@ -162,7 +162,7 @@ def _device_name() -> str:
 _REFUSED = re.compile(r"[^\w\-. /]")  # characters MLflow refuses in a metric name
 
 
-def stage_metrics(result: dict) -> dict[str, float]:
+def stage_metrics(result: PairResult) -> dict[str, float]:
     """Every numeric stat the pair's stages reported, under the stage's name, with no allow-list:
     ``retrieve.<stat>``, ``rewrite.<stat>`` (``rewrite1.`` ... for further rewrites), ``index.<stat>``
     (``index1.`` ... for further indexes) and ``evaluate.<stat>`` (but its ``<metric>@<k>`` summary,
@@ -177,14 +177,14 @@ def stage_metrics(result: dict) -> dict[str, float]:
         elif isinstance(info, (int, float)) and not isinstance(info, bool) and math.isfinite(info):
             metrics[prefix] = float(info)
 
-    if result.get("run") is not None:
-        add("retrieve", result["run"].info)
-    for i, rewrite in enumerate(result.get("rewrites") or []):
+    if result.run is not None:
+        add("retrieve", result.run.info)
+    for i, rewrite in enumerate(result.rewrites):
         add("rewrite" if i == 0 else f"rewrite{i}", rewrite.info)
-    for i, index in enumerate(result.get("indexes") or []):
+    for i, index in enumerate(result.indexes):
         add("index" if i == 0 else f"index{i}", index.info)
-    if result.get("evaluation") is not None:  # its metric@k summary is logged once, as <metric>_at_<k>
-        add("evaluate", {k: v for k, v in result["evaluation"].info.items() if "@" not in str(k)})
+    # the evaluation's metric@k summary is logged once, as <metric>_at_<k>
+    add("evaluate", {k: v for k, v in result.evaluation.info.items() if "@" not in str(k)})
     return metrics
 
 
@@ -198,13 +198,11 @@ def headline_metrics(rows: Sequence[dict], headline: Sequence[str] = ("recall", 
 
 
 def log_experiment(
-    cfg: ExperimentConfig, results: Sequence[dict], report: Sequence[dict], config_text: str,
+    cfg: ExperimentConfig, results: Sequence[PairResult], report: Sequence[dict], config_text: str,
     extra_artifacts: Path | None = None, failures: Sequence[dict] = (), reuse_parent: bool = False,
 ) -> str:
-    """Log params, metrics and artifacts; return the parent run id.
+    """Log params, metrics and artifacts of the finished pairs ``results``; return the parent run id.
 
-    ``results`` items hold ``dataset``, ``retriever`` (a RetrieverConfig) and
-    ``evaluation`` (the evaluate stage's Artifact), and optionally ``run`` and ``indexes``;
     ``extra_artifacts`` is a folder logged to the parent run (reports, plots); ``failures``
     (pairs that did not finish) are logged to the parent run, which is then marked FAILED.
     With ``reuse_parent`` (the flow's own logging), a retried flow run logs into the parent run
@@ -252,9 +250,8 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
         })
         rows = []
         for result in results:
-            evaluation: Artifact = result["evaluation"]
-            retriever = result["retriever"]
-            dataset = next(d for d in cfg.datasets if d.name == result["dataset"])
+            evaluation, retriever = result.evaluation, result.retriever
+            dataset = next(d for d in cfg.datasets if d.name == result.dataset)
             aggregate = read_aggregate(evaluation)
             rows.extend({"dataset": dataset.name, "retriever": retriever.label, **a} for a in aggregate)
             child = f"{dataset.name}/{retriever.label}"
@@ -279,7 +276,7 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
                     tagged = Path(tmp) / "run.trec"
                     tagged.write_text(retag_trec(text, retriever.label, f"{child} run.trec"), encoding="utf-8")
                     mlflow.log_artifact(str(tagged))
-                run = result.get("run")
+                run = result.run
                 if run is not None and run.file("traces.parquet").is_file():
                     mlflow.log_artifact(str(run.file("traces.parquet")))
             if child not in children:  # its duration is its stages' time, not the logging's
@@ -299,14 +296,9 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
     return parent_id
 
 
-def pair_keys(result: dict) -> set[str]:
-    """The store keys of a dataset x retriever pair's artifacts (its indexes, run, evaluation)."""
-    keys = set()
-    for value in result.values():
-        for item in value if isinstance(value, (list, tuple)) else [value]:
-            if isinstance(item, Artifact):
-                keys.add(item.key)
-    return keys
+def pair_keys(result: PairResult) -> set[str]:
+    """The store keys of a dataset x retriever pair's artifacts (its indexes, rewrites, run, evaluation)."""
+    return {a.key for a in result.artifacts() if a is not None}
 
 
 def stage_span(report: Sequence[dict], keys: set[str] | None = None) -> tuple[int, int]:

@@ -89,9 +89,9 @@ def test_each_index_is_built_once_per_dataset_whoever_searches_it(tmp_path, tiny
     sub, results, failures, _ = _graph(tmp_path, tiny_files, corpus, [{"name": "bm25s"}, DENSE, fusion])
     assert sub.submitted("index") == ["tiny/bm25s", MODEL]  # each for two retrievers
     assert sub.submitted("retrieve") == ["tiny/bm25s", "tiny/dense", "tiny/fusion"]
-    assert not failures and [r["retriever"].label for r in results] == ["bm25s", "dense", "fusion"]
-    fused = next(r for r in results if r["retriever"].label == "fusion")
-    assert [i.label for i in fused["indexes"]] == ["tiny/bm25s", MODEL]  # the very handles the others read
+    assert not failures and [r.retriever.label for r in results] == ["bm25s", "dense", "fusion"]
+    fused = next(r for r in results if r.retriever.label == "fusion")
+    assert [i.label for i in fused.indexes] == ["tiny/bm25s", MODEL]  # the very handles the others read
 
 
 def test_a_dense_index_is_encoded_in_shards_of_shard_size_rows(tmp_path, tiny_files, corpus):
@@ -115,7 +115,7 @@ def test_a_failed_pair_names_the_first_stage_that_failed_under_it(tmp_path, tiny
     shard = f"{MODEL}[150:300]"
     sub, results, failures, report = _graph(tmp_path, tiny_files, corpus, [{"name": "bm25s"}, DENSE, fusion],
                                             failing={("encode", shard)})
-    assert [r["retriever"].label for r in results] == ["bm25s"]  # the pair that needs no dense index
+    assert [r.retriever.label for r in results] == ["bm25s"]  # the pair that needs no dense index
     assert failures == [{"dataset": "tiny", "retriever": r, "error": f"encode[{shard}]: boom"}
                         for r in ("dense", "fusion")]
     skipped = {(row["stage"], row["label"]) for row in report if row["status"] == "skipped"}

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from rbench.config import parse_config
 from rbench.core.store import Artifact
+from rbench.results import PairResult
 from rbench.tracking.logged import already_logged, logged_digest, remember_logged, run_is_finished
 
 
@@ -69,11 +70,10 @@ def _experiment(tmp_path: Path, **mlflow) -> object:
                          "datasets": [{"name": "fetaqa"}], "retrievers": [{"name": "bm25"}]})
 
 
-def _results(cfg, evaluate_key: str = "e1") -> list[dict]:
+def _results(cfg, evaluate_key: str = "e1") -> list[PairResult]:
     folder = Path("/nowhere")
-    return [{"dataset": "fetaqa", "retriever": cfg.retrievers[0], "indexes": [Artifact("index", "i1", folder)],
-             "rewrites": [], "run": Artifact("retrieve", "r1", folder),
-             "evaluation": Artifact("evaluate", evaluate_key, folder)}]
+    return [PairResult("fetaqa", cfg.retrievers[0], Artifact("evaluate", evaluate_key, folder),
+                       Artifact("retrieve", "r1", folder), (Artifact("index", "i1", folder),))]
 
 
 def test_the_record_names_what_mlflow_shows_and_is_trusted_while_the_run_is_there(tmp_path):
