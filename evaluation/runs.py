@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping
+from typing import Iterable, Iterator, Mapping
 from urllib.parse import quote, unquote
 
 DocRanking = dict[str, list[tuple[str, float]]]
@@ -96,11 +96,9 @@ def to_trec(ranking: DocRanking, tag: str) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def retag_trec(text: str, tag: str, source: str = "run file") -> str:
-    """A run file's text with ``tag`` in its last column and its scores rewritten by
-    :func:`file_scores` in the file's order (a file written before rbench wrote strictly
-    decreasing scores gets them); ``source`` names the file in the error for a malformed line."""
-    rows: dict[str, list[list[str]]] = {}
+def run_lines(text: str, source: str = "run file") -> Iterator[tuple[int, list[str], float]]:
+    """``(line number, fields, score)`` of each line of a TREC run file's text; a malformed line
+    is a ValueError naming ``source`` and the line."""
     for number, line in enumerate(text.splitlines(), 1):
         fields = line.split()
         if not fields:
@@ -108,9 +106,18 @@ def retag_trec(text: str, tag: str, source: str = "run file") -> str:
         try:
             if len(fields) != 6:
                 raise ValueError
-            float(fields[4])
+            score = float(fields[4])
         except ValueError:
             raise ValueError(f"{source}:{number}: expected 'qid Q0 docid rank score tag', got {line[:200]!r}") from None
+        yield number, fields, score
+
+
+def retag_trec(text: str, tag: str, source: str = "run file") -> str:
+    """A run file's text with ``tag`` in its last column and its scores rewritten by
+    :func:`file_scores` in the file's order (a file written before rbench wrote strictly
+    decreasing scores gets them); ``source`` names the file in the error for a malformed line."""
+    rows: dict[str, list[list[str]]] = {}
+    for _, fields, _ in run_lines(text, source):
         rows.setdefault(fields[0], []).append(fields)
     lines = []
     for fields in rows.values():
@@ -124,16 +131,7 @@ def read_trec_run(text: str, source: str = "run file") -> DocRanking:
     by score, ties in the file's order. Ids are percent-decoded (rbench's files encode them,
     :func:`trec_id`). A malformed line is a ValueError naming ``source`` and the line."""
     hits: dict[str, list[tuple[float, int, str]]] = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        fields = line.split()
-        if not fields:
-            continue
-        try:
-            if len(fields) != 6:
-                raise ValueError
-            score = float(fields[4])
-        except ValueError:
-            raise ValueError(f"{source}:{number}: expected 'qid Q0 docid rank score tag', got {line[:200]!r}") from None
+    for number, fields, score in run_lines(text, source):
         hits.setdefault(unquote(fields[0]), []).append((-score, number, unquote(fields[2])))
     ranking: DocRanking = {}
     for qid, found in hits.items():
