@@ -337,7 +337,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from rbench.systems import RunFile, gather, parse_measures
     from rbench.tracking.read import differing_params, load_costs_and_traces, load_reproductions, log_report
 
-    uri = _tracking_uri(args) if args.runs or not args.qrels else None
+    uri = _tracking_uri(args) if args.runs else None
     measures = parse_measures(args.measures) if args.measures else []
     files = [RunFile.parse(text) for text in args.run_file]
     systems = gather(measures, args.runs, files, Path(args.qrels) if args.qrels else None, args.dataset, uri,

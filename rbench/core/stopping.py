@@ -57,13 +57,15 @@ def stopping() -> bool:
 
 _RESUMED = threading.Event()  # set once a stop that left the process running (an interrupt) is over
 _RESUMED.set()
+_STOPS_END_THE_PROCESS = threading.Event()  # cleared for good by an interrupt the process outlives
+_STOPS_END_THE_PROCESS.set()
 
 
 def wait_for_the_end() -> None:
     """Block the calling thread until the process ends (a stage whose work a stop took away
-    reports nothing: its error would only be a traceback under the stop's one line); after an
-    interrupt that leaves the process running (:func:`interrupts_handled`), until its block ended."""
-    if _RESUMED.is_set():
+    reports nothing: its error would only be a traceback under the stop's one line); in a process
+    that outlives its stops (:func:`interrupts_handled`), until the interrupted block has ended."""
+    if _STOPS_END_THE_PROCESS.is_set():
         threading.Event().wait()
     _RESUMED.wait()
 
@@ -200,6 +202,7 @@ def interrupts_handled(on_interrupt: Callable[[], None] = lambda: None) -> Itera
 
     def interrupted(signum: int, frame) -> None:
         signal.signal(signal.SIGINT, before)  # a second interrupt is the process's own
+        _STOPS_END_THE_PROCESS.clear()
         _RESUMED.clear()
         _STOPPING.set()
         released = release_all()
