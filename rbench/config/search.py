@@ -20,9 +20,8 @@ from rbench.config import ExperimentConfig, RetrieverConfig, parse_config
 from rbench.core.configfile import format_validation_error, load_mapping
 from rbench.core.errors import ConfigError, MissingExtraError
 from rbench.core.locations import door_settings, given_mirror, given_store, given_tracking_uri
-
-SEARCHABLE = ("precision", "recall", "f1", "perfect_recall", "ndcg", "mrr")
-"""rbench's per-query measures at a cut-off, which a search can maximise."""
+from rbench.evaluation.metrics import METRICS
+from rbench.evaluation.metrics_ir import is_ir_measure, parse_measure
 
 
 class Dimension(BaseModel):
@@ -86,21 +85,17 @@ class SearchConfig(BaseModel):
     @field_validator("metric")
     @classmethod
     def _measure(cls, name: str) -> str:
-        if name in SEARCHABLE:
+        if name in METRICS:
             return name
-        import ir_measures
-
-        try:
-            ir_measures.parse_measure(name)
-        except (ValueError, NameError, SyntaxError, TypeError, AttributeError):
-            raise ValueError(f"metric {name!r} is neither one of rbench's ({', '.join(SEARCHABLE)}, at k) nor an "
-                             "ir_measures name (nDCG@10, AP, P@5; https://ir-measur.es/)") from None
-        return name
+        if is_ir_measure(parse_measure(name)):  # a ValueError names both forms
+            return name
+        raise ValueError(f"metric {name!r}: give one of rbench's measures by its name alone ({', '.join(METRICS)}; "
+                         "its cut-off is k), or an ir_measures name (nDCG@10, AP, P@5)")
 
     @property
     def ir_measure(self) -> bool:
         """Whether ``metric`` is an ir_measures name (computed on each trial's run file and qrels)."""
-        return self.metric not in SEARCHABLE
+        return self.metric not in METRICS
 
     @property
     def target(self) -> str:
