@@ -217,8 +217,7 @@ def compare(*runs: Results | str | Path, measures: Sequence[str] = ("recall@5", 
     from rbench.core.locations import resolve_tracking_uri
     from rbench.evaluation.metrics_ir import is_ir_measure
     from rbench.evaluation.report_experiment import experiment_tables
-    from rbench.systems import RunFile, add_ir_values, judged_by_dataset, parse_measures, score_files
-    from rbench.tracking.read import load_results, load_run_files
+    from rbench.systems import RunFile, add_ir_values, gather, judged_by_dataset, parse_measures, score_files
 
     if not runs:
         raise RbenchError("compare needs at least one run: Results, an MLflow run id, or a run file's Path")
@@ -227,27 +226,25 @@ def compare(*runs: Results | str | Path, measures: Sequence[str] = ("recall@5", 
     outside = [RunFile.parse(str(item)) for item in runs if isinstance(item, Path)]
     read_files = bool(outside) or any(is_ir_measure(m) for m in parsed)
     scores: dict = {}
-    logged_files: dict = {}
+    judged: dict[str, str] = {}  # qrels text by dataset, for the run files
     for n, item in enumerate(logged_runs):
         if isinstance(item, Results):
             found, run_id = item.scores(), item.mlflow_run_id
             files = {key: (paths["run"].read_text(encoding="utf-8"), paths["qrels"].read_text(encoding="utf-8"))
                      for key, paths in item.run_files.items()} if read_files else {}
+            add_ir_values(found, files, parsed)
+            of_run = judged_by_dataset(files)
         else:
-            uri = resolve_tracking_uri(tracking_uri, store=store)
-            (parent,), _, found = load_results(uri, [item], per_query=True)
-            run_id = parent.info.run_id
-            files = load_run_files(uri, [item], store=Path(store) if store else None) if read_files else {}
-        add_ir_values(found, files, parsed)
+            systems = gather(parsed, [item], tracking_uri=resolve_tracking_uri(tracking_uri, store=store),
+                             store=Path(store) if store else None, keep_qrels=bool(outside))
+            found, run_id, of_run = systems.scores, systems.parents[0].info.run_id, systems.judged
+        for dataset_name, text in of_run.items():
+            judged.setdefault(dataset_name, text)
         name = run_id[:8] if run_id else f"run{n + 1}"
         for (dataset_name, system), values in found.items():
-            label = f"{name}:{system}" if len(logged_runs) > 1 else system
-            scores[(dataset_name, label)] = values
-            if files:
-                logged_files[(dataset_name, label)] = files[(dataset_name, system)]
+            scores[(dataset_name, f"{name}:{system}" if len(logged_runs) > 1 else system)] = values
     if outside:
-        found, _ = score_files(outside, parsed, judged_by_dataset(logged_files), Path(qrels) if qrels else None,
-                               dataset)
+        found, _ = score_files(outside, parsed, judged, Path(qrels) if qrels else None, dataset)
         scores.update(found)
     try:
         return Comparison(experiment_tables(scores, parsed, baseline, test, trials, alpha, correction, seed))

@@ -43,19 +43,21 @@ class RunFile:
 @dataclass
 class Systems:
     """What a table reads: the parent runs read, metrics rows (``dataset``, ``retriever``,
-    ``metric``, ``k``, ``value``) and per-query values ``scores[(dataset, system)][(metric, k,
-    query_id)]``."""
+    ``metric``, ``k``, ``value``), per-query values ``scores[(dataset, system)][(metric, k,
+    query_id)]``, and the qrels text the runs were scored on by dataset (``judged``, where read)."""
 
     parents: list = field(default_factory=list)
     rows: list[dict] = field(default_factory=list)
     scores: dict = field(default_factory=dict)
+    judged: dict[str, str] = field(default_factory=dict)
 
 
 def gather(measures: Sequence[Measure], runs: Sequence[str] = (), files: Sequence[RunFile] = (),
            qrels: Path | None = None, dataset: str | None = None, tracking_uri: str | None = None,
-           experiment: str | None = None, store: Path | None = None) -> Systems:
+           experiment: str | None = None, store: Path | None = None, keep_qrels: bool = False) -> Systems:
     """rbench ``runs`` (MLflow ids or ``latest``) and run ``files``, with per-query values for
-    ``measures`` (:func:`score_files` says on which qrels the files are scored)."""
+    ``measures`` (:func:`score_files` says on which qrels the files are scored); ``keep_qrels``:
+    the runs' qrels too (``judged``), for run files scored later."""
     if not runs and not files:
         raise ConfigError("nothing to compare: give rbench run ids, run files (--run-file), or both")
     systems = Systems()
@@ -64,12 +66,13 @@ def gather(measures: Sequence[Measure], runs: Sequence[str] = (), files: Sequenc
         from rbench.tracking.read import load_results, load_run_files
 
         systems.parents, systems.rows, systems.scores = load_results(tracking_uri, runs, experiment, per_query=True)
-        if any(is_ir_measure(m) for m in measures) or (files and qrels is None):
+        if any(is_ir_measure(m) for m in measures) or keep_qrels or (files and qrels is None):
             logged = load_run_files(tracking_uri, runs, experiment, store)
         add_ir_values(systems.scores, logged, measures)
+        systems.judged = judged_by_dataset(logged)
     if files:
         ks = sorted({r["k"] for r in systems.rows if r["k"]}) or [1, 5, 10, 20, 100]
-        scores, rows = score_files(files, measures, judged_by_dataset(logged), qrels, dataset, ks)
+        scores, rows = score_files(files, measures, systems.judged, qrels, dataset, ks)
         for table, name in sorted(scores.keys() & systems.scores.keys()):
             raise ConfigError(f"a run file is named {name!r}, as a system of {table} already is: name it with "
                               "NAME=PATH")
