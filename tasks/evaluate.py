@@ -61,14 +61,13 @@ def read_aggregate(evaluation: Artifact) -> list[dict]:
 
 def read_ir_values(evaluation: Artifact, name: str) -> list[float]:
     """Per-query values of the ir_measures measure ``name`` on an evaluate artifact's run file and
-    qrels (:mod:`rbench.evaluation.metrics_ir`)."""
+    qrels (:func:`rbench.evaluation.metrics_files.file_values`)."""
     from rbench.dataset_adapters.qrels import read_qrels
-    from rbench.evaluation.metrics_ir import ir_per_query
-    from rbench.evaluation.runs import read_trec_run, to_ranx_run
+    from rbench.evaluation.metrics_files import file_values
+    from rbench.evaluation.runs import read_trec_run
 
     ranking = read_trec_run(evaluation.file("run.trec").read_text(encoding="utf-8"), str(evaluation.file("run.trec")))
-    qrels = read_qrels(evaluation.file("qrels.trec"))
-    return list(ir_per_query([(name, None)], qrels, to_ranx_run(ranking)).values())
+    return list(file_values(ranking, read_qrels(evaluation.file("qrels.trec")), [(name, None)]).values())
 
 
 def model_rows(results: Sequence[PairResult], k: int = 5) -> list[dict]:
