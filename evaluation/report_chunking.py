@@ -21,7 +21,7 @@ def write_grid_report(results: Sequence[dict], reference_token_lengths: Sequence
     and ``questions``; the table states them. Every row tied with the best mean at the
     shown precision is marked. Returns the first best row per metric.
     """
-    from rbench.evaluation.report_plots import _pyplot
+    from rbench.evaluation.report_plots import pyplot
 
     out.mkdir(parents=True, exist_ok=True)
     std = f"std_{settings['std']}"
@@ -45,7 +45,7 @@ def write_grid_report(results: Sequence[dict], reference_token_lengths: Sequence
         lines.append("| " + " | ".join([str(r["chunk_size"]), str(r["overlap"]), str(r["n"])] + cells) + " |")
     (out / "grid.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
     for ax, metric in zip(axes, ("precision", "recall", "f1")):
         labels, data = [], []

@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Sequence
 
 
-def _pyplot():
+def pyplot():
+    """matplotlib's ``pyplot`` on its Agg backend (files, no display)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -17,7 +18,7 @@ def _pyplot():
 
 def recall_curves(rows: Sequence[dict], dataset: str, path: Path, metric: str = "recall") -> Path:
     """``metric``@k against k, one line per retriever, for one dataset."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for retriever in sorted({r["retriever"] for r in rows if r["dataset"] == dataset}):
         points = sorted((r["k"], r["value"]) for r in rows
@@ -34,7 +35,7 @@ def recall_curves(rows: Sequence[dict], dataset: str, path: Path, metric: str = 
 
 def scatter(points: Sequence[dict], x: str, y: str, label: str, path: Path, title: str, log_x: bool = True) -> Path:
     """A labelled scatter plot of ``points[y]`` against ``points[x]``."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 4))
     for p in points:
         ax.scatter(p[x], p[y])
@@ -51,7 +52,7 @@ def scatter(points: Sequence[dict], x: str, y: str, label: str, path: Path, titl
 
 def grouped_bars(points: Sequence[dict], group: str, bar: str, value: str, path: Path, title: str) -> Path:
     """Bars of ``value`` per ``group`` (x axis), one bar per ``bar`` within each group."""
-    plt = _pyplot()
+    plt = pyplot()
     groups = sorted({p[group] for p in points})
     bars = sorted({p[bar] for p in points})
     width = 0.8 / max(len(bars), 1)
@@ -72,7 +73,7 @@ def difference_plot(table: dict, measure: str, path: Path) -> Path:
     """Per-query differences to the baseline on ``measure`` of an experiment table
     (:func:`rbench.evaluation.report_experiment.experiment_tables`), each system's sorted from its
     largest gain to its largest loss: bars above 0 are queries it wins, below 0 queries it loses."""
-    plt = _pyplot()
+    plt = pyplot()
     systems = [r for r in table["rows"] if r["cells"][measure]["differences"]]
     fig, axes = plt.subplots(len(systems), 1, figsize=(6, 1.8 * len(systems) + 0.8), squeeze=False, sharey=True)
     for ax, row in zip(axes[:, 0], systems):

@@ -20,7 +20,7 @@ from rbench.orchestration.graph import summarize_results
 from rbench.orchestration.runner import StoppableThreads, Submitter, ended_by_termination, task_runner
 from rbench.tracking.logged import remember_logged
 from rbench.tracking.pending import log_pending_for, save_pending
-from rbench.tracking.write import log_experiment, publish_run_link
+from rbench.tracking.write import log_experiment, publish_run_link, warm_up
 
 log_to_mlflow = task(log_experiment, name="mlflow")
 LOGGING_PENDING = "LoggingPending"
@@ -28,8 +28,8 @@ LOGGING_PENDING = "LoggingPending"
 
 def run_stages(cfg: ExperimentConfig) -> tuple[list[dict], list[dict], list[dict]]:
     """Every stage of the experiment as Prefect tasks on this flow's task runner; returns (results,
-    failures, stage report)."""
-    return experiment_stages(cfg, Submitter(str(cfg.store), cfg.execution))
+    failures, stage report). What the MLflow logging imports loads while the stages run."""
+    return experiment_stages(cfg, Submitter(str(cfg.store), cfg.execution), while_waiting=warm_up)
 
 
 @flow(name="rbench-stages")

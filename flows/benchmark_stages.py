@@ -3,16 +3,20 @@ cached lookups (no Prefect: a rerun whose every stage is in the store imports no
 
 from __future__ import annotations
 
+from typing import Callable
+
 from rbench.config import ExperimentConfig
 from rbench.core.errors import RbenchError
 from rbench.core.store import Store
 from rbench.orchestration.graph import CachedOnly, ExperimentGraph, NotCached
 
 
-def experiment_stages(cfg: ExperimentConfig, sub) -> tuple[list[dict], list[dict], list[dict]]:
+def experiment_stages(cfg: ExperimentConfig, sub, while_waiting: Callable[[], None] | None = None,
+                      ) -> tuple[list[dict], list[dict], list[dict]]:
     """The pipeline of every dataset x retriever, submitted to ``sub`` (Prefect tasks, or cached
     lookups): returns (results, failures, stage report). Datasets run in parallel; retrieval and
-    evaluation start as soon as their inputs exist; a failing stage fails only the pairs below it."""
+    evaluation start as soon as their inputs exist; a failing stage fails only the pairs below it.
+    ``while_waiting`` is called once every stage is submitted, as the wait for them begins."""
     graph = ExperimentGraph(cfg, sub)
     for ds in cfg.datasets:
         raw = graph.download(ds)
@@ -24,7 +28,7 @@ def experiment_stages(cfg: ExperimentConfig, sub) -> tuple[list[dict], list[dict
             rewrites = graph.rewrite(ds, r)
             run = graph.retrieve(ds, r, corpus, indexes, rewrites)
             graph.evaluate(ds, r, indexes, rewrites, run)
-    return graph.outcome()
+    return graph.outcome(while_waiting)
 
 
 def cached_experiment(cfg: ExperimentConfig) -> tuple[list[dict], list[dict]] | None:

@@ -40,13 +40,17 @@ def logged_summary(opened: OpenedExperiment) -> dict | None:
 def run_benchmark(opened: OpenedExperiment) -> dict:
     """Run an opened ``benchmark`` or ``embeddings`` experiment's flow (what is in the store is
     reused) and return its summary; a flow that ended without one raises its error."""
-    from rbench.flows.benchmark import summary_of
-    from rbench.orchestration.graph import check_data
+    from rbench.core.imports import torch_kept_out
+    from rbench.orchestration.graph import check_data, torch_in_stage_threads, warm_up_index_builds
     from rbench.orchestration.runner import built_for_the_flow
 
+    cfg = opened.config
     opened.check()
-    with built_for_the_flow(check_data(opened.config)):
+    with built_for_the_flow(check_data(cfg)), torch_kept_out(not torch_in_stage_threads(cfg)):
+        warm_up_index_builds(cfg)
         state = opened.run(return_state=True)
+    from rbench.flows.benchmark import summary_of  # after the server's start: it loads the flow's modules
+
     result = summary_of(state)
     if not isinstance(result, dict):
         if isinstance(result, RbenchError):

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import sys
 import warnings
 from pathlib import Path
 from typing import Any, Iterator, Literal
@@ -52,13 +51,6 @@ def setup_environment() -> None:
         if "PREFECT_LOGGING_LEVEL" not in os.environ:
             os.environ["PREFECT_LOGGING_LEVEL"] = "WARNING"  # read when Prefect is imported
             logging.getLogger("prefect").setLevel(logging.WARNING)  # and where it is already
-
-
-def stop_prefect_servers() -> None:
-    """Stop the temporary Prefect server this process started (a signal ends the process at once)."""
-    server = sys.modules.get("prefect.server.api.server")
-    for instance in list(getattr(getattr(server, "SubprocessASGIServer", None), "_instances", {}).values()):
-        instance.stop()
 
 
 _INTERRUPTED: set[str] = set()  # flow runs an interrupt stopped in this process
@@ -92,13 +84,19 @@ def _quiet_interrupted_runs() -> None:
 
 
 def run_flow(flow_fn, *args, **kwargs):
-    """Call a flow; every flow run it starts is tagged ``rbench`` (Prefect is imported only here)."""
+    """Call a flow; every flow run it starts is tagged ``rbench`` (Prefect is imported only here).
+    On rbench's temporary server the runs send no heartbeats: they tell a server's automations
+    that a deployed run's machine lives, and each flow's end waited up to a second for the
+    heartbeat thread."""
     from prefect import tags
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
     from rbench.prefect_server import log_temporary_server
 
-    log_temporary_server()
-    with tags(FLOW_TAG):
+    temporary = log_temporary_server() is not None
+    beats = (temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}) if temporary
+             else contextlib.nullcontext())
+    with tags(FLOW_TAG), beats:
         return flow_fn(*args, **kwargs)
 
 
@@ -148,8 +146,10 @@ class OpenedExperiment:
         """Run this experiment's flow (what is in the store is reused) and return what it returns;
         ``parameters`` are the flow's own (``return_state``)."""
         from rbench.experiment import opened_config
+        from rbench.prefect_server import start_early
 
         self.check()
+        start_early()
         if self.kind == "benchmark":
             from rbench.flows.benchmark import benchmark as flow_fn
         elif self.kind == "embeddings":
@@ -187,9 +187,10 @@ def open_experiment(kind: Kind, config: str | Path, settings: DoorSettings = Doo
     (then before the first run: ``rbench reproduce`` opens studies it may not run). ``corpora``:
     a chunking grid's ``--corpus``."""
     from rbench.core.stopping import interrupts_handled, signals_handled
+    from rbench.prefect_server import stop_temporary_servers
 
     setup_environment()
-    stops = interrupts_handled(_quiet_interrupted_runs) if in_a_notebook() else signals_handled(stop_prefect_servers)
+    stops = interrupts_handled(_quiet_interrupted_runs) if in_a_notebook() else signals_handled(stop_temporary_servers)
     with stops, door(settings):
         path = str(Path(config).resolve())
         opened = OpenedExperiment(kind, path, *_resolve(kind, path, corpora), corpora=corpora)

@@ -1,5 +1,5 @@
 """Prefect's temporary server, as an ``rbench`` command starts it: its own output goes to a log
-file beside its database, not to the user's terminal.
+file beside its database, not to the user's terminal, and it starts while the flow's code loads.
 
 With no ``PREFECT_API_URL``, Prefect starts a temporary API server in a child process that
 writes to the caller's stderr. Its services log their own troubles there as tracebacks (a
@@ -10,43 +10,35 @@ clients find it, since they ask for the one instance per port. In a Jupyter kern
 runs in a session of its own: the kernel's "interrupt" signals the kernel's whole process group,
 and a server killed by it left the run retrying its Crashed state for minutes; it stops with the
 kernel (Prefect stops it at exit).
+
+A cold run waited about 3.5 s for the server to answer after the flow's modules (and Prefect's
+server module, 1.3 s) had loaded. :func:`start_early` starts the server's process once the run's
+checks have passed, before that loading, with the command Prefect's own server class runs; the
+server Prefect's client then asks for takes that process over and waits for it to answer.
 """
 
 from __future__ import annotations
 
+import atexit
+import functools
+import os
+import socket
 import subprocess
+import sys
 from pathlib import Path
-
-from prefect.server.api import server as api
-from prefect.settings import get_current_settings
 
 from rbench.core import settings
 from rbench.core.errors import RbenchError
 from rbench.core.stopping import in_a_notebook
 
 LOG_NAME = "temporary-server.log"
-
-
-class _Popen:
-    """``subprocess`` as Prefect's server module sees it while it starts the server: ``Popen``
-    writes the child's stdout and stderr to ``log``."""
-
-    def __init__(self, log):
-        self._log = log
-
-    def Popen(self, *args, **kwargs):  # noqa: N802 - subprocess's name
-        kwargs.setdefault("stdout", self._log)
-        kwargs.setdefault("stderr", subprocess.STDOUT)
-        kwargs.setdefault("stdin", subprocess.DEVNULL)
-        kwargs.setdefault("start_new_session", in_a_notebook())  # a kernel's interrupt is its whole group's
-        return subprocess.Popen(*args, **kwargs)
-
-    def __getattr__(self, name):
-        return getattr(subprocess, name)
+_EARLY: dict = {}  # "port" and "process" of a server start_early started and no server took over yet
 
 
 def server_log() -> Path:
     """Where the temporary server's output goes: ``temporary-server.log`` in Prefect's home."""
+    from prefect.settings import get_current_settings
+
     return Path(get_current_settings().home).expanduser() / LOG_NAME
 
 
@@ -58,43 +50,128 @@ def _last_lines(path: Path, count: int = 5) -> str:
     return "\n".join(f"  {line}" for line in lines[-count:])
 
 
-class LoggedServer(api.SubprocessASGIServer):
-    """Prefect's temporary server, its output appended to :func:`server_log`, given
-    ``RBENCH_SERVER_STARTUP_SECONDS`` to answer; a server that does not start is one error that
-    shows the log's last lines and names the setting."""
+def uvicorn_command(port: int) -> tuple[list[str], dict[str, str]]:
+    """The command and environment of Prefect 3.8's temporary server on ``port``, as
+    ``SubprocessASGIServer._run_uvicorn_command`` (``prefect/server/api/server.py``) builds them;
+    a test checks that the two agree."""
+    import prefect
+    from prefect.settings import get_current_settings
 
-    def start(self, timeout: int | None = None) -> None:
-        wait = timeout or settings.server_startup_seconds()
+    args = [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
+            "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port),
+            "--log-level", "error", "--lifespan", "on"]
+    env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1",
+           **get_current_settings().to_environment_variables(exclude_unset=True)}
+    return args, env
+
+
+def _popen(args, log, **kwargs) -> subprocess.Popen:
+    kwargs.setdefault("stdout", log)
+    kwargs.setdefault("stderr", subprocess.STDOUT)
+    kwargs.setdefault("stdin", subprocess.DEVNULL)
+    kwargs.setdefault("start_new_session", in_a_notebook())  # a kernel's interrupt is its whole group's
+    return subprocess.Popen(args, **kwargs)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _server_module():
+    return sys.modules.get("prefect.server.api.server")
+
+
+def start_early() -> None:
+    """Start the temporary server's process now, where this process will ask Prefect for one (no
+    ``PREFECT_API_URL``, none started yet); it answers while the flow's code loads. Stopped at
+    exit, or by :func:`stop_temporary_servers`, unless a server took it over."""
+    from prefect.settings import get_current_settings
+
+    module = _server_module()
+    if _EARLY or get_current_settings().api.url or (module and module.SubprocessASGIServer._instances):
+        return
+    port = _free_port()
+    args, env = uvicorn_command(port)
+    log = server_log()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        _EARLY.update(port=port, process=_popen(args, out, env=env))
+    atexit.register(_stop_early)
+
+
+def _stop_early() -> None:
+    process = _EARLY.pop("process", None)
+    _EARLY.clear()
+    if process is not None and process.poll() is None:
+        process.terminate()
         try:
-            super().start(wait)
-        except Exception as e:
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            tail = _last_lines(server_log())
-            raise RbenchError(
-                f"Prefect's temporary server did not start within {wait:.0f}s ({first}); its output is in "
-                f"{server_log()}{':' + chr(10) + tail + chr(10) if tail else ' (empty). '}"
-                "On a busy machine raise RBENCH_SERVER_STARTUP_SECONDS; or run a server (prefect server start) "
-                "and set PREFECT_API_URL") from None
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
-    def _run_uvicorn_command(self):
-        log = server_log()
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "ab") as out:
-            api.subprocess = _Popen(out)
+
+def stop_temporary_servers() -> None:
+    """Stop the temporary Prefect server this process started (a signal ends the process at once)."""
+    _stop_early()
+    module = _server_module()
+    for instance in list(getattr(getattr(module, "SubprocessASGIServer", None), "_instances", {}).values()):
+        instance.stop()
+
+
+@functools.cache
+def _logged_server_class() -> type:
+    from prefect.server.api import server as api
+
+    class LoggedServer(api.SubprocessASGIServer):
+        """Prefect's temporary server, its output appended to :func:`server_log`, given
+        ``RBENCH_SERVER_STARTUP_SECONDS`` to answer; a server that does not start is one error
+        that shows the log's last lines and names the setting. It takes over the process
+        :func:`start_early` started."""
+
+        def start(self, timeout: int | None = None) -> None:
+            wait = timeout or settings.server_startup_seconds()
+            if self.port is None and _EARLY:
+                self.port = _EARLY["port"]
             try:
-                return super()._run_uvicorn_command()
-            finally:
-                api.subprocess = subprocess
+                super().start(wait)
+            except Exception as e:
+                first = str(e).splitlines()[0] if str(e) else type(e).__name__
+                tail = _last_lines(server_log())
+                raise RbenchError(
+                    f"Prefect's temporary server did not start within {wait:.0f}s ({first}); its output is in "
+                    f"{server_log()}{':' + chr(10) + tail + chr(10) if tail else ' (empty). '}"
+                    "On a busy machine raise RBENCH_SERVER_STARTUP_SECONDS; or run a server (prefect server start) "
+                    "and set PREFECT_API_URL") from None
+
+        def _run_uvicorn_command(self):
+            early = _EARLY.get("process")
+            if early is not None and _EARLY["port"] == self.port and early.poll() is None:
+                _EARLY.clear()
+                return early
+            _stop_early()
+            args, env = uvicorn_command(self.port)
+            log = server_log()
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with open(log, "ab") as out:
+                return _popen(args, out, env=env)
+
+    return LoggedServer
 
 
 def log_temporary_server() -> Path | None:
     """Make the temporary server that Prefect's clients start in this process write to
-    :func:`server_log`; return that path, or None when Prefect talks to a server of its own
-    (``PREFECT_API_URL``) or a temporary one already runs."""
+    :func:`server_log` (taking over the one :func:`start_early` started); return that path, or
+    None when Prefect talks to a server of its own (``PREFECT_API_URL``) or a temporary one of
+    Prefect's already runs."""
+    from prefect.settings import get_current_settings
+
     if get_current_settings().api.url:
         return None
-    existing = api.SubprocessASGIServer._instances.get(None)
+    logged = _logged_server_class()
+    existing = logged.__mro__[1]._instances.get(None)
     if existing is None:
-        existing = LoggedServer()
-    return server_log() if isinstance(existing, LoggedServer) else None
-
+        existing = logged()
+    return server_log() if isinstance(existing, logged) else None

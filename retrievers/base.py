@@ -158,6 +158,11 @@ class Retriever(ABC):
         device = getattr(self.params, "device", None)
         return self.uses_model and (device is None or str(device).startswith("cuda"))
 
+    def warm_up(self) -> None:
+        """Start now, in the background, what building this retriever's index needs where that takes
+        seconds (a worker process and its runtime): rbench calls it while its flow starts, for an
+        index the run will build in this process. Default: nothing."""
+
     @abstractmethod
     def index(self, corpus: Path, folder: Path) -> dict:
         """Index the corpus Parquet file into ``folder``; return a summary (counts, timings)."""

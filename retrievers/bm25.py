@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from rbench.core.configfile import PathOrName
 from rbench.core.errors import ConfigError, DataError, MissingExtraError, RbenchError
 from rbench.retrievers.base import RETRIEVERS, Retriever, Run
-from rbench.retrievers.lucene import LuceneProcess, give_back, lucene_worker
+from rbench.retrievers.lucene import LuceneProcess, give_back, lucene_worker, warm_worker
 from rbench.retrievers.prebuilt import (
     IDS_PATTERN,
     built_map,
@@ -113,6 +113,9 @@ class BM25(Retriever):
         from importlib.metadata import version
 
         return [f"pyserini-prebuilt:{prebuilt}@pyserini=={version('pyserini')}"]
+
+    def warm_up(self) -> None:
+        warm_worker()
 
     def index(self, corpus: Path, folder: Path) -> dict:
         lucene = lucene_worker()

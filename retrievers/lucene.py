@@ -53,6 +53,12 @@ def lucene_worker() -> LuceneProcess:
     return POOL.take()
 
 
+def warm_worker() -> None:
+    """Start a Lucene worker now and leave it idle in the pool, where none is idle: importing
+    Pyserini and starting its JVM take about 5 s, which then pass while other work runs."""
+    POOL.put(POOL.take())
+
+
 def give_back(worker: LuceneProcess) -> None:
     """Return ``worker`` to the pool, its searchers closed (a worker that failed is stopped instead)."""
     if not worker.alive():

@@ -11,7 +11,7 @@ gpu=False, **options)`` returning a handle, ``as_completed(handles)``, ``artifac
 from __future__ import annotations
 
 import errno
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import pyarrow.parquet as pq
 
@@ -141,8 +141,12 @@ class ExperimentGraph:
         self._pairs.append((ds.name, r, run, indexes, rewrites, scored))
         return scored
 
-    def outcome(self) -> tuple[list[PairResult], list[dict], list[dict]]:
-        """(results, failures, stage report) once every submitted stage has ended."""
+    def outcome(self, while_waiting: Callable[[], None] | None = None,
+                ) -> tuple[list[PairResult], list[dict], list[dict]]:
+        """(results, failures, stage report) once every submitted stage has ended; ``while_waiting``
+        is called first, as the wait begins."""
+        if while_waiting is not None:
+            while_waiting()
         report = self.sub.report()
         results, failures = [], []
         for name, r, run, built, rewrites, scored in self._pairs:
@@ -260,6 +264,39 @@ def check_data(cfg: ExperimentConfig) -> set[tuple[str, str]]:
             raise DataError(f"dataset {ds.name!r}: {os_problem(e, store)}") from None
         built |= {(a.stage, a.key) for a in (raw, prepared) if a.built}
     return built
+
+
+def torch_in_stage_threads(cfg: ExperimentConfig) -> bool:
+    """Whether a stage of this experiment may import torch in a thread of this process: builds
+    that load a model run in stage processes (``execution.stage_processes``, the default) or on
+    a cluster's workers, else in the flow's threads."""
+    return cfg.execution.in_process() and not cfg.execution.native_builds_apart()
+
+
+def warm_up_index_builds(cfg: ExperimentConfig) -> int:
+    """Warm up (:meth:`~rbench.retrievers.base.Retriever.warm_up`) each retriever whose index this
+    run will build in this process, on every dataset whose prepared corpus is in the store
+    (:func:`check_data` prepares those at hand before the flow): a Lucene worker's JVM starts
+    while the flow's server does. Returns how many were warmed."""
+    if not cfg.execution.in_process():
+        return 0
+    store, warmed = Store(cfg.store), set()
+    for ds in cfg.datasets:
+        raw = store.load(DOWNLOAD.name, DOWNLOAD.key([], DownloadConfig.of(ds, cfg.mirror)))
+        corpus = raw and store.load(PREPARE.name, PREPARE.key([raw], ds))
+        if corpus is None:
+            continue
+        rows = pq.ParquetFile(corpus.file("corpus.parquet")).metadata.num_rows
+        for r in cfg.retrievers:
+            for leaf, leaf_cfg in zip(r.build().leaves(), IndexConfig.all_of(r)):
+                key = INDEX.key([corpus], leaf_cfg)
+                apart = cfg.execution.native_builds_apart() and leaf.loads_native()
+                if key in warmed or apart or leaf_cfg.shards(rows, cfg.execution.shard_size) or \
+                        store.load(INDEX.name, key) is not None:
+                    continue
+                leaf.warm_up()
+                warmed.add(key)
+    return len(warmed)
 
 
 def os_problem(error: OSError, store: Store) -> str:

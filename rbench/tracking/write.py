@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -197,6 +198,27 @@ def headline_metrics(rows: Sequence[dict], headline: Sequence[str] = ("recall", 
             if r["metric"] in headline or f"{r['metric']}@{r['k'] or 'all'}" in headline}
 
 
+_WARMING: list[threading.Thread] = []
+
+
+def warm_up() -> None:
+    """Import what logging an experiment imports (MLflow's SQL store, matplotlib for its plots) in a
+    background thread, while the stages run: a cold run spent about 2 s on it after its last
+    stage. :func:`log_experiment` waits for that thread, so that no module is imported from two
+    threads at once."""
+    if not _WARMING:
+        _WARMING.append(threading.Thread(target=_import_for_logging, name="rbench-warm-up", daemon=True))
+        _WARMING[0].start()
+
+
+def _import_for_logging() -> None:
+    import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
+
+    from rbench.evaluation.report_plots import pyplot
+
+    pyplot()
+
+
 def log_experiment(
     cfg: ExperimentConfig, results: Sequence[PairResult], report: Sequence[dict], config_text: str,
     extra_artifacts: Path | None = None, failures: Sequence[dict] = (), reuse_parent: bool = False,
@@ -208,6 +230,8 @@ def log_experiment(
     With ``reuse_parent`` (the flow's own logging), a retried flow run logs into the parent run
     its earlier attempt logged; logging kept from another run (``rbench log``) never does.
     """
+    for thread in _WARMING:
+        thread.join()
     with writing_to(cfg.tracking_uri()):
         return _log_experiment(cfg, results, report, config_text, extra_artifacts, failures, reuse_parent)
 
@@ -396,7 +420,7 @@ def _log_search(mlflow, cfg, search, trials, best) -> str:
     import csv
     import tempfile
 
-    from rbench.evaluation.report_plots import _pyplot
+    from rbench.evaluation.report_plots import pyplot
 
     experiment_id = ensure_experiment(mlflow, cfg.mlflow.experiment, cfg.store, cfg.mlflow.tracking_uri)
     metric = search.target_key
@@ -420,7 +444,7 @@ def _log_search(mlflow, cfg, search, trials, best) -> str:
                 writer.writerow(["trial", *search.space, metric, "stages_ran"])
                 writer.writerows([t["trial"], *(t["params"].get(n) for n in search.space), t["value"], t["stages_ran"]]
                                  for t in trials)
-            plt = _pyplot()
+            plt = pyplot()
             fig, ax = plt.subplots(figsize=(5, 3.5))
             values = [t["value"] for t in trials]
             ax.plot(range(len(values)), values, "o", label="trial")

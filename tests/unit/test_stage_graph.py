@@ -127,3 +127,36 @@ def test_a_failed_prepare_fails_every_pair_of_its_dataset_by_name(tmp_path, tiny
                                        failing={("prepare", "tiny")})
     assert not results and not sub.submitted("index")
     assert failures == [{"dataset": "tiny", "retriever": r, "error": "prepare[tiny]: boom"} for r in ("bm25s", "dense")]
+
+
+def test_a_run_warms_up_only_the_indexes_it_will_build_here(tmp_path, tiny_files, monkeypatch):
+    """``warm_up_index_builds`` (a Lucene worker starts while the flow's server does): each index
+    the run will build in this process once, none that is in the store, none built from encode
+    shards, none on a cluster's workers."""
+    from rbench.core.store import Store
+    from rbench.orchestration.graph import check_data, warm_up_index_builds
+    from rbench.retrievers.base import RETRIEVERS
+    from rbench.tasks.index import INDEX, IndexConfig
+    from rbench.tasks.prepare import PREPARE
+
+    warmed = []
+    for name in ("bm25s", "bm25", "dense"):
+        monkeypatch.setattr(RETRIEVERS.get(name), "warm_up", lambda self: warmed.append(self.name))
+    fusion = {"name": "fusion", "params": {"retrievers": [{"name": "bm25s"}, {"name": "bm25"}]}}
+
+    def config(**execution):
+        return parse_config({"store": str(tmp_path / "store"), "datasets": [tiny_dataset(*tiny_files)],
+                             "retrievers": [{"name": "bm25s"}, {"name": "bm25"}, DENSE, fusion],
+                             "execution": execution})
+
+    cfg = config()
+    assert warm_up_index_builds(cfg) == 0 and warmed == []  # nothing prepared yet: the flow builds it all
+    check_data(cfg)
+    assert warm_up_index_builds(cfg) == 2 and warmed == ["bm25s", "bm25"]  # fusion's are the same two
+    warmed.clear()
+    store = Store(cfg.store)
+    corpus = store.load(PREPARE.name, next(key for stage, key in store.artifacts() if stage == PREPARE.name))
+    INDEX.run(store, [corpus], IndexConfig.all_of(cfg.retrievers[0])[0])  # bm25s's index is in the store now
+    assert warm_up_index_builds(cfg) == 1 and warmed == ["bm25"]
+    warmed.clear()
+    assert warm_up_index_builds(config(runner="dask")) == 0 and warmed == []

@@ -187,3 +187,22 @@ def test_workers_are_pooled_so_a_run_starts_the_jvm_once(tmp_path):
     again = make_retriever("bm25")
     again.load(folder)  # a searcher of a handed-back worker was closed; this one opens afresh
     assert again.search({"q": "search library Java"}, 1)["q"][0][0] == "p2"
+
+
+def test_a_warmed_up_worker_is_the_one_the_index_then_uses(tmp_path):
+    """``BM25.warm_up`` (called while a flow's server starts) leaves one Lucene worker idle in the
+    pool, its JVM starting; building the index takes that worker instead of starting another."""
+    need("pyserini")
+    from rbench.retrievers import lucene
+    from rbench.retrievers.base import make_retriever
+
+    lucene.POOL.close_idle()
+    bm25 = make_retriever("bm25")
+    bm25.warm_up()
+    bm25.warm_up()  # a second call finds the idle worker
+    assert len(lucene.POOL.idle) == 1
+    warm = lucene.POOL.idle[0].pid
+    folder = tmp_path / "index"
+    folder.mkdir()
+    assert bm25.index(write_corpus(tmp_path), folder)["indexed"] == len(CORPUS)
+    assert [w.pid for w in lucene.POOL.idle] == [warm]

@@ -52,3 +52,22 @@ def test_subsample_waits_for_a_torch_import_in_another_thread():
     assert "partially initialized module 'torch'" not in proc.stderr
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "chosen 10" in proc.stdout
+
+
+KEPT_OUT = textwrap.dedent("""
+    import sys
+    from rbench.core.imports import torch_before_scipy, torch_kept_out
+
+    with torch_kept_out():  # a run whose model-loading builds go to stage processes
+        torch_before_scipy()
+        print("kept out:", "torch" in sys.modules)
+    with torch_kept_out(False):
+        torch_before_scipy()
+        print("not kept out:", "torch" in sys.modules)
+""")
+
+
+def test_a_run_that_keeps_torch_out_of_its_threads_does_not_import_it_for_scipy():
+    proc = subprocess.run([sys.executable, "-c", KEPT_OUT], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "kept out: False" in proc.stdout and "not kept out: True" in proc.stdout
