@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from prefect import flow, tags, task
 from prefect.runtime import flow_run
 from prefect.states import Completed, Failed
@@ -18,6 +20,7 @@ from rbench.flows.benchmark_stages import experiment_stages
 from rbench.orchestration.attempts import bury_earlier_attempts
 from rbench.orchestration.graph import summarize_results
 from rbench.orchestration.runner import StoppableThreads, Submitter, ended_by_termination, task_runner
+from rbench.results import FlowSummary
 from rbench.tracking.logged import remember_logged
 from rbench.tracking.pending import log_pending_for, save_pending
 from rbench.tracking.write import log_experiment, publish_run_link, warm_up
@@ -62,12 +65,12 @@ class PartialFailure(Exception):
     which, ``summary`` holds what the flow returns otherwise (the metrics of the pairs that
     finished). An exception, so that Prefect can resolve the Failed state it is the data of."""
 
-    def __init__(self, message: str, summary: dict | None = None):
+    def __init__(self, message: str, summary: FlowSummary | None = None):
         super().__init__(message)
-        self.summary = summary or {}
+        self.summary = summary
 
 
-def summary_of(state) -> dict:
+def summary_of(state) -> FlowSummary | BaseException | None:
     """The summary of a finished benchmark flow run, whether it completed or partly failed; read
     synchronously in a running event loop too (a Jupyter kernel's), where Prefect would hand back
     a coroutine."""
@@ -75,24 +78,24 @@ def summary_of(state) -> dict:
     return result.summary if isinstance(result, PartialFailure) else result
 
 
-def finish(cfg: ExperimentConfig, summary: dict):
+def finish(cfg: ExperimentConfig, summary: FlowSummary):
     """The flow's final state: Completed with the summary; Failed naming the failed pairs (and an
     MLflow logging failure); or, where every pair finished and only the MLflow logging failed,
     Completed named ``LoggingPending``: the results are complete and in the store, the logging is
     kept for ``rbench log`` (a scheduler tells it from a failure; ``rbench run`` exits 3)."""
     problems = []
-    if summary["failures"]:
-        names = "; ".join(f"{f['dataset']}/{f['retriever']} ({f['error']})" for f in summary["failures"])
+    if summary.failures:
+        names = "; ".join(f"{f['dataset']}/{f['retriever']} ({f['error']})" for f in summary.failures)
         total = len(cfg.datasets) * len(cfg.retrievers)
-        problems.append(f"{len(summary['failures'])} of {total} dataset x retriever pairs failed: {names}")
-    if summary.get("mlflow_error"):
-        problems.append(f"MLflow logging failed ({summary['mlflow_error']}); the metrics are in the store and "
-                        f"the logging is kept in {summary['mlflow_pending']}: `rbench log` logs it, and so does the "
+        problems.append(f"{len(summary.failures)} of {total} dataset x retriever pairs failed: {names}")
+    if summary.mlflow_error:
+        problems.append(f"MLflow logging failed ({summary.mlflow_error}); the metrics are in the store and "
+                        f"the logging is kept in {summary.mlflow_pending}: `rbench log` logs it, and so does the "
                         "next run that logs to this tracking URI")
     if not problems:
         return summary
     message = redact("; ".join(problems))
-    if not summary["failures"]:
+    if not summary.failures:
         return Completed(name=LOGGING_PENDING, message=message, data=summary)
     return Failed(message=message, data=PartialFailure(message, summary))
 
@@ -130,7 +133,7 @@ def benchmark(config_path: str | None = None, experiment: ExperimentConfig | Non
         summary = summarize_results(cfg, results, report, run_id, failures)
         if run_id is None:
             error = logged.result(raise_on_failure=False, _sync=True)
-            summary["mlflow_error"] = redact(str(error) if isinstance(error, Exception)
-                                             else logged.message or "MLflow logging failed")
-            summary["mlflow_pending"] = str(save_pending(cfg, results, report, text, failures, summary["mlflow_error"]))
+            why = redact(str(error) if isinstance(error, Exception) else logged.message or "MLflow logging failed")
+            summary = replace(summary, mlflow_error=why,
+                              mlflow_pending=str(save_pending(cfg, results, report, text, failures, why)))
         return finish(cfg, summary)

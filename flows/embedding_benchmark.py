@@ -4,6 +4,7 @@ compared on recall@k, queries/s, encoder passages/s and index build time."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from prefect import flow
@@ -14,12 +15,14 @@ from rbench.evaluation.report_embeddings import write_comparison
 from rbench.experiment import experiment_for_flow
 from rbench.flows.benchmark import finish, log_to_mlflow, run_with_runner
 from rbench.orchestration.graph import summarize_results
+from rbench.results import FlowSummary
 from rbench.tasks.evaluate import model_rows
 
 
 @flow(name="rbench-embedding-benchmark", log_prints=True)
 def embedding_benchmark(config_path: str, mirror: str | None = None, store: str | None = None, k: int | None = None,
-                        tracking_uri: str | None = None, runner: str | None = None, address: str | None = None) -> dict:
+                        tracking_uri: str | None = None, runner: str | None = None, address: str | None = None,
+                        ) -> FlowSummary:
     """Run the experiment (each model's index cached on its own) and write the model comparison
     at recall@``k`` (default 5, or the largest of ``metrics.k`` where 5 is not among them). Its
     settings resolve as :func:`rbench.flows.benchmark.benchmark`'s do."""
@@ -36,5 +39,5 @@ def embedding_benchmark(config_path: str, mirror: str | None = None, store: str 
     out = cfg.store / "reports" / f"embeddings-{time.strftime('%Y%m%d-%H%M%S')}"
     write_comparison(rows, out, k)
     run_id = log_to_mlflow(cfg, results, report, redact(Path(config_path).read_text(encoding="utf-8")), out, failures)
-    return finish(cfg, {**summarize_results(cfg, results, report, run_id, failures), "models": rows,
-                        "report_folder": str(out)})
+    return finish(cfg, replace(summarize_results(cfg, results, report, run_id, failures), models=tuple(rows),
+                               report_folder=str(out)))

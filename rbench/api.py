@@ -12,11 +12,12 @@ from typing import Any, Literal, Sequence
 from rbench.core.errors import RbenchError
 from rbench.core.secrets import redact
 from rbench.door import DoorSettings, OpenedExperiment, open_experiment
+from rbench.results import FlowSummary
 
 log = logging.getLogger("rbench")
 
 
-def logged_summary(opened: OpenedExperiment) -> dict | None:
+def logged_summary(opened: OpenedExperiment) -> FlowSummary | None:
     """The summary of an experiment whose every stage is cached and whose very results MLflow
     holds already (no earlier logging waiting in the store), read without a flow; else None."""
     from rbench.core.store import Store
@@ -37,7 +38,7 @@ def logged_summary(opened: OpenedExperiment) -> dict | None:
     return None if run_id is None else summarize_results(cfg, results, report, run_id)
 
 
-def run_benchmark(opened: OpenedExperiment) -> dict:
+def run_benchmark(opened: OpenedExperiment) -> FlowSummary:
     """Run an opened ``benchmark`` or ``embeddings`` experiment's flow (what is in the store is
     reused) and return its summary; a flow that ended without one raises its error."""
     from rbench.core.imports import torch_kept_out
@@ -52,7 +53,7 @@ def run_benchmark(opened: OpenedExperiment) -> dict:
     from rbench.flows.benchmark import summary_of  # after the server's start: it loads the flow's modules
 
     result = summary_of(state)
-    if not isinstance(result, dict):
+    if not isinstance(result, FlowSummary):
         if isinstance(result, RbenchError):
             raise result
         raise RbenchError(f"the flow ended {state.name}: {state.message}")
@@ -77,7 +78,7 @@ class Results:
     failures: list[dict] = field(default_factory=list)
 
     @classmethod
-    def from_summary(cls, summary: dict, store: Path, tracking_uri: str) -> "Results":
+    def from_summary(cls, summary: FlowSummary, store: Path, tracking_uri: str) -> "Results":
         """The results of a flow's (or a cached experiment's) summary, read from the store."""
         import polars as pl
         import pyarrow.parquet as pq
@@ -85,7 +86,7 @@ class Results:
         from rbench.core.store import Store
 
         files, per_query = {}, []
-        evaluations = [s for s in summary["stages"] if s["stage"] == "evaluate" and s["status"] in ("ran", "cached")]
+        evaluations = [s for s in summary.stages if s["stage"] == "evaluate" and s["status"] in ("ran", "cached")]
         for stage in evaluations:
             artifact = Store(store).load("evaluate", stage["key"])
             if artifact is None:
@@ -100,10 +101,10 @@ class Results:
         aggregate = {"dataset": pl.String, "retriever": pl.String, "metric": pl.String, "k": pl.Int64,
                      "value": pl.Float64, "queries": pl.Int64}
         return cls(
-            mlflow_run_id=summary.get("mlflow_run_id"), tracking_uri=tracking_uri, store=Path(store),
-            aggregate=pl.DataFrame(summary["metrics"], schema=aggregate),
+            mlflow_run_id=summary.mlflow_run_id, tracking_uri=tracking_uri, store=Path(store),
+            aggregate=pl.DataFrame(list(summary.metrics), schema=aggregate),
             per_query=pl.concat(per_query) if per_query else pl.DataFrame(schema=schema),
-            stages=pl.DataFrame(summary["stages"]), run_files=files, failures=list(summary.get("failures", [])),
+            stages=pl.DataFrame(list(summary.stages)), run_files=files, failures=list(summary.failures),
         )
 
     def table(self) -> str:
@@ -144,14 +145,14 @@ def run(config: str | Path, *, mirror: str | Path | None = None, store: str | Pa
         if summary is None:
             summary = run_benchmark(opened)
         cfg = opened.config
-    failed = [f"{f['dataset']}/{f['retriever']}: {f['error']}" for f in summary.get("failures", [])]
-    if failed and not summary["metrics"]:
+    failed = [f"{f['dataset']}/{f['retriever']}: {f['error']}" for f in summary.failures]
+    if failed and not summary.metrics:
         raise RbenchError("no dataset x retriever pair finished: " + "; ".join(failed))
     for line in failed:
         log.warning("rbench.run: FAILED %s (the other pairs' results are returned)", line)
-    if summary.get("mlflow_error"):
+    if summary.mlflow_error:
         log.warning("rbench.run: %s; the results are in the store and returned, and the logging is kept in %s: "
-                    "`rbench log --store %s` logs it", summary["mlflow_error"], summary["mlflow_pending"], cfg.store)
+                    "`rbench log --store %s` logs it", summary.mlflow_error, summary.mlflow_pending, cfg.store)
     return Results.from_summary(summary, cfg.store, cfg.tracking_uri())
 
 

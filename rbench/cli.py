@@ -68,13 +68,13 @@ def _nothing_to_do(opened, started: float) -> bool:
     summary = logged_summary(opened)
     if summary is None:
         return False
-    _print_metrics(summary["metrics"])
-    _print_samples(opened.config, summary["stages"])
-    print(f"stages: 0 ran, {len(summary['stages'])} cached, 0 failed or skipped; wall time "
+    _print_metrics(summary.metrics)
+    _print_samples(opened.config, summary.stages)
+    print(f"stages: 0 ran, {len(summary.stages)} cached, 0 failed or skipped; wall time "
           f"{time.perf_counter() - started:.1f}s")
     print("every stage is cached and MLflow holds these results already: no flow run started "
           "(--force-flow starts one and logs a new MLflow run)")
-    _show_hint(summary["mlflow_run_id"], summary["tracking_uri"])
+    _show_hint(summary.mlflow_run_id, summary.tracking_uri)
     return True
 
 
@@ -102,24 +102,23 @@ def run_opened(opened, force_flow: bool = False) -> int:
     with said_once_on_console():  # the FAILED lines below say each failure
         result = run_benchmark(opened)
     elapsed = time.perf_counter() - started
-    ran = [s for s in result["stages"] if s["status"] == "ran"]
-    cached = [s for s in result["stages"] if s["status"] == "cached"]
-    _print_metrics(result["metrics"])
-    _print_samples(cfg, result["stages"])
-    print(f"stages: {len(ran)} ran, {len(cached)} cached, "
-          f"{len(result['stages']) - len(ran) - len(cached)} failed or skipped; wall time {elapsed:.1f}s")
-    if result.get("mlflow_run_id"):
-        _show_hint(result["mlflow_run_id"], result["tracking_uri"])
-    elif result.get("mlflow_error"):
-        print(f"MLflow logging failed: {result.get('mlflow_error')}; the metrics above are in the store, and the "
-              f"logging is kept in {result.get('mlflow_pending')}: run `{rbench_command()} log --store {cfg.store}` "
+    ran, cached = result.stage_count("ran"), result.stage_count("cached")
+    _print_metrics(result.metrics)
+    _print_samples(cfg, result.stages)
+    print(f"stages: {ran} ran, {cached} cached, "
+          f"{len(result.stages) - ran - cached} failed or skipped; wall time {elapsed:.1f}s")
+    if result.mlflow_run_id:
+        _show_hint(result.mlflow_run_id, result.tracking_uri)
+    elif result.mlflow_error:
+        print(f"MLflow logging failed: {result.mlflow_error}; the metrics above are in the store, and the "
+              f"logging is kept in {result.mlflow_pending}: run `{rbench_command()} log --store {cfg.store}` "
               "(or any run that logs to this tracking URI) to log it", file=sys.stderr)
-    if "models" in result:
-        print(f"embedding-model comparison (also logged to MLflow): {result['report_folder']}")
-        print((Path(result["report_folder"]) / "models.md").read_text())
-    for failure in result.get("failures", []):
+    if result.report_folder:
+        print(f"embedding-model comparison (also logged to MLflow): {result.report_folder}")
+        print((Path(result.report_folder) / "models.md").read_text())
+    for failure in result.failures:
         print(f"FAILED {failure['dataset']}/{failure['retriever']}: {failure['error']}", file=sys.stderr)
-    return 1 if result.get("failures") else PENDING_EXIT if result.get("mlflow_error") else 0
+    return 1 if result.failures else PENDING_EXIT if result.mlflow_error else 0
 
 
 def cmd_chunking(args: argparse.Namespace) -> int:

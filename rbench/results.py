@@ -31,3 +31,27 @@ class PairResult:
     def artifacts(self) -> list[Artifact | None]:
         """Every artifact of the pair: indexes, rewrites, run, evaluation."""
         return [*self.indexes, *self.rewrites, self.run, self.evaluation]
+
+
+@dataclass(frozen=True)
+class FlowSummary:
+    """What a benchmark (or embeddings) flow returns, ``rbench run`` prints and :func:`rbench.run`
+    reads: where MLflow has the results, the metric rows (``dataset``, ``retriever``, ``metric``,
+    ``k``, ``value``, ``queries``), a row per stage (``stage``, ``label``, ``key``, ``status``,
+    ``seconds``...), and the pairs that failed (``dataset``, ``retriever``, ``error``).
+    ``mlflow_error`` and ``mlflow_pending`` say that the MLflow logging failed and where it is kept;
+    the embeddings flow adds its ``models`` table and ``report_folder``."""
+
+    tracking_uri: str
+    metrics: tuple[dict, ...] = ()
+    stages: tuple[dict, ...] = ()
+    failures: tuple[dict, ...] = ()
+    mlflow_run_id: str | None = None
+    mlflow_error: str | None = None
+    mlflow_pending: str | None = None
+    models: tuple[dict, ...] = ()
+    report_folder: str | None = None
+
+    def stage_count(self, status: str) -> int:
+        """How many stages ended with ``status`` (``ran``, ``cached``, ``failed``, ``skipped``)."""
+        return sum(1 for s in self.stages if s["status"] == status)

@@ -22,7 +22,7 @@ from rbench.core.processes import build_call
 from rbench.core.secrets import redact
 from rbench.core.store import Artifact, Stage, Store
 from rbench.dataset_adapters.base import get_adapter
-from rbench.results import PairResult
+from rbench.results import FlowSummary, PairResult
 from rbench.tasks.download import DOWNLOAD, DownloadConfig, source_of, unreachable
 from rbench.tasks.evaluate import EVALUATE, read_aggregate
 from rbench.tasks.index import ENCODE, INDEX, IndexConfig
@@ -184,15 +184,15 @@ class ExperimentGraph:
 
 
 def summarize_results(cfg: ExperimentConfig, results: list[PairResult], report: list[dict], run_id: str | None,
-                      failures: list[dict] | None = None) -> dict:
+                      failures: list[dict] | None = None) -> FlowSummary:
     """The flow's return value: MLflow run, metrics rows, the stage report and the failed pairs."""
-    metrics = [
+    metrics = tuple(
         {"dataset": r.dataset, "retriever": r.retriever.label, **row}
         for r in results
         for row in read_aggregate(r.evaluation)
-    ]
-    return {"mlflow_run_id": run_id, "tracking_uri": redact(cfg.tracking_uri()), "metrics": metrics, "stages": report,
-            "failures": failures or []}
+    )
+    return FlowSummary(tracking_uri=redact(cfg.tracking_uri()), metrics=metrics, stages=tuple(report),
+                       failures=tuple(failures or ()), mlflow_run_id=run_id)
 
 
 class NotCached(Exception):

@@ -71,19 +71,19 @@ def main() -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         yaml.safe_dump(raw, f)
     from rbench.flows.benchmark import benchmark, summary_of
+    from rbench.results import FlowSummary
 
     started = time.perf_counter()
     state = benchmark(config_path=f.name, mirror=args.mirror, store=args.store, runner=args.runner,
                       return_state=True)
     summary = summary_of(state)
     seconds = time.perf_counter() - started
-    summary = getattr(summary, "result", summary)
-    if not isinstance(summary, dict):
+    if not isinstance(summary, FlowSummary):
         raise SystemExit(f"the flow failed: {state.message}")
     print(f"machine: {platform.node()} {platform.processor() or platform.machine()}, LLM: {args.llm}, "
           f"cross-encoder: {ce}, wall {seconds:.0f} s")
-    print(json.dumps({"metrics": summary.get("metrics"), "failures": summary.get("failures")}, indent=1))
-    for row in summary.get("stages", []):
+    print(json.dumps({"metrics": summary.metrics, "failures": summary.failures}, indent=1))
+    for row in summary.stages:
         if row["stage"] in ("rewrite", "retrieve"):
             print(row["stage"], row["label"], row["status"], row.get("seconds"))
 

@@ -72,7 +72,7 @@ def main() -> None:
             wall, result = run_once(config, work / f"store-{runner}", args.mirror, runner)
             walls[runner].append(wall)
             per_stage: dict[str, float] = defaultdict(float)
-            for s in result["stages"]:
+            for s in result.stages:
                 per_stage[s["stage"]] += s["seconds"] or 0.0
             stage_seconds[runner] = dict(per_stage)
             print(f"  round {round_ + 1} {runner:<10} {wall:7.1f}s")

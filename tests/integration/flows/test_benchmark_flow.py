@@ -29,7 +29,7 @@ def _config(tmp_path, corpus, queries, model="static-64d", standard=("map", "suc
 
 
 def _status(result) -> dict[tuple[str, str], str]:
-    return {(s["stage"], s["label"]): s["status"] for s in result["stages"]}
+    return {(s["stage"], s["label"]): s["status"] for s in result.stages}
 
 
 @pytest.fixture(scope="module")
@@ -57,13 +57,13 @@ def test_caching_end_to_end(tmp_path, tiny_files):
 
     first = benchmark(config)
     # download, prepare, subsample; bm25 index, retrieve, evaluate; dense encode (one shard), index, retrieve, evaluate
-    assert set(_status(first).values()) == {"ran"} and len(first["stages"]) == 3 + 3 + 4
-    recall = {(m["retriever"], m["k"]): m["value"] for m in first["metrics"] if m["metric"] == "recall"}
+    assert set(_status(first).values()) == {"ran"} and len(first.stages) == 3 + 3 + 4
+    recall = {(m["retriever"], m["k"]): m["value"] for m in first.metrics if m["metric"] == "recall"}
     assert recall[("bm25", 3)] > 0.5
 
     again = benchmark(config)
     assert set(_status(again).values()) == {"cached"}
-    assert again["metrics"] == first["metrics"]
+    assert again.metrics == first.metrics
 
     # only the embedding model changes: dense index/retrieve/evaluate rerun, nothing else
     other_model = _config(tmp_path, corpus, queries, model="sentence-transformers/all-MiniLM-L6-v2")
@@ -73,7 +73,7 @@ def test_caching_end_to_end(tmp_path, tiny_files):
                    ("retrieve", "tiny/dense"), ("evaluate", "tiny/dense")}
 
     # a deleted file in an artifact: that stage rebuilds; downstream keys are unchanged and stay cached
-    bm25_index = next(s for s in again["stages"] if s["stage"] == "index" and s["label"] == "tiny/bm25")
+    bm25_index = next(s for s in again.stages if s["stage"] == "index" and s["label"] == "tiny/bm25")
     index_dir = tmp_path / "store" / "index" / bm25_index["key"]
     for f in index_dir.rglob("*"):
         if f.is_file() and f.name != "_manifest.json":
@@ -83,14 +83,14 @@ def test_caching_end_to_end(tmp_path, tiny_files):
     assert {k for k, s in _status(rebuilt).items() if s == "ran"} == {("index", "tiny/bm25")}
 
     # a corrupted byte in the evaluation output is detected and rebuilt
-    evaluation = next(s for s in again["stages"] if s["stage"] == "evaluate" and s["label"] == "tiny/dense")
+    evaluation = next(s for s in again.stages if s["stage"] == "evaluate" and s["label"] == "tiny/dense")
     trec = tmp_path / "store" / "evaluate" / evaluation["key"] / "run.trec"
     data = bytearray(trec.read_bytes())
     data[0] ^= 1
     trec.write_bytes(bytes(data))
     repaired = benchmark(config)
     assert {k for k, s in _status(repaired).items() if s == "ran"} == {("evaluate", "tiny/dense")}
-    assert repaired["metrics"] == first["metrics"]
+    assert repaired.metrics == first.metrics
 
     # one changed byte in the corpus reruns everything that reads the corpus; the query
     # subsample reads only the queries, whose content did not change
@@ -106,28 +106,28 @@ def test_swapped_prefect_records_are_checked_against_their_keys(tmp_path, tiny_f
     config = _config(tmp_path, corpus, queries)
     records = tmp_path / "store" / "_prefect-results"
     for stage in ("evaluate", "index"):
-        bm25, dense = (records / f"{stage}-{s['key']}" for s in first["stages"] if s["stage"] == stage)
+        bm25, dense = (records / f"{stage}-{s['key']}" for s in first.stages if s["stage"] == stage)
         swap = bm25.read_bytes()
         bm25.write_bytes(dense.read_bytes())
         dense.write_bytes(swap)
     again = benchmark(config)
     assert set(_status(again).values()) == {"cached"}
-    assert again["metrics"] == first["metrics"]
-    assert {(s["stage"], s["label"]): s["key"] for s in again["stages"]} == \
-        {(s["stage"], s["label"]): s["key"] for s in first["stages"]}
+    assert again.metrics == first.metrics
+    assert {(s["stage"], s["label"]): s["key"] for s in again.stages} == \
+        {(s["stage"], s["label"]): s["key"] for s in first.stages}
 
 
 def test_mlflow_has_the_printed_numbers(finished, tmp_path):
     from mlflow.tracking import MlflowClient
 
     _, result = finished
-    client = MlflowClient(tracking_uri=result["tracking_uri"])
-    parent = client.get_run(result["mlflow_run_id"])
+    client = MlflowClient(tracking_uri=result.tracking_uri)
+    parent = client.get_run(result.mlflow_run_id)
     children = client.search_runs(
         [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
     )
     assert {c.info.run_name for c in children} == {"tiny/bm25", "tiny/dense"}
-    ran = [s for s in result["stages"] if s["status"] == "ran"]
+    ran = [s for s in result.stages if s["status"] == "ran"]
     first_start = min(s["finished"] - s["seconds"] for s in ran) * 1000
     assert abs(parent.info.start_time - first_start) < 2  # MLflow's duration starts with the first stage
     for child in children:
@@ -141,16 +141,16 @@ def test_mlflow_has_the_printed_numbers(finished, tmp_path):
     experiment = client.get_experiment(parent.info.experiment_id)  # the UI opens it on its runs, not on traces
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
     assert parent.data.tags["prefect.flow_run_url"].startswith("http"), parent.data.tags  # never "None/..."
-    headline = {(m["retriever"], m["metric"], m["k"]): m["value"] for m in result["metrics"]
+    headline = {(m["retriever"], m["metric"], m["k"]): m["value"] for m in result.metrics
                 if m["metric"] in ("recall", "ndcg") or (m["metric"], m["k"]) == ("map", 0)}  # mlflow.headline
     assert {k: v for k, v in parent.data.metrics.items() if k.startswith("tiny.")} == pytest.approx(
         {f"tiny.{r}.{metric}_at_{k}" if k else f"tiny.{r}.{metric}": v
          for (r, metric, k), v in headline.items()})  # runs compare at parent level
-    assert {(m["metric"], m["k"]) for m in result["metrics"]} >= {("map", 0), ("map", 3), ("success", 1),
+    assert {(m["metric"], m["k"]) for m in result.metrics} >= {("map", 0), ("map", 3), ("success", 1),
                                                                    ("rprec", 0)}
     for child in children:
         label = child.data.tags["rbench.retriever"]
-        for m in result["metrics"]:
+        for m in result.metrics:
             if m["retriever"] == label:
                 name = f"{m['metric']}_at_{m['k']}" if m["k"] else m["metric"]  # map and rprec over the whole ranking
                 assert child.data.metrics[name] == pytest.approx(m["value"])
@@ -163,7 +163,7 @@ def test_mlflow_has_the_printed_numbers(finished, tmp_path):
         assert stats["retrieve.queries_with_fewer_than_depth"] == 4  # depth 10 on a 6-object corpus
         assert stats["retrieve.queries"] == 4 and stats["retrieve.rows"] > 0
         assert stats["evaluate.queries"] == 4 and "evaluate.queries_with_fewer_docs_than_max_k" in stats
-        measures = {m["metric"] for m in result["metrics"]}  # one name per metric: no stage-prefixed copy
+        measures = {m["metric"] for m in result.metrics}  # one name per metric: no stage-prefixed copy
         copies = [k for k in stats if (m := re.match(r"^\w+\.([a-z_]+?)(?:_at_|_|@)\d+$", k)) and m.group(1) in measures]
         assert not copies and re.match(r"^\w+\.([a-z_]+?)(?:_at_|_|@)\d+$", "evaluate.recall_5").group(1) == "recall"
         assert any(k.startswith("index.") for k in stats)
@@ -177,7 +177,7 @@ def test_rbench_export_writes_named_run_files_that_pytrec_eval_scores_as_rbench(
     pytrec_eval = need("pytrec_eval")
     _, result = finished
     out = tmp_path / "export"
-    assert main(["export", result["mlflow_run_id"], "--tracking-uri", result["tracking_uri"], "--out", str(out)]) == 0
+    assert main(["export", result.mlflow_run_id, "--tracking-uri", result.tracking_uri, "--out", str(out)]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["tiny.bm25.per_query.tsv", "tiny.bm25.trec",
                                                      "tiny.dense.per_query.tsv", "tiny.dense.trec", "tiny.qrels"]
     qrels = read_qrels(out / "tiny.qrels")
@@ -186,7 +186,7 @@ def test_rbench_export_writes_named_run_files_that_pytrec_eval_scores_as_rbench(
         assert {line.split()[-1] for line in (out / f"tiny.{system}.trec").read_text().splitlines()} == {system}
         run = read_trec_run(out / f"tiny.{system}.trec")
         scored = pytrec_eval.RelevanceEvaluator(qrels, {"recall.1,3", "ndcg_cut.3"}).evaluate(run)
-        for m in result["metrics"]:
+        for m in result.metrics:
             name = {"recall": "recall", "ndcg": "ndcg_cut"}.get(m["metric"])
             if m["retriever"] == system and name and m["k"] in (1, 3) and (name, m["k"]) != ("ndcg_cut", 1):
                 theirs = sum(q[f"{name}_{m['k']}"] for q in scored.values()) / len(qrels)
@@ -202,18 +202,18 @@ def test_cli_show_prints_the_logged_table(finished, capsys):
 
     _, result = finished
     capsys.readouterr()
-    recall3 = next(m["value"] for m in result["metrics"]
+    recall3 = next(m["value"] for m in result.metrics
                    if m["retriever"] == "bm25" and m["metric"] == "recall" and m["k"] == 3)
     for experiment in (["--experiment", "tiny"], []):
-        assert main(["show", "latest", "--tracking-uri", result["tracking_uri"], *experiment]) == 0
+        assert main(["show", "latest", "--tracking-uri", result.tracking_uri, *experiment]) == 0
         out = capsys.readouterr().out
-        assert result["mlflow_run_id"] in out
+        assert result.mlflow_run_id in out
         assert f"{recall3:.4f}" in out and "tiny / dense" in out
         assert "@all" in out and "rprec" in out
-    assert main(["runs", "--tracking-uri", result["tracking_uri"]]) == 0
-    line = next(li for li in capsys.readouterr().out.splitlines() if li.startswith(result["mlflow_run_id"]))
+    assert main(["runs", "--tracking-uri", result.tracking_uri]) == 0
+    line = next(li for li in capsys.readouterr().out.splitlines() if li.startswith(result.mlflow_run_id))
     assert "FINISHED" in line and " tiny " in line and "tiny.bm25, tiny.dense" in line
-    assert main(["show", "0123456789abcdef", "--tracking-uri", result["tracking_uri"]]) == 2
+    assert main(["show", "0123456789abcdef", "--tracking-uri", result.tracking_uri]) == 2
     assert "cannot read run '0123456789abcdef'" in capsys.readouterr().err
 
 
@@ -236,11 +236,11 @@ def test_a_copied_store_reads_and_writes_its_own_mlflow_artifacts(finished, tmp_
     assert sorted(p.name for p in (tmp_path / "export").iterdir() if p.suffix != ".tsv") == [
         "tiny.bm25.trec", "tiny.dense.trec", "tiny.qrels"]
     client = MlflowClient(f"sqlite:///{copy / 'mlflow.db'}")
-    parent = client.get_run(result["mlflow_run_id"])
+    parent = client.get_run(result.mlflow_run_id)
     assert parent.info.artifact_uri.startswith((copy / "mlflow-artifacts").as_uri() + "/")
     experiment = client.get_experiment(parent.info.experiment_id)
     assert experiment.artifact_location == (copy / "mlflow-artifacts").as_uri()
-    original = MlflowClient(result["tracking_uri"]).get_run(result["mlflow_run_id"])
+    original = MlflowClient(result.tracking_uri).get_run(result.mlflow_run_id)
     assert original.info.artifact_uri.startswith((folder / "store" / "mlflow-artifacts").resolve().as_uri())
 
 
@@ -256,11 +256,11 @@ def test_embedding_benchmark_compares_models(tmp_path, tiny_files):
                        {"name": "dense", "label": "minilm", "params": {"model": "minilm"}}],
     }))
     result = embedding_benchmark(str(path))
-    rows = {r["retriever"]: r for r in result["models"]}
+    rows = {r["retriever"]: r for r in result.models}
     assert set(rows) == {"static", "minilm"}
     assert rows["minilm"]["dim"] == 384 and rows["static"]["dim"] == 64
     assert all(r["passages_per_second"] > 0 and r["queries_per_second"] > 0 for r in rows.values())
-    recall = {m["retriever"]: m["value"] for m in result["metrics"] if m["metric"] == "recall" and m["k"] == 5}
+    recall = {m["retriever"]: m["value"] for m in result.metrics if m["metric"] == "recall" and m["k"] == 5}
     assert rows["minilm"]["recall@5"] == recall["minilm"]
     folder = tmp_path / "store" / "reports"
     assert {p.name for p in next(folder.iterdir()).iterdir()} == {
@@ -279,7 +279,7 @@ def test_two_stores_never_share_artifacts(tmp_path, tiny_files, finished):
     finally:
         away.rename(folder / "store")
     assert set(_status(again).values()) == {"cached"}
-    assert again["metrics"] == first["metrics"]
+    assert again.metrics == first.metrics
 
 
 def test_rerank_and_fusion_run_in_the_flow_and_the_report(tmp_path, tiny_files):
@@ -301,13 +301,13 @@ def test_rerank_and_fusion_run_in_the_flow_and_the_report(tmp_path, tiny_files):
         ],
     }))
     result = benchmark(str(path))
-    index_runs = [s for s in result["stages"] if s["stage"] == "index"]
+    index_runs = [s for s in result.stages if s["stage"] == "index"]
     assert sum(s["status"] == "ran" for s in index_runs) == 2  # bm25s and static dense, shared by the composites
-    client = MlflowClient(tracking_uri=result["tracking_uri"])
-    parent = client.get_run(result["mlflow_run_id"])
+    client = MlflowClient(tracking_uri=result.tracking_uri)
+    parent = client.get_run(result.mlflow_run_id)
     children = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
     assert {c.data.tags["rbench.retriever"] for c in children} == {"bm25s", "dense-thr", "rerank", "fusion"}
-    assert main(["report", result["mlflow_run_id"], "--tracking-uri", result["tracking_uri"], "--measures", "recall@3",
+    assert main(["report", result.mlflow_run_id, "--tracking-uri", result.tracking_uri, "--measures", "recall@3",
                  "ndcg@3", "--baseline", "bm25s", "--trials", "200", "--out", str(tmp_path / "report")]) == 0
     text = (tmp_path / "report" / "report.md").read_text()
     assert text.count("| tiny | ") >= 6 and "| bm25s (baseline) |" in text and "| rerank |" in text
@@ -322,7 +322,7 @@ def test_a_run_where_no_pair_finished_logs_no_mlflow_run(tmp_path, tiny_files):
     state = benchmark(_config(tmp_path, corpus, queries), return_state=True)
     assert state.is_failed() and "is not valid JSON" in state.message
     summary = summary_of(state)
-    assert summary["mlflow_run_id"] is None and summary["metrics"] == [] and "mlflow_error" not in summary
+    assert summary.mlflow_run_id is None and summary.metrics == () and summary.mlflow_error is None
     assert not (tmp_path / "store" / "mlflow.db").exists()
 
 
@@ -340,8 +340,8 @@ def test_a_report_of_two_runs_with_the_same_labels_keeps_both_and_shows_what_dif
             "metrics": {"k": [1, 3]}, "mlflow": {"experiment": "k1"}, "datasets": [tiny_dataset(corpus, queries)],
             "retrievers": [{"name": "bm25s", "params": {"k1": k1}}]}))
         result = benchmark(str(path))
-        ids.append(result["mlflow_run_id"])
-    uri = result["tracking_uri"]
+        ids.append(result.mlflow_run_id)
+    uri = result.tracking_uri
     capsys.readouterr()
     assert main(["report", *ids, "--tracking-uri", uri, "--measures", "recall@3", "--trials", "200",
                  "--out", str(tmp_path / "report")]) == 0
@@ -400,7 +400,7 @@ def test_a_beir_folder_scores_by_default_as_beirs_own_evaluation(tmp_path):
            "retrievers": [{"name": "bm25"}]}
     (tmp_path / "exp.yaml").write_text(yaml.safe_dump(cfg))
     result = benchmark(str(tmp_path / "exp.yaml"))
-    ours = {m["metric"]: m["value"] for m in result["metrics"] if m["k"] == 10}
+    ours = {m["metric"]: m["value"] for m in result.metrics if m["k"] == 10}
 
     qrels = {}
     for line in (folder / "qrels" / "test.tsv").read_text().splitlines()[1:]:
@@ -440,7 +440,7 @@ def test_a_beir_folder_is_scored_on_every_judged_query_by_default_and_a_sample_s
            "datasets": [{"name": "many", "adapter": "beir", "params": {"path": str(folder)}}]}
     (tmp_path / "all.yaml").write_text(yaml.safe_dump(cfg))
     result = benchmark(str(tmp_path / "all.yaml"))
-    assert {m["queries"] for m in result["metrics"]} == {520}
+    assert {m["queries"] for m in result.metrics} == {520}
     (tmp_path / "sample.yaml").write_text(yaml.safe_dump({**cfg, "subsample": {"size": 500}}))
     capsys.readouterr()
     assert main(["run", str(tmp_path / "sample.yaml")]) == 0
@@ -479,7 +479,7 @@ def test_a_run_file_from_elsewhere_shares_the_report_table_and_its_t_tests_match
     from tests.conftest import read_trec_run
 
     _, result = finished
-    uri, run_id = result["tracking_uri"], result["mlflow_run_id"]
+    uri, run_id = result.tracking_uri, result.mlflow_run_id
     export = tmp_path / "export"
     assert main(["export", run_id, "--tracking-uri", uri, "--out", str(export)]) == 0
     outside = _pyserini_file(export, tmp_path / "run.pyserini.bm25.txt")
@@ -547,7 +547,7 @@ def test_show_takes_ir_measures_names_and_equals_ir_measures(finished, tmp_path,
     from tests.conftest import read_trec_run
 
     _, result = finished
-    uri, run_id = result["tracking_uri"], result["mlflow_run_id"]
+    uri, run_id = result.tracking_uri, result.mlflow_run_id
     assert main(["export", run_id, "--tracking-uri", uri, "--out", str(tmp_path / "x")]) == 0
     capsys.readouterr()
     assert main(["show", run_id, "--tracking-uri", uri, "--measures", "P@10 AP nDCG@10 R@100"]) == 0
@@ -571,7 +571,7 @@ def test_rbench_fuse_equals_ranx_on_run_files_and_on_a_logged_run(finished, tmp_
     from tests.conftest import read_trec_run
 
     _, result = finished
-    uri, run_id = result["tracking_uri"], result["mlflow_run_id"]
+    uri, run_id = result.tracking_uri, result.mlflow_run_id
     export = tmp_path / "export"
     assert main(["export", run_id, "--tracking-uri", uri, "--out", str(export)]) == 0
     files = [str(export / "tiny.bm25.trec"), str(export / "tiny.dense.trec")]

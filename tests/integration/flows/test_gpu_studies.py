@@ -81,11 +81,11 @@ def test_a_gpu_study_validates_and_runs_on_tiny_fixtures_with_stand_ins(tmp_path
 
     result = benchmark(str(path), mirror=str(mirror))
     datasets = {d.name for d in load_config(path).datasets}
-    pairs = {(m["dataset"], m["retriever"]) for m in result["metrics"]}
+    pairs = {(m["dataset"], m["retriever"]) for m in result.metrics}
     assert pairs == {(d, r.label) for d in datasets for r in shipped.retrievers}
-    client = MlflowClient(result["tracking_uri"])
-    children = client.search_runs([client.get_run(result["mlflow_run_id"]).info.experiment_id],
-                                  f"tags.mlflow.parentRunId = '{result['mlflow_run_id']}'")
+    client = MlflowClient(result.tracking_uri)
+    children = client.search_runs([client.get_run(result.mlflow_run_id).info.experiment_id],
+                                  f"tags.mlflow.parentRunId = '{result.mlflow_run_id}'")
     called: dict[str, float] = {}
     for child in children:  # SmolLM2 answered ReAct's and ARM's steps (fresh calls, or the same prompt's)
         name, metrics = child.data.params["retriever.name"], child.data.metrics
@@ -94,13 +94,13 @@ def test_a_gpu_study_validates_and_runs_on_tiny_fixtures_with_stand_ins(tmp_path
             called[name] = called.get(name, 0) + metrics["retrieve.llm_calls"]
     assert all(calls > 0 for calls in called.values()), called
     if any(r.name == "decompose" for r in shipped.retrievers):  # decomposition is its own stage, shared by -D runs
-        rewrites = [row for row in result["stages"] if row["stage"] == "rewrite" and row["status"] == "ran"]
+        rewrites = [row for row in result.stages if row["stage"] == "rewrite" and row["status"] == "ran"]
         infos = [json.loads((tmp_path / "store" / "rewrite" / row["key"] / "_manifest.json").read_text())["info"]
                  for row in rewrites]
         assert infos and all(info["llm_calls"] > 0 for info in infos), infos
 
     against = STUDIES[study]
-    assert main(["compare", result["mlflow_run_id"], "--against", against, "--tracking-uri", result["tracking_uri"],
+    assert main(["compare", result.mlflow_run_id, "--against", against, "--tracking-uri", result.tracking_uri,
                  "--trials", "200", "--out", str(tmp_path / "reproduction")]) == 0
     cells = json.loads((tmp_path / "reproduction" / f"{against}.json").read_text())["cells"]
     measured = [c for c in cells if c["measured"] is not None]

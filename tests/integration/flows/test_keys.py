@@ -23,11 +23,11 @@ def _run(tmp_path, datasets, retrievers, name="exp.yaml", **options) -> dict:
 
 
 def _ran(result) -> set[tuple[str, str]]:
-    return {(s["stage"], s["label"]) for s in result["stages"] if s["status"] == "ran"}
+    return {(s["stage"], s["label"]) for s in result.stages if s["status"] == "ran"}
 
 
 def _keys(result) -> dict[tuple[str, str], str]:
-    return {(s["stage"], s["label"]): s["key"] for s in result["stages"]}
+    return {(s["stage"], s["label"]): s["key"] for s in result.stages}
 
 
 STATIC = {"name": "dense", "params": {"model": "static-64d"}}
@@ -47,7 +47,7 @@ def test_the_same_corpus_reached_two_ways_is_indexed_once(tmp_path, tiny_files):
         twin = index.replace("tiny/", "other/")
         assert keys[("index", index)] == keys[("index", twin)]
         assert {("index", index), ("index", twin)} & _ran(result) != {("index", index), ("index", twin)}
-    by_dataset = {name: sorted((m["retriever"], m["metric"], m["k"], m["value"]) for m in result["metrics"]
+    by_dataset = {name: sorted((m["retriever"], m["metric"], m["k"], m["value"]) for m in result.metrics
                                if m["dataset"] == name) for name in ("tiny", "other")}
     assert by_dataset["tiny"] == by_dataset["other"] and by_dataset["tiny"]
 
@@ -73,7 +73,7 @@ def test_a_stricter_max_missing_gold_refuses_a_cached_table(tmp_path, tiny_files
     assert ("prepare", "tiny") in _ran(first)
     strict = {**tiny_dataset(corpus, one_lost), "max_missing_gold": 0.1}
     state = _run(tmp_path, [strict], [{"name": "bm25s"}], "strict.yaml", return_state=True)
-    (failure,) = summary_of(state)["failures"]
+    (failure,) = summary_of(state).failures
     assert "1 of 5 queries (20%)" in failure["error"] and "allowed: 10%" in failure["error"]
 
 

@@ -34,7 +34,7 @@ def _study(tmp_path: Path, name: str, params: dict, **changes) -> Path:
 
 
 def _compare(tmp_path: Path, result: dict, against: str) -> dict:
-    assert main(["compare", result["mlflow_run_id"], "--against", against, "--tracking-uri", result["tracking_uri"],
+    assert main(["compare", result.mlflow_run_id, "--against", against, "--tracking-uri", result.tracking_uri,
                  "--trials", "500", "--out", str(tmp_path / "reproduction")]) == 0
     return json.loads((tmp_path / "reproduction" / f"{against}.json").read_text())
 
@@ -42,7 +42,7 @@ def _compare(tmp_path: Path, result: dict, against: str) -> dict:
 def test_the_anserini_bm25_study_on_a_fixture_is_compared_logged_and_reported(tmp_path, capsys):
     files = write_anserini(tmp_path / "anserini")
     result = benchmark(str(_study(tmp_path, "bright-bm25.yaml", {k: str(v) for k, v in files.items()})))
-    measured = {(m["metric"], m["k"]): m["value"] for m in result["metrics"] if m["retriever"] == "bm25"}
+    measured = {(m["metric"], m["k"]): m["value"] for m in result.metrics if m["retriever"] == "bm25"}
 
     doc = _compare(tmp_path, result, "anserini-bright-bm25")
     cells = {(c["dataset"], c["metric"], c["k"]): c for c in doc["cells"]}
@@ -61,21 +61,21 @@ def test_the_anserini_bm25_study_on_a_fixture_is_compared_logged_and_reported(tm
     assert "missing:" not in printed and "Not in the run: 33 published cells of 11 system x dataset pairs" in printed
     assert (tmp_path / "reproduction" / "reproduction.md").read_text().count("| missing: ") == 33  # the page has all
 
-    assert load_reproductions(result["tracking_uri"], [result["mlflow_run_id"]]) == [doc]
-    tag = MlflowClient(result["tracking_uri"]).get_run(result["mlflow_run_id"]).data.tags
+    assert load_reproductions(result.tracking_uri, [result.mlflow_run_id]) == [doc]
+    tag = MlflowClient(result.tracking_uri).get_run(result.mlflow_run_id).data.tags
     assert tag["rbench.reproduction.anserini-bright-bm25"].endswith("33 not in the run, of 36 published cells")
-    assert main(["report", result["mlflow_run_id"], "--tracking-uri", result["tracking_uri"], "--measures",
+    assert main(["report", result.mlflow_run_id, "--tracking-uri", result.tracking_uri, "--measures",
                  "ndcg@10", "--out", str(tmp_path / "report")]) == 0
     report = (tmp_path / "report" / "report.md").read_text()
     assert "## Against published anserini-bright-bm25" in report and "regressions-bright-<task>.md" in report
 
-    logged = {a.path for a in MlflowClient(result["tracking_uri"]).list_artifacts(result["mlflow_run_id"])}
+    logged = {a.path for a in MlflowClient(result.tracking_uri).list_artifacts(result.mlflow_run_id)}
     capsys.readouterr()
-    assert main(["compare", result["mlflow_run_id"], "--against", "xrr2-bright", "--tracking-uri",
-                 result["tracking_uri"], "--out", str(tmp_path / "nothing")]) == 2  # no cell of it in this run
+    assert main(["compare", result.mlflow_run_id, "--against", "xrr2-bright", "--tracking-uri",
+                 result.tracking_uri, "--out", str(tmp_path / "nothing")]) == 2  # no cell of it in this run
     assert "has none of the cells of xrr2-bright" in capsys.readouterr().err
     assert not (tmp_path / "nothing").exists()
-    assert {a.path for a in MlflowClient(result["tracking_uri"]).list_artifacts(result["mlflow_run_id"])} == logged
+    assert {a.path for a in MlflowClient(result.tracking_uri).list_artifacts(result.mlflow_run_id)} == logged
 
 
 def test_the_xrr2_study_with_smollm2_on_a_fixture_is_compared(tmp_path):
@@ -85,9 +85,9 @@ def test_the_xrr2_study_with_smollm2_on_a_fixture_is_compared(tmp_path):
                   retrievers=[{"name": "xrr2", "label": "xrr2-rr", "params": {**small, "rounds": 0}},
                               {"name": "xrr2", "label": "xrr2-rr2", "params": {**small, "rounds": 1}}])
     result = benchmark(str(path))
-    client = MlflowClient(result["tracking_uri"])
-    children = client.search_runs([client.get_run(result["mlflow_run_id"]).info.experiment_id],
-                                  f"tags.mlflow.parentRunId = '{result['mlflow_run_id']}'")
+    client = MlflowClient(result.tracking_uri)
+    children = client.search_runs([client.get_run(result.mlflow_run_id).info.experiment_id],
+                                  f"tags.mlflow.parentRunId = '{result.mlflow_run_id}'")
     calls = [c.data.metrics["retrieve.llm_calls"] for c in children]  # the second to ask may find the first's answers
     asked = [calls[i] + c.data.metrics.get("retrieve.llm_calls_cached", 0) for i, c in enumerate(children)]
     assert len(children) == 2 and sum(calls) > 0 and all(asked), (calls, asked)
@@ -95,7 +95,7 @@ def test_the_xrr2_study_with_smollm2_on_a_fixture_is_compared(tmp_path):
     doc = _compare(tmp_path, result, "xrr2-bright")
     measured = [c for c in doc["cells"] if c["measured"] is not None]
     assert {(c["system"], c["dataset"]) for c in measured} == {("xrr2-rr", "biology"), ("xrr2-rr2", "biology")}
-    ndcg = {m["retriever"]: m["value"] for m in result["metrics"] if (m["metric"], m["k"]) == ("ndcg", 10)}
+    ndcg = {m["retriever"]: m["value"] for m in result.metrics if (m["metric"], m["k"]) == ("ndcg", 10)}
     assert {c["system"]: c["measured"] for c in measured} == pytest.approx(ndcg)
 
 
@@ -236,7 +236,7 @@ def test_pyserinis_beir_bm25_conditions_are_the_same_computation_as_pyserinis_ow
     result = benchmark(str(tmp_path / "exp.yaml"))
     store = tmp_path / "store"
     for dataset, label, expected in (("tc-flat", "flat", flat), ("tc-multi", "multi", multi)):
-        (pair,) = [s for s in result["stages"] if s["stage"] == "retrieve" and s["label"] == f"{dataset}/{label}"]
+        (pair,) = [s for s in result.stages if s["stage"] == "retrieve" and s["label"] == f"{dataset}/{label}"]
         hits = pq.read_table(store / "retrieve" / pair["key"] / "run.parquet").to_pylist()
         ours: dict[str, list[str]] = {}
         for hit in sorted(hits, key=lambda h: (h["query_id"], h["rank"])):
@@ -246,8 +246,8 @@ def test_pyserinis_beir_bm25_conditions_are_the_same_computation_as_pyserinis_ow
 
     cells = {}
     for system, label, dataset in (("bm25-flat", "flat", "tc-flat"), ("bm25-multifield", "multi", "tc-multi")):
-        assert main(["compare", result["mlflow_run_id"], "--against", "pyserini-beir-bm25", "--tracking-uri",
-                     result["tracking_uri"], "--map", f"{system}={label}", "--map", f"trec-covid={dataset}",
+        assert main(["compare", result.mlflow_run_id, "--against", "pyserini-beir-bm25", "--tracking-uri",
+                     result.tracking_uri, "--map", f"{system}={label}", "--map", f"trec-covid={dataset}",
                      "--out", str(tmp_path / system)]) == 0
         doc = json.loads((tmp_path / system / "pyserini-beir-bm25.json").read_text())
         cells[system] = [c for c in doc["cells"] if (c["system"], c["dataset"]) == (system, "trec-covid")]
