@@ -9,6 +9,7 @@ from rbench.config.search import propose
 from rbench.core.errors import ConfigError
 from rbench.experiment import check_grid, reopened
 from rbench.orchestration.runner import call_stage
+from rbench.results import GridSummary, SearchSummary
 from rbench.tasks.chunking_eval import (
     CHUNK_EMBED,
     CHUNK_EVAL,
@@ -33,7 +34,7 @@ def _grid(config_path: str, mirror: str | None, store: str | None, corpora: list
 
 @flow(name="rbench-chunking-grid", log_prints=True)
 def chunking_grid(config_path: str, mirror: str | None = None, store: str | None = None,
-                  corpora: list[str] | None = None) -> dict:
+                  corpora: list[str] | None = None) -> GridSummary:
     """Chunk, embed, retrieve and score every grid combination; write the table and figures."""
     cfg = _grid(config_path, mirror, store, corpora)
     root, report, results = str(cfg.store.resolve()), [], []
@@ -49,12 +50,13 @@ def chunking_grid(config_path: str, mirror: str | None = None, store: str | None
     out, best = report_grid(cfg, raw, results)
     run_id = log_chunking_grid(cfg, results, best, out, report)
     cells = {m: {k: r[k] for k in ("chunk_size", "overlap", "n")} for m, r in best.items()}
-    return {"mlflow_run_id": run_id, "results": results, "best": cells, "report_folder": str(out), "stages": report}
+    return GridSummary(results=tuple(results), best=cells, report_folder=str(out), stages=tuple(report),
+                       mlflow_run_id=run_id)
 
 
 @flow(name="rbench-chunking-search", log_prints=True)
 def chunking_search(config_path: str, mirror: str | None = None, store: str | None = None,
-                    corpora: list[str] | None = None) -> dict:
+                    corpora: list[str] | None = None) -> SearchSummary:
     """Search the chunker's size, overlap and N for the best mean ``search.metric``; each trial is cached."""
     cfg = _grid(config_path, mirror, store, corpora)
     if cfg.search is None:
@@ -75,4 +77,4 @@ def chunking_search(config_path: str, mirror: str | None = None, store: str | No
 
     propose(cfg.search, objective)
     best = max(trials, key=lambda t: t["value"])
-    return {"best": best, "trials": trials, "stages": report}
+    return SearchSummary(best=best, trials=tuple(trials), stages=tuple(report))

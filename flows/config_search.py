@@ -12,14 +12,16 @@ from statistics import fmean
 from prefect import flow
 
 from rbench.config.search import load_search_config, propose, trial_config
+from rbench.core.secrets import redact
 from rbench.experiment import preflight, reopened
 from rbench.flows.benchmark import run_with_runner
+from rbench.results import SearchSummary
 from rbench.tasks.evaluate import read_aggregate, read_ir_values
 from rbench.tracking.write import log_search
 
 
 @flow(name="rbench-config-search", log_prints=True)
-def config_search(config_path: str, mirror: str | None = None, store: str | None = None) -> dict:
+def config_search(config_path: str, mirror: str | None = None, store: str | None = None) -> SearchSummary:
     """Run the search; log each trial as an MLflow child run; return the best setting and history.
     Each trial's stages run on the task runner of the experiment's ``execution`` section."""
     opened = None if mirror is not None or store is not None else reopened("search", config_path)
@@ -45,4 +47,4 @@ def config_search(config_path: str, mirror: str | None = None, store: str | None
     propose(search, objective)
     best = max(trials, key=lambda t: t["value"])
     run_id = log_search(cfg, search, trials, best)
-    return {"best": best, "trials": trials, "mlflow_run_id": run_id, "tracking_uri": cfg.tracking_uri()}
+    return SearchSummary(best=best, trials=tuple(trials), mlflow_run_id=run_id, tracking_uri=redact(cfg.tracking_uri()))

@@ -128,20 +128,20 @@ def cmd_chunking(args: argparse.Namespace) -> int:
         cfg = opened.config
         if cfg.search is not None:
             result = opened.run()
-            for t in result["trials"]:
+            for t in result.trials:
                 print(f"  trial {t['trial']:>3}  {t['params']}  {cfg.search.target} = {t['value']:.4f}")
-            print(f"best: {result['best']}")
+            print(f"best: {result.best}")
             return 0
         combos = len(cfg.chunk_sizes) * len(cfg.overlaps) * len(cfg.n)
         print(f"rbench: chunking grid {cfg.name!r}: {combos} combinations; data {cfg.data}; model {cfg.model}; "
               f"corpora {cfg.corpora or 'all'}", flush=True)
         started = time.perf_counter()
         result = opened.run()
-    ran = sum(1 for s in result["stages"] if s["status"] == "ran")
-    print((Path(result["report_folder"]) / "grid.md").read_text())
-    print(f"best: {result['best']}")
-    print(f"stages: {ran} ran, {len(result['stages']) - ran} cached; wall time {time.perf_counter() - started:.1f}s")
-    print(f"report: {result['report_folder']}; MLflow run {result['mlflow_run_id']}")
+    ran = sum(1 for s in result.stages if s["status"] == "ran")
+    print((Path(result.report_folder) / "grid.md").read_text())
+    print(f"best: {result.best}")
+    print(f"stages: {ran} ran, {len(result.stages) - ran} cached; wall time {time.perf_counter() - started:.1f}s")
+    print(f"report: {result.report_folder}; MLflow run {result.mlflow_run_id}")
     return 0
 
 
@@ -155,12 +155,12 @@ def cmd_search(args: argparse.Namespace) -> int:
               flush=True)
         started = time.perf_counter()
         result = opened.run()
-    for t in result["trials"]:
+    for t in result.trials:
         print(f"  trial {t['trial']:>3}  {t['params']}  {search.target} = {t['value']:.4f}"
               f"  ({t['stages_ran']} stages ran)")
-    best = result["best"]
+    best = result.best
     print(f"best: trial {best['trial']} {best['params']} {search.target} = {best['value']:.4f}; "
-          f"wall time {time.perf_counter() - started:.1f}s; MLflow run {result['mlflow_run_id']}")
+          f"wall time {time.perf_counter() - started:.1f}s; MLflow run {result.mlflow_run_id}")
     return 0
 
 

@@ -55,3 +55,30 @@ class FlowSummary:
     def stage_count(self, status: str) -> int:
         """How many stages ended with ``status`` (``ran``, ``cached``, ``failed``, ``skipped``)."""
         return sum(1 for s in self.stages if s["status"] == status)
+
+
+@dataclass(frozen=True)
+class SearchSummary:
+    """What a search returns (``rbench search``, a chunking grid's ``search:`` section): the
+    trials in order (``trial``, ``params``, ``value``, and for ``rbench search`` ``stages_ran``),
+    the best of them, the stage rows (a chunking search's), and the MLflow run that logged them
+    (``rbench search``'s; its tracking URI with any password masked)."""
+
+    best: dict
+    trials: tuple[dict, ...]
+    stages: tuple[dict, ...] = ()
+    mlflow_run_id: str | None = None
+    tracking_uri: str | None = None
+
+
+@dataclass(frozen=True)
+class GridSummary:
+    """What a chunking grid returns: a row per (chunk size, overlap, N) with its ``summary`` of
+    span-level measures and its ``per_question`` file, the best cell per measure, the folder of
+    its table and figures, the stage rows and the MLflow run."""
+
+    results: tuple[dict, ...]
+    best: dict
+    report_folder: str
+    stages: tuple[dict, ...] = ()
+    mlflow_run_id: str | None = None

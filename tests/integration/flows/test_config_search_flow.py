@@ -41,16 +41,16 @@ def test_strategies_are_deterministic_and_bounded():
 def test_search_reuses_finished_trials(tmp_path, tiny_files):
     corpus, queries = tiny_files
     first = config_search(_config(tmp_path, corpus, queries, strategy="random", budget=3, seed=1))
-    assert len(first["trials"]) == 3 and first["best"]["value"] == max(t["value"] for t in first["trials"])
+    assert len(first.trials) == 3 and first.best["value"] == max(t["value"] for t in first.trials)
     # bm25s fixes k1 and b in its index: later trials build index, retrieve and evaluate only
-    assert [t["stages_ran"] for t in first["trials"][1:]] == [3, 3]
+    assert [t["stages_ran"] for t in first.trials[1:]] == [3, 3]
     larger = config_search(_config(tmp_path, corpus, queries, strategy="random", budget=5, seed=1))
-    assert [t["params"] for t in larger["trials"][:3]] == [t["params"] for t in first["trials"]]
-    assert all(t["stages_ran"] == 0 for t in larger["trials"][:3])
-    assert all(t["stages_ran"] == 3 for t in larger["trials"][3:])
+    assert [t["params"] for t in larger.trials[:3]] == [t["params"] for t in first.trials]
+    assert all(t["stages_ran"] == 0 for t in larger.trials[:3])
+    assert all(t["stages_ran"] == 3 for t in larger.trials[3:])
     from mlflow.tracking import MlflowClient
 
-    tags = MlflowClient(larger["tracking_uri"]).get_run(larger["mlflow_run_id"]).data.tags
+    tags = MlflowClient(larger.tracking_uri).get_run(larger.mlflow_run_id).data.tags
     assert tags["rbench.kind"] == "search" and {"rbench.config_sha256", "rbench.device"} <= set(tags)
 
 
@@ -78,13 +78,13 @@ def test_a_search_maximises_an_ir_measures_name_computed_on_each_trial(tmp_path,
     result = config_search(_config(tmp_path, corpus, queries, strategy="grid", budget=2, grid_points=2,
                                    metric="nDCG@3", k=7, space={"k1": {"low": 0.9, "high": 1.5}}))
     evaluations = [a for a in Store(tmp_path / "store").artifacts() if a[0] == "evaluate"]
-    assert len(result["trials"]) == 2 and len(evaluations) == 2
+    assert len(result.trials) == 2 and len(evaluations) == 2
     expected = set()
     for _, key in evaluations:
         folder = tmp_path / "store" / "evaluate" / key
         qrels, run = read_qrels(folder / "qrels.trec"), read_trec_run(folder / "run.trec")
         values = [m.value for m in ir_measures.iter_calc([ir_measures.nDCG @ 3], qrels, run)]
         expected.add(round(sum(values) / len(qrels), 10))
-    assert {round(t["value"], 10) for t in result["trials"]} == expected
+    assert {round(t["value"], 10) for t in result.trials} == expected
     with pytest.raises(ConfigError, match="neither one of rbench's .* nor an ir_measures name"):
         load_search_config(_config(tmp_path, corpus, queries, metric="XYZ@3"))

@@ -167,7 +167,7 @@ def test_the_seed_chunking_study_reproduces_every_cell_of_the_published_grid(tmp
     result = chunking_grid(str(REPO / "configs" / "studies" / "seed002-chunking.yaml"), mirror=str(shared_data),
                            store=str(tmp_path / "store"))
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
-    assert main(["compare-grid", result["mlflow_run_id"], "--against", "seed002-sotu-fixedtoken-minilm",
+    assert main(["compare-grid", result.mlflow_run_id, "--against", "seed002-sotu-fixedtoken-minilm",
                  "--tracking-uri", uri, "--out", str(tmp_path / "grid")]) == 0
     cells = json.loads((tmp_path / "grid" / "seed002-sotu-fixedtoken-minilm.json").read_text())["cells"]
     assert len(cells) == 375

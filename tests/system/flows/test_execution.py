@@ -349,11 +349,11 @@ def test_a_signal_at_any_moment_ends_the_run_within_ten_seconds(tmp_path, door, 
     done = len(list(published.glob("*/_manifest.json")))
     result = _rerun(door, config)
     if door == "search":
-        assert len(result["trials"]) == 2
+        assert len(result.trials) == 2
         return
     if door == "chunking":
-        assert [s["status"] for s in result["stages"] if s["stage"] == "chunk_embed"] == ["ran"]
-        assert result["results"]
+        assert [s["status"] for s in result.stages if s["stage"] == "chunk_embed"] == ["ran"]
+        assert result.results
         return
     assert result.metrics and not result.failures
     if stage == "encode":
