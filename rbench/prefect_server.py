@@ -65,12 +65,15 @@ def uvicorn_command(port: int) -> tuple[list[str], dict[str, str]]:
     return args, env
 
 
-def _popen(args, log, **kwargs) -> subprocess.Popen:
-    kwargs.setdefault("stdout", log)
-    kwargs.setdefault("stderr", subprocess.STDOUT)
-    kwargs.setdefault("stdin", subprocess.DEVNULL)
-    kwargs.setdefault("start_new_session", in_a_notebook())  # a kernel's interrupt is its whole group's
-    return subprocess.Popen(args, **kwargs)
+def _spawn(port: int) -> subprocess.Popen:
+    """Prefect's temporary server on ``port``, its output appended to :func:`server_log`; in a
+    notebook in a session of its own (a kernel's interrupt is its whole process group's)."""
+    args, env = uvicorn_command(port)
+    log = server_log()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        return subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=in_a_notebook())
 
 
 def _free_port() -> int:
@@ -85,19 +88,17 @@ def _server_module():
 
 def start_early() -> None:
     """Start the temporary server's process now, where this process will ask Prefect for one (no
-    ``PREFECT_API_URL``, none started yet); it answers while the flow's code loads. Stopped at
-    exit, or by :func:`stop_temporary_servers`, unless a server took it over."""
+    ``PREFECT_API_URL``, Prefect's temporary servers allowed, none started yet); it answers while
+    the flow's code loads. Stopped at exit, or by :func:`stop_temporary_servers`, unless a
+    server took it over."""
     from prefect.settings import get_current_settings
 
-    module = _server_module()
-    if _EARLY or get_current_settings().api.url or (module and module.SubprocessASGIServer._instances):
+    module, current = _server_module(), get_current_settings()
+    if _EARLY or current.api.url or not current.server.ephemeral.enabled or \
+            (module and module.SubprocessASGIServer._instances):
         return
     port = _free_port()
-    args, env = uvicorn_command(port)
-    log = server_log()
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
-        _EARLY.update(port=port, process=_popen(args, out, env=env))
+    _EARLY.update(port=port, process=_spawn(port))
     atexit.register(_stop_early)
 
 
@@ -152,11 +153,7 @@ def _logged_server_class() -> type:
                 _EARLY.clear()
                 return early
             _stop_early()
-            args, env = uvicorn_command(self.port)
-            log = server_log()
-            log.parent.mkdir(parents=True, exist_ok=True)
-            with open(log, "ab") as out:
-                return _popen(args, out, env=env)
+            return _spawn(self.port)
 
     return LoggedServer
 
