@@ -22,13 +22,17 @@ from __future__ import annotations
 import atexit
 import functools
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 from rbench.core import settings
 from rbench.core.errors import RbenchError
+from rbench.core.processes import WATCH_SECONDS
 from rbench.core.stopping import in_a_notebook
 
 LOG_NAME = "temporary-server.log"
@@ -52,17 +56,38 @@ def _last_lines(path: Path, count: int = 5) -> str:
 
 def uvicorn_command(port: int) -> tuple[list[str], dict[str, str]]:
     """The command and environment of Prefect 3.8's temporary server on ``port``, as
-    ``SubprocessASGIServer._run_uvicorn_command`` (``prefect/server/api/server.py``) builds them;
-    a test checks that the two agree."""
+    ``SubprocessASGIServer._run_uvicorn_command`` (``prefect/server/api/server.py``) builds them
+    (a test checks that they agree), but for the app, :func:`server_app`, and the process it ends
+    with (this one)."""
     import prefect
     from prefect.settings import get_current_settings
 
     args = [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
-            "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port),
+            "rbench.prefect_server:server_app", "--host", "127.0.0.1", "--port", str(port),
             "--log-level", "error", "--lifespan", "on"]
     env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1",
-           **get_current_settings().to_environment_variables(exclude_unset=True)}
+           **get_current_settings().to_environment_variables(exclude_unset=True),
+           settings.SERVER_PARENT: str(os.getpid())}
     return args, env
+
+
+def server_app():
+    """Prefect's server app (``prefect.server.api.server:create_app``) in a temporary server that
+    ends itself (as SIGTERM ends it) when the process that started it is gone: a notebook
+    kernel's server runs in a session of its own, which no signal of the kernel's reaches, and a
+    killed kernel (or a ``kill -9``'d command) left it running for good."""
+    from prefect.server.api.server import create_app
+
+    parent = settings.server_parent()
+    if parent is not None:
+        threading.Thread(target=_end_with, args=(parent,), name="rbench-parent-watch", daemon=True).start()
+    return create_app()
+
+
+def _end_with(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(WATCH_SECONDS)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _spawn(port: int) -> subprocess.Popen:

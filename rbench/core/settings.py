@@ -9,7 +9,7 @@ from pathlib import Path
 from rbench.core.errors import ConfigError
 
 MIRROR, STORE, TRACKING = "RBENCH_MIRROR", "RBENCH_STORE", "MLFLOW_TRACKING_URI"
-CLONE, DEBUG = "RBENCH_CLONE", "RBENCH_DEBUG"
+CLONE, DEBUG, SERVER_PARENT = "RBENCH_CLONE", "RBENCH_DEBUG", "RBENCH_SERVER_PARENT"
 
 VARIABLES = {
     STORE: "The store (cached stages, the MLflow database) when no `--store` or config `store` is given; "
@@ -32,6 +32,7 @@ VARIABLES = {
     "RBENCH_GIT_COMMIT": "The commit recorded in MLflow when the code is not a git checkout (set in images).",
     DEBUG: "Any value: errors keep their whole traceback (`rbench --debug`).",
     CLONE: "Set by the deployments' pull step, not by users: the repository and commit a run cloned.",
+    SERVER_PARENT: "Set by rbench for its temporary Prefect server, not by users: the process the server ends with.",
 }
 """Every environment variable rbench reads, with what it sets (a test checks that no other module reads an
 ``RBENCH_`` variable)."""
@@ -81,6 +82,12 @@ def llm_slots() -> Path:
 def server_startup_seconds() -> float:
     """Seconds to wait for Prefect's temporary server: ``$RBENCH_SERVER_STARTUP_SECONDS``, else 300."""
     return _number("RBENCH_SERVER_STARTUP_SECONDS", 300.0)
+
+
+def server_parent() -> int | None:
+    """The process a temporary Prefect server ends with: ``$RBENCH_SERVER_PARENT``, else None."""
+    value = os.environ.get(SERVER_PARENT)
+    return int(value) if value else None
 
 
 def lease_ttl() -> float:
