@@ -1,5 +1,5 @@
 """Typed, frozen records of what crosses stages, flows and doors, as ranx types its ``Run`` and
-``Qrels``: a dataset x retriever pair's finished result."""
+``Qrels``: a dataset x retriever pair's finished result, and what each kind of flow returns."""
 
 from __future__ import annotations
 
