@@ -27,12 +27,11 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 from rbench.core import settings
 from rbench.core.errors import RbenchError
-from rbench.core.processes import WATCH_SECONDS
+from rbench.core.processes import watch_parent
 from rbench.core.stopping import in_a_notebook
 
 LOG_NAME = "temporary-server.log"
@@ -80,14 +79,13 @@ def server_app():
 
     parent = settings.server_parent()
     if parent is not None:
-        threading.Thread(target=_end_with, args=(parent,), name="rbench-parent-watch", daemon=True).start()
+        threading.Thread(target=watch_parent, args=(parent, _terminate), name="rbench-parent-watch",
+                         daemon=True).start()
     return create_app()
 
 
-def _end_with(parent: int) -> None:
-    while os.getppid() == parent:
-        time.sleep(WATCH_SECONDS)
-    os.kill(os.getpid(), signal.SIGTERM)
+def _terminate() -> None:
+    os.kill(os.getpid(), signal.SIGTERM)  # uvicorn's shutdown: the services stop, the database is closed
 
 
 def _spawn(port: int) -> subprocess.Popen:

@@ -35,12 +35,12 @@ class StageProcessError(RbenchError):
     or the process ended during the work (the message says which, with the child's traceback)."""
 
 
-def watch_parent(parent: int) -> None:
-    """End this (child) process when its parent ``parent`` is gone (checked every half second)."""
-    while True:
-        if os.getppid() != parent:
-            os._exit(0)
+def watch_parent(parent: int, end: Callable[[], None] = lambda: os._exit(0)) -> None:
+    """End this (child) process when its parent ``parent`` is gone (checked every half second):
+    ``end()``, at once by default."""
+    while os.getppid() == parent:
         time.sleep(WATCH_SECONDS)
+    end()
 
 
 def as_child(parent: int) -> None:
