@@ -47,8 +47,9 @@ def run_benchmark(opened: OpenedExperiment) -> FlowSummary:
 
     cfg = opened.config
     opened.check()
-    with built_for_the_flow(check_data(cfg)), torch_kept_out(not torch_in_stage_threads(cfg)):
-        warm_up_index_builds(cfg)
+    checked = check_data(cfg)
+    with built_for_the_flow(checked.built), torch_kept_out(not torch_in_stage_threads(cfg)):
+        warm_up_index_builds(cfg, checked.corpora)
         state = opened.run(return_state=True)
     from rbench.flows.benchmark import summary_of  # after the server's start: it loads the flow's modules
 

@@ -11,6 +11,7 @@ gpu=False, **options)`` returning a handle, ``as_completed(handles)``, ``artifac
 from __future__ import annotations
 
 import errno
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 import pyarrow.parquet as pq
@@ -233,15 +234,24 @@ class CachedOnly:
         return list(self.rows)
 
 
-def check_data(cfg: ExperimentConfig) -> set[tuple[str, str]]:
+@dataclass(frozen=True)
+class CheckedData:
+    """What :func:`check_data` did: ``built``, ``(stage, key)`` of what it built (for
+    :func:`rbench.orchestration.runner.built_for_the_flow`), and ``corpora``, the prepared corpus
+    of each dataset whose files were at hand, by dataset name."""
+
+    built: frozenset[tuple[str, str]]
+    corpora: dict[str, Artifact]
+
+
+def check_data(cfg: ExperimentConfig) -> CheckedData:
     """Check every file the experiment needs before any flow starts, then download and prepare,
     as plain functions, every dataset whose files are at hand (the user's files, or the mirror):
     a bad line or field is one error before the Prefect server and the other stages, and the
     flow then finds these stages cached. A file that must be fetched (its dataset's download
     not in the store yet) is asked for at its source: one that is not there, or a source that
     does not answer, stops the run here with every such file named and where to put it in a
-    mirror. Returns ``(stage, key)`` of what was built here (for
-    :func:`rbench.orchestration.runner.built_for_the_flow`)."""
+    mirror."""
     store = Store(cfg.store)
     at_hand, problems = [], []
     for ds in cfg.datasets:
@@ -255,7 +265,7 @@ def check_data(cfg: ExperimentConfig) -> set[tuple[str, str]]:
         raise DataError(f"{len(problems)} file(s) the run needs cannot be fetched now:\n" + "\n".join(problems) +
                         "\nWith the network, check the addresses above; without it, put each file under its name in "
                         "a mirror folder and pass --mirror DIR (or set RBENCH_MIRROR)")
-    built = set()
+    built, corpora = set(), {}
     for ds, files in at_hand:
         try:
             raw = DOWNLOAD.run(store, [], files, mirror=cfg.mirror)
@@ -263,7 +273,8 @@ def check_data(cfg: ExperimentConfig) -> set[tuple[str, str]]:
         except OSError as e:
             raise DataError(f"dataset {ds.name!r}: {os_problem(e, store)}") from None
         built |= {(a.stage, a.key) for a in (raw, prepared) if a.built}
-    return built
+        corpora[ds.name] = prepared
+    return CheckedData(frozenset(built), corpora)
 
 
 def torch_in_stage_threads(cfg: ExperimentConfig) -> bool:
@@ -273,17 +284,16 @@ def torch_in_stage_threads(cfg: ExperimentConfig) -> bool:
     return cfg.execution.in_process() and not cfg.execution.native_builds_apart()
 
 
-def warm_up_index_builds(cfg: ExperimentConfig) -> int:
+def warm_up_index_builds(cfg: ExperimentConfig, corpora: dict[str, Artifact]) -> int:
     """Warm up (:meth:`~rbench.retrievers.base.Retriever.warm_up`) each retriever whose index this
-    run will build in this process, on every dataset whose prepared corpus is in the store
-    (:func:`check_data` prepares those at hand before the flow): a Lucene worker's JVM starts
-    while the flow's server does. Returns how many were warmed."""
+    run will build in this process, on the datasets of ``corpora`` (their prepared corpora, as
+    :func:`check_data` prepares them before the flow): a Lucene worker's JVM starts while the
+    flow's server does. Returns how many were warmed."""
     if not cfg.execution.in_process():
         return 0
     store, warmed = Store(cfg.store), set()
     for ds in cfg.datasets:
-        raw = store.load(DOWNLOAD.name, DOWNLOAD.key([], DownloadConfig.of(ds, cfg.mirror)))
-        corpus = raw and store.load(PREPARE.name, PREPARE.key([raw], ds))
+        corpus = corpora.get(ds.name)
         if corpus is None:
             continue
         rows = pq.ParquetFile(corpus.file("corpus.parquet")).metadata.num_rows

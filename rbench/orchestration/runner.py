@@ -275,7 +275,7 @@ _BUILT_FOR_THE_FLOW: set[tuple[str, str]] = set()
 
 
 @contextlib.contextmanager
-def built_for_the_flow(built: set[tuple[str, str]]):
+def built_for_the_flow(built: frozenset[tuple[str, str]]):
     """While the block runs, the flow reports the artifacts ``built`` (``(stage, key)``) as ran,
     not cached: ``rbench run`` downloads and prepares the datasets before its flow starts, so
     that a bad input line is one error, and a first run into an empty store said ``cached``."""

@@ -137,7 +137,6 @@ def test_a_run_warms_up_only_the_indexes_it_will_build_here(tmp_path, tiny_files
     from rbench.orchestration.graph import check_data, warm_up_index_builds
     from rbench.retrievers.base import RETRIEVERS
     from rbench.tasks.index import INDEX, IndexConfig
-    from rbench.tasks.prepare import PREPARE
 
     warmed = []
     for name in ("bm25s", "bm25", "dense"):
@@ -150,13 +149,12 @@ def test_a_run_warms_up_only_the_indexes_it_will_build_here(tmp_path, tiny_files
                              "execution": execution})
 
     cfg = config()
-    assert warm_up_index_builds(cfg) == 0 and warmed == []  # nothing prepared yet: the flow builds it all
-    check_data(cfg)
-    assert warm_up_index_builds(cfg) == 2 and warmed == ["bm25s", "bm25"]  # fusion's are the same two
+    assert warm_up_index_builds(cfg, {}) == 0 and warmed == []  # nothing prepared yet: the flow builds it all
+    corpora = check_data(cfg).corpora
+    assert warm_up_index_builds(cfg, corpora) == 2 and warmed == ["bm25s", "bm25"]  # fusion's are the same two
     warmed.clear()
-    store = Store(cfg.store)
-    corpus = store.load(PREPARE.name, next(key for stage, key in store.artifacts() if stage == PREPARE.name))
-    INDEX.run(store, [corpus], IndexConfig.all_of(cfg.retrievers[0])[0])  # bm25s's index is in the store now
-    assert warm_up_index_builds(cfg) == 1 and warmed == ["bm25"]
+    (corpus,) = corpora.values()
+    INDEX.run(Store(cfg.store), [corpus], IndexConfig.all_of(cfg.retrievers[0])[0])  # bm25s's index is stored now
+    assert warm_up_index_builds(cfg, corpora) == 1 and warmed == ["bm25"]
     warmed.clear()
-    assert warm_up_index_builds(config(runner="dask")) == 0 and warmed == []
+    assert warm_up_index_builds(config(runner="dask"), corpora) == 0 and warmed == []

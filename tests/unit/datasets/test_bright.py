@@ -268,7 +268,7 @@ def test_a_file_the_run_must_fetch_is_asked_for_before_the_flow_and_every_missin
         assert "HTTP 404" in text and "--mirror" in text and "topics.bright-biology" not in text
         (upstream / "qrels").mkdir()
         (upstream / "qrels" / "qrels.bright-biology.txt").write_bytes(files["qrels"].read_bytes())
-        built = check_data(cfg)
+        built = check_data(cfg).built
         assert {stage for stage, _ in built} == set() and not list((tmp_path / "store").glob("prepare/*"))
     finally:
         server.shutdown()
@@ -279,7 +279,7 @@ def test_a_file_the_run_must_fetch_is_asked_for_before_the_flow_and_every_missin
     mirror.mkdir(parents=True)
     for kind in ("topics", "qrels"):
         (mirror / files[kind].name).write_bytes(files[kind].read_bytes())
-    built = check_data(load_config(config, mirror=tmp_path / "mirror"))
+    built = check_data(load_config(config, mirror=tmp_path / "mirror")).built
     assert {stage for stage, _ in built} == {"download", "prepare"}
 
 
