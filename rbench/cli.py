@@ -549,19 +549,27 @@ def cmd_verify(args: argparse.Namespace) -> int:
     store = Store(root)
     started = time.perf_counter()
     total = len(store.artifacts())
-    damaged = store.verify(full=not args.fast, remove=args.remove)
+    findings = store.verify(full=not args.fast, remove=args.remove)
     mode = "sizes and fingerprints" if args.fast else "every byte (sha256)"
+    damaged = sum(f.why == "damaged" for f in findings)
     print(f"rbench: verified {total} artifact(s) in {store.root} ({mode}) in {time.perf_counter() - started:.1f}s: "
-          f"{len(damaged)} damaged")
-    for stage, key in damaged:
-        print(f"  {stage}/{key}" + (" (removed: the next run rebuilds it)" if args.remove else ""))
+          f"{damaged} damaged, {len(findings) - damaged} stale or built from one")
+    reasons = {"damaged": "damaged", "stale": "stale", "built-from": "built from"}
+    for f in findings:
+        print(f"  {f.stage}/{f.key}: {reasons[f.why]} {f.detail}" +
+              (" (removed: the next run rebuilds it)" if args.remove else ""))
     items = store.verify_checkpoints(remove=args.remove)
     print(f"rbench: {len(items)} damaged checkpoint item(s) of unfinished builds")
     for stage, key, item in items:
         print(f"  {stage}/.partial-{key}/{item}" + (" (removed: the next run redoes it)" if args.remove else ""))
-    if (damaged or items) and not args.remove:
-        print("rerun with --remove to delete them so that the next run rebuilds them")
-    return 1 if (damaged or items) and not args.remove else 0
+    leases = store.abandoned_leases(remove=args.remove)
+    print(f"rbench: {len(leases)} lease(s) left by a builder that is gone")
+    for path, why in leases:
+        print(f"  {path.relative_to(store.root)}: {why}" + (" (broken)" if args.remove else ""))
+    found = findings or items or leases
+    if found and not args.remove:
+        print("rerun with --remove to delete them (and what was built from them) so that the next run rebuilds them")
+    return 1 if found and not args.remove else 0
 
 
 def cmd_log(args: argparse.Namespace) -> int:
@@ -654,8 +662,9 @@ COMMANDS = {  # name: (description, examples)
                   ["rbench reproduce arm-report --mirror ../shared/data"]),
     "compare-grid": ("Line a chunking grid run up against a published grid, cell by cell.",
                      ["rbench compare-grid latest --against seed002-sotu-fixedtoken-minilm"]),
-    "verify": ("Check every stored artifact against its manifest (sizes and SHA-256 digests); --remove deletes "
-               "the damaged ones so that the next run rebuilds them.", ["rbench verify --store .rbench",
+    "verify": ("Check every stored artifact against its manifest (sizes and SHA-256 digests) and against what it "
+               "was built from; --remove deletes the damaged and stale ones, everything built from them, and leases "
+               "left by killed builders, so that the next run rebuilds them.", ["rbench verify --store .rbench",
                                                                          "rbench verify --fast"]),
     "log": ("Log to MLflow the runs whose logging failed (the tracking server was down); their records are kept "
             "in the store.", ["rbench log --store .rbench"]),

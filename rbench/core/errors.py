@@ -68,6 +68,11 @@ def _size(n: int) -> str:
     return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.1f} KB" if n >= 1000 else f"{n} bytes"
 
 
+class DamagedArtifact(RbenchError):
+    """A stored artifact a stage was about to read does not match its manifest: its numbers would
+    be wrong, so the stage stops, naming the artifact and how to repair the store."""
+
+
 class TrackingError(RbenchError):
     """Logging to MLflow failed (a server down, a damaged database); the results are in the store
     and the logging is kept for ``rbench log``."""

@@ -142,6 +142,30 @@ class Lease(LeaseCheck):
     def __reduce__(self):
         return LeaseCheck, (self.path, self.token)
 
+    def abandoned(self) -> str | None:
+        """Why the lease file is one its holder left behind (its process is gone on this host, or
+        no heartbeat for twice the TTL by this host's clock), or None when it is absent or alive."""
+        try:
+            age = time.time() - self.path.stat().st_mtime
+        except FileNotFoundError:
+            return None
+        if self._holder_is_dead():
+            return "its process is gone"
+        if age > 2 * self.ttl:
+            return f"no heartbeat for {age:.0f}s"
+        return None
+
+    def break_if_abandoned(self) -> str | None:
+        """Break the lease when :meth:`abandoned` says its holder left it; return why, else None."""
+        try:
+            mtime = self.path.stat().st_mtime
+        except FileNotFoundError:
+            return None
+        why = self.abandoned()
+        if why is not None:
+            self._break(mtime, why)
+        return why
+
     def _holder_is_dead(self) -> bool:
         host, _, rest = self.holder().partition(":")
         pid = rest.partition(":")[0]

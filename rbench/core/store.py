@@ -6,7 +6,9 @@ configuration that shapes the output, and the content digests (or keys) of its i
 keys that read what changed. A folder is
 built under a temporary name and renamed into place once complete; its
 ``_manifest.json`` (written last) lists each file with size, sha256 and a fast
-fingerprint, and a hit is trusted only when every file still matches. Building a
+fingerprint, and the content digest of every input it was built from (each input is
+re-hashed in full before a build reads it). A hit is trusted only when every file still
+matches and every input still holds the content it was built from. Building a
 key takes its lease (``rbench/core/lease.py``), so many workers can share one store.
 """
 
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from rbench.core.errors import DiskFull, is_disk_full
+from rbench.core.errors import DamagedArtifact, DiskFull, is_disk_full
 from rbench.core.hashing import canonical_json, fast_fingerprint, file_digest
 from rbench.core.identity import code_digest
 from rbench.core.lease import Lease, LeaseCheck, LeaseLost
@@ -43,6 +45,25 @@ def stage_key(stage: str, version: int, config: Any, input_keys: Sequence[str], 
         {"stage": stage, "version": version, "code": code, "config": config, "inputs": list(input_keys)}
     )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
+
+
+def content_of(files: Mapping[str, Mapping[str, Any]]) -> str:
+    """An artifact's content digest: sha256 over its manifest's file names and sha256s (what a
+    dependent records of each input it read)."""
+    return hashlib.sha256(canonical_json({n: m["sha256"] for n, m in files.items()}).encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What :meth:`Store.verify` found wrong with an artifact: ``why`` is ``damaged`` (a file does
+    not match the manifest, or the manifest is gone), ``stale`` (an input now holds other content
+    than it was built from) or ``built-from`` (an input, directly or further up, is damaged or
+    stale); ``detail`` says which file or input."""
+
+    stage: str
+    key: str
+    why: str
+    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -213,39 +234,103 @@ class Store:
         return Checkpoint(self.root / stage / f"{PARTIAL}{key}", lease)
 
     def load(self, stage: str, key: str, full: bool = False) -> Artifact | None:
-        """Return the artifact if present and intact, else None.
+        """Return the artifact if present, intact and fresh, else None.
 
         By default each file's size and fast fingerprint are checked (O(number of files));
-        ``full`` re-hashes every byte against the manifest's sha256.
+        ``full`` re-hashes every byte against the manifest's sha256. Fresh: each input recorded in
+        the manifest still holds the content it was built from (its manifest is read, not its files).
+        A lease its builder left behind on a complete artifact (a kill after publishing) is broken.
         """
         folder = self.folder(stage, key)
+        manifest = self._intact(folder, full)
+        if manifest is None:
+            return None
+        stale = self._stale_input(manifest)
+        if stale is not None:
+            log.info("%s/%s is stale: %s", stage, key, stale)
+            return None
+        lease = self.lease(stage, key)
+        if lease.path.exists():
+            lease.break_if_abandoned()
+        return Artifact(stage, key, folder, manifest.get("info", {}))
+
+    @staticmethod
+    def _intact(folder: Path, full: bool) -> dict | None:
+        """The manifest of ``folder`` when every file matches it (``full``: every byte), else None."""
+        return None if Store._damage(folder, full) else json.loads((folder / MANIFEST).read_text())
+
+    @staticmethod
+    def _damage(folder: Path, full: bool) -> str | None:
+        """What does not match in ``folder``'s artifact (a file, the manifest), or None."""
         try:
             manifest = json.loads((folder / MANIFEST).read_text())
             files = manifest["files"]
             present = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()} - {MANIFEST}
             if present != set(files):
-                return None
+                extra, gone = sorted(present - set(files)), sorted(set(files) - present)
+                return f"files {'added: ' + ', '.join(extra) if extra else 'missing: ' + ', '.join(gone)}"
             for name, meta in files.items():
                 path = folder / name
                 if path.stat().st_size != meta["size"]:
-                    return None
+                    return f"{name}: size {path.stat().st_size}, manifest {meta['size']}"
                 if full or "fast" not in meta:
                     if file_digest(path) != meta["sha256"]:
-                        return None
+                        return f"{name}: its bytes differ from the manifest's sha256"
                 elif fast_fingerprint(path) != meta["fast"]:
-                    return None
+                    return f"{name}: its bytes differ from the manifest's fingerprint"
+        except FileNotFoundError as e:
+            return f"{Path(e.filename).name if e.filename else MANIFEST} is gone"
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            return f"unreadable manifest or file ({type(e).__name__}: {e})"
+        return None
+
+    def _content(self, stage: str, key: str) -> str | None:
+        """The content digest an artifact's manifest records, or None when it has none."""
+        try:
+            return content_of(json.loads((self.folder(stage, key) / MANIFEST).read_text())["files"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
-        return Artifact(stage, key, folder, manifest.get("info", {}))
+
+    def _stale_input(self, manifest: Mapping[str, Any]) -> str | None:
+        """Which input of a manifest no longer holds the content it was built from, or None."""
+        for recorded in manifest.get("inputs") or ():
+            now = self._content(recorded["stage"], recorded["key"])
+            if now != recorded["content"]:
+                what = "is gone" if now is None else "was rebuilt with other content"
+                return f"its input {recorded['stage']}/{recorded['key']} {what}"
+        return None
+
+    def read_inputs(self, inputs: Sequence[Artifact]) -> list[dict]:
+        """Check every byte of each input against its manifest before a build reads it, and return
+        what the new manifest records of each (stage, key, content digest). A damaged input raises
+        :class:`DamagedArtifact`, naming it and the repair: its numbers must never become a result."""
+        recorded, seen = [], set()
+        for artifact in inputs:
+            if (artifact.stage, artifact.key) in seen:
+                continue
+            seen.add((artifact.stage, artifact.key))
+            folder = self.folder(artifact.stage, artifact.key)
+            damage = self._damage(folder, full=True)
+            if damage is not None:
+                raise DamagedArtifact(
+                    f"the stored {artifact.stage} artifact {folder} is damaged ({damage}): nothing is built from it. "
+                    f"Run `rbench verify --remove --store {self.root}` (it removes it and everything built from "
+                    "it), then run again to rebuild them")
+            recorded.append({"stage": artifact.stage, "key": artifact.key,
+                             "content": content_of(json.loads((folder / MANIFEST).read_text())["files"])})
+        return recorded
 
     def build(
-        self, stage: str, key: str, builder: Callable[[Path, Checkpoint], dict | None]
+        self, stage: str, key: str, builder: Callable[[Path, Checkpoint], dict | None],
+        inputs: Sequence[Artifact] = (),
     ) -> tuple[Artifact, bool]:
         """Return ``(artifact, built)``: the verified cached artifact, or a freshly built one.
 
         ``builder(folder, checkpoint)`` writes into an empty temporary folder and returns a
         JSON-able summary (counts, timings) stored in the manifest; ``checkpoint`` keeps
-        finished items across a killed build. Builders of one key run one at a time.
+        finished items across a killed build. Builders of one key run one at a time. ``inputs``
+        (the artifacts the builder reads) are checked in full first (:meth:`read_inputs`) and
+        recorded, so that the artifact goes stale when one of them is rebuilt with other content.
         """
         cached = self.load(stage, key)
         if cached is not None:
@@ -255,6 +340,7 @@ class Store:
                 cached = self.load(stage, key)
                 if cached is not None:
                     return cached, False
+                read = self.read_inputs(inputs)
                 final = self.folder(stage, key)
                 self._remove_temporaries(final.parent, key)
                 tmp = final.parent / f"{TMP}{key}-{uuid.uuid4().hex[:8]}"
@@ -270,11 +356,11 @@ class Store:
                         for p in sorted(tmp.rglob("*"))
                         if p.is_file()
                     }
-                    manifest = {"stage": stage, "key": key, "files": files, "info": info}
+                    manifest = {"stage": stage, "key": key, "files": files, "info": info, "inputs": read}
                     _write_text_atomic(tmp / MANIFEST, canonical_json(manifest))
                     lease.check()
                     if final.exists():
-                        log.warning("replacing incomplete or corrupt artifact %s", final)
+                        log.warning("replacing incomplete, corrupt or stale artifact %s", final)
                         trash = final.parent / f"{TRASH}{key}-{uuid.uuid4().hex[:8]}"
                         final.rename(trash)
                         shutil.rmtree(trash, ignore_errors=True)
@@ -317,18 +403,58 @@ class Store:
                 found.extend((stage.name, f.name) for f in folders)
         return found
 
-    def verify(self, full: bool = True, remove: bool = False) -> list[tuple[str, str]]:
-        """Check every artifact (``full``: every byte against its sha256); return the damaged
-        ones. ``remove`` deletes them (under their lease) so that the next run rebuilds them."""
-        damaged = [(stage, key) for stage, key in self.artifacts() if self.load(stage, key, full=full) is None]
+    def verify(self, full: bool = True, remove: bool = False) -> list[Finding]:
+        """Check every artifact (``full``: every byte against its sha256) and what it was built from;
+        return what is damaged, stale, or built from either (directly or further up). ``remove``
+        deletes all of those (each under its lease) so that the next run rebuilds them."""
+        findings: dict[tuple[str, str], Finding] = {}
+        built_from: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for stage, key in self.artifacts():
+            folder = self.folder(stage, key)
+            damage = self._damage(folder, full)
+            if damage is not None:
+                findings[(stage, key)] = Finding(stage, key, "damaged", damage)
+                continue
+            manifest = json.loads((folder / MANIFEST).read_text())
+            for recorded in manifest.get("inputs") or ():
+                built_from.setdefault((recorded["stage"], recorded["key"]), []).append((stage, key))
+            stale = self._stale_input(manifest)
+            if stale is not None:
+                findings[(stage, key)] = Finding(stage, key, "stale", stale)
+        bad = list(findings)
+        while bad:
+            source = bad.pop()
+            for dependent in built_from.get(source, ()):
+                if dependent not in findings:
+                    findings[dependent] = Finding(*dependent, "built-from", f"{source[0]}/{source[1]}")
+                    bad.append(dependent)
         if remove:
-            for stage, key in damaged:
+            for (stage, key), finding in findings.items():
                 with self.lease(stage, key):
-                    if self.load(stage, key, full=full) is None:
-                        trash = self.root / stage / f"{TRASH}{key}-{uuid.uuid4().hex[:8]}"
-                        self.folder(stage, key).rename(trash)
-                        shutil.rmtree(trash, ignore_errors=True)
-        return damaged
+                    if finding.why != "damaged" or self._damage(self.folder(stage, key), full) is not None:
+                        self._discard(stage, key)
+        return sorted(findings.values(), key=lambda f: (f.why != "damaged", f.stage, f.key))
+
+    def _discard(self, stage: str, key: str) -> None:
+        """Move an artifact folder aside and delete it (the caller holds its lease)."""
+        folder = self.folder(stage, key)
+        if folder.exists():
+            trash = self.root / stage / f"{TRASH}{key}-{uuid.uuid4().hex[:8]}"
+            folder.rename(trash)
+            shutil.rmtree(trash, ignore_errors=True)
+
+    def abandoned_leases(self, remove: bool = False) -> list[tuple[Path, str]]:
+        """``(lease file, why)`` of every lease whose holder left it (its process gone on this host,
+        or no heartbeat for twice the TTL); ``remove`` breaks them."""
+        found = []
+        for path in sorted(self.root.glob(f"*/{LOCKS}/*")) if self.root.is_dir() else ():
+            if not path.is_file() or ".stale-" in path.name:
+                continue
+            lease = Lease(path)
+            why = lease.break_if_abandoned() if remove else lease.abandoned()
+            if why is not None:
+                found.append((path, why))
+        return found
 
     def verify_checkpoints(self, remove: bool = False) -> list[tuple[str, str, str]]:
         """``(stage, key, item)`` of every checkpoint item of an unfinished build that does not
@@ -452,7 +578,7 @@ class Stage:
         else:
             def builder(folder: Path, checkpoint: Checkpoint) -> dict | None:
                 return run(folder, list(inputs), config, **options)
-        artifact, built = store.build(self.name, key, builder)
+        artifact, built = store.build(self.name, key, builder, inputs)
         verb = "built" if built else "reused"
         log.debug("%s %s %s: %s", self.name, verb, key[:12], summarize(artifact.info))
         if self.check is not None:

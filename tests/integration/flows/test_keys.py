@@ -119,3 +119,43 @@ def test_changed_queries_rerun_only_what_reads_them(tmp_path, tiny_files):
     changed = _run(tmp_path, datasets, [{"name": "bm25s"}])
     assert _ran(changed) == {("download", "tiny"), ("prepare", "tiny"), ("subsample", "tiny"),
                              ("retrieve", "tiny/bm25s"), ("evaluate", "tiny/bm25s")}  # the index is kept
+
+
+def test_a_damaged_index_never_becomes_a_result_and_verify_remove_repairs_it(tmp_path, tiny_files, capsys):
+    """Issue 68, A/A': a stored bm25s index damaged where a cache hit's fingerprint does not look (its
+    manifest's fast fingerprint made to match, as for bytes in the middle of a large file), then a run
+    needing it under a new key (another depth). On the main of 6e8e733 that run ended rc 0 with the
+    damaged index's numbers, logged and cached, and `verify --remove` left what was built from it."""
+    import json
+
+    from rbench.cli import main
+    from rbench.core.hashing import fast_fingerprint
+
+    corpus, queries = tiny_files
+    datasets, bm25s = [tiny_dataset(corpus, queries)], [{"name": "bm25s"}]
+    clean = _run(tmp_path, datasets, bm25s)
+    index = tmp_path / "store" / "index" / _keys(clean)[("index", "tiny/bm25s")]
+    manifest = json.loads((index / "_manifest.json").read_text())
+    name = max(manifest["files"], key=lambda n: manifest["files"][n]["size"])
+    data = bytearray((index / name).read_bytes())
+    data[len(data) // 2:] = bytes(len(data) - len(data) // 2)
+    (index / name).write_bytes(bytes(data))
+    manifest["files"][name]["fast"] = fast_fingerprint(index / name)
+    (index / "_manifest.json").write_text(json.dumps(manifest))
+
+    deeper = tmp_path / "deeper.yaml"
+    damaged = _run(tmp_path, datasets, bm25s, name="deeper.yaml")  # depth 10 again: every stage cached
+    assert _ran(damaged) == set()
+    spec = yaml.safe_load(deeper.read_text())
+    deeper.write_text(yaml.safe_dump({**spec, "depth": 20}))
+    failed = summary_of(benchmark(str(deeper), return_state=True))
+    (failure,) = failed.failures
+    assert "DamagedArtifact" in failure["error"] and "rbench verify --remove" in failure["error"]
+    assert str(index) in failure["error"] and failed.metrics == ()
+
+    assert main(["verify", "--store", str(tmp_path / "store"), "--remove"]) == 0
+    out = capsys.readouterr().out
+    assert f"index/{index.name}: damaged {name}" in out and "built from index/" in out
+    repaired = benchmark(str(deeper))
+    assert ("index", "tiny/bm25s") in _ran(repaired)
+    assert sorted(repaired.metrics, key=str) == sorted(clean.metrics, key=str)  # k <= 3: depth 20 scores as 10
