@@ -283,6 +283,10 @@ def _tracking_uri(args: argparse.Namespace) -> str:
     db = Path(uri.removeprefix("sqlite:///"))
     if uri.startswith("sqlite:///") and (not db.is_file() or db.stat().st_size == 0):
         empty = " (its file is empty: 0 bytes)" if db.is_file() else ""
+        if not db.is_file() and any((db.parent / "evaluate").glob("*/_manifest.json")):
+            raise RbenchError(f"no MLflow database at {uri}, though the store {db.parent} holds the results of "
+                              "earlier runs: the database was deleted or moved. Rerunning an experiment (every stage "
+                              "cached) logs it again; pass --tracking-uri where it was moved")
         raise RbenchError(f"no MLflow database at {uri}{empty}: no run has logged there yet; "
                           "pass --store (or set RBENCH_STORE) or --tracking-uri")
     prepare_tracking(uri)  # a damaged database named, a moved store's artifact locations followed

@@ -26,6 +26,8 @@ VARIABLES = {
     "RBENCH_LEASE_TTL": "Seconds after which a store lease whose holder stopped renewing it is broken; default 60.",
     "RBENCH_SERVER_STARTUP_SECONDS": "How long a command waits for Prefect's temporary server (started where no "
                                      "`PREFECT_API_URL` is set) to answer; default 300, room for a busy machine.",
+    "RBENCH_DB_BUSY_SECONDS": "How long a command waits for a local MLflow database another process holds locked "
+                              "before it says the database is busy; default 30.",
     "RBENCH_MIN_FREE_MB": "The free disk space, in MB, a run needs in its store before it starts; default 200.",
     "RBENCH_MLFLOW_PUBLIC_URL": "The MLflow UI's address as users reach it, for the run links rbench prints; "
                                 "default: the tracking URI's.",
@@ -93,6 +95,11 @@ def server_parent() -> int | None:
 def lease_ttl() -> float:
     """Seconds before an unrenewed store lease is broken: ``$RBENCH_LEASE_TTL``, else 60."""
     return _number("RBENCH_LEASE_TTL", 60)
+
+
+def db_busy_seconds() -> float:
+    """How long to wait for a locked MLflow database: ``$RBENCH_DB_BUSY_SECONDS``, else 30."""
+    return _number("RBENCH_DB_BUSY_SECONDS", 30)
 
 
 def min_free_bytes() -> int:

@@ -211,18 +211,60 @@ def _holds_nothing(path: Path) -> bool:
 
 
 def _check_sqlite(path: Path) -> None:
-    """A damaged tracking database is named with the way to recover, before anything is logged."""
+    """A damaged tracking database is named with the way to recover, before anything is logged. One
+    that another process holds locked is busy, not damaged: it is waited for (``RBENCH_DB_BUSY_SECONDS``,
+    saying so and who may hold it), then named busy with its possible holders."""
     import sqlite3
 
     from rbench.core.errors import RbenchError
 
-    try:
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30) as db:
-            status = db.execute("PRAGMA quick_check").fetchone()[0]
-    except sqlite3.DatabaseError as e:
-        status = str(e)
+    status, waited = None, 0.0
+    for timeout in (0.5, max(settings.db_busy_seconds() - 0.5, 0.0)):
+        try:
+            with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout) as db:
+                status = db.execute("PRAGMA quick_check").fetchone()[0]
+            break
+        except sqlite3.OperationalError as e:
+            if not _is_busy(e):
+                status = str(e)
+                break
+            if not waited:
+                log.info("rbench: the MLflow database %s is locked by another process%s: waiting up to %.0fs",
+                         path, _holders(path), settings.db_busy_seconds())
+            waited += timeout
+        except sqlite3.DatabaseError as e:
+            status = str(e)
+            break
+    if status is None:
+        raise RbenchError(
+            f"the MLflow database {path} is busy: another process has held it locked for {waited:.0f}s"
+            f"{_holders(path)}. Nothing is wrong with it: let that process finish (or stop it) and run again; "
+            "RBENCH_DB_BUSY_SECONDS sets how long rbench waits")
     if status != "ok":
         raise RbenchError(
             f"the MLflow database {path} is damaged ({status}). Move it aside (mv {path} {path}.damaged): "
             "the next run creates a new one, and rerunning an experiment (all stages cached) logs it again"
         )
+
+
+def _is_busy(error: Exception) -> bool:
+    """Whether an sqlite error is another connection's lock (the database is fine)."""
+    text = str(error).lower()
+    return "locked" in text or "busy" in text
+
+
+def _holders(path: Path) -> str:
+    """`` (held open by pid N: command, ...)`` for the other processes of this host that have
+    ``path`` open (read from /proc, where there is one), else ''."""
+    found = []
+    target = os.path.realpath(path)
+    for proc in Path("/proc").glob("[0-9]*") if Path("/proc").is_dir() else ():
+        if int(proc.name) == os.getpid():
+            continue
+        try:
+            if any(os.path.realpath(fd) == target for fd in (proc / "fd").iterdir()):
+                command = " ".join((proc / "cmdline").read_bytes().decode(errors="replace").replace("\0", " ").split())
+                found.append(f"pid {proc.name}: {command[:80]}")
+        except OSError:
+            continue
+    return f" (held open by {'; '.join(found)})" if found else ""

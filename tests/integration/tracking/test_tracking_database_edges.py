@@ -70,3 +70,46 @@ def test_an_unreadable_database_is_named_with_the_way_out_by_every_command(tmp_p
         assert "Traceback" not in out
     assert "log --store" in out and list((tmp_path / "store" / "_mlflow-pending").glob("*.json"))
     assert db.read_bytes() == content  # nothing written over it
+
+
+LOCKER = """
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("BEGIN EXCLUSIVE")
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+db.execute("COMMIT")
+"""
+
+
+def test_a_locked_database_is_busy_not_damaged_and_a_short_lock_is_waited_for(tmp_path, experiment, monkeypatch):
+    """Issue 68, B: on the main of 6e8e733 every command waited 30 s, then called the database damaged
+    (database is locked) and told the user to move it aside, splitting a healthy store's history."""
+    import subprocess
+    import sys
+
+    assert _command(["run", str(experiment)], tmp_path)[0] == 0
+    db = tmp_path / "store" / "mlflow.db"
+    monkeypatch.setenv("RBENCH_DB_BUSY_SECONDS", "2")
+    with subprocess.Popen([sys.executable, "-c", LOCKER, str(db), "60"], stdout=subprocess.PIPE, text=True) as holder:
+        try:
+            assert holder.stdout.readline().strip() == "locked"
+            for args in (["runs"], ["show", "latest"], ["run", str(experiment)]):
+                code, out = _command(args, tmp_path)
+                assert code in (2, 3) and f"the MLflow database {db} is busy" in out, (args, out[-2000:])
+                assert f"pid {holder.pid}" in out and "is damaged" not in out and "Traceback" not in out, out[-2000:]
+        finally:
+            holder.kill()
+    monkeypatch.setenv("RBENCH_DB_BUSY_SECONDS", "30")
+    with subprocess.Popen([sys.executable, "-c", LOCKER, str(db), "1.5"], stdout=subprocess.PIPE, text=True) as holder:
+        assert holder.stdout.readline().strip() == "locked"
+        code, out = _command(["show", "latest"], tmp_path)
+    assert code == 0 and "tiny / bm25s" in out, out[-2000:]
+
+
+def test_a_deleted_database_beside_stored_results_is_said_deleted(tmp_path, experiment):
+    """Issue 68, notes: on main a deleted ``mlflow.db`` was "no run has logged there yet"."""
+    assert _command(["run", str(experiment)], tmp_path)[0] == 0
+    (tmp_path / "store" / "mlflow.db").unlink()
+    code, out = _command(["runs"], tmp_path)
+    assert code == 2 and "the database was deleted or moved" in out and "no run has logged" not in out, out
