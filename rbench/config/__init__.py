@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -16,7 +17,7 @@ from pydantic import (
     model_validator,
 )
 
-from rbench.core.configfile import ConfigPath, format_validation_error, load_mapping, validate_params
+from rbench.core.configfile import ConfigPath, count_values, format_validation_error, load_mapping, validate_params
 from rbench.core.errors import ConfigError
 from rbench.core.locations import DEFAULT_STORE, default_tracking_uri
 from rbench.core.secrets import redact
@@ -24,6 +25,26 @@ from rbench.llm.config import LLMConfig
 from rbench.retrievers.base import RetrieverSpec
 
 PositiveInt = Annotated[StrictInt, Field(gt=0)]  # strict: `depth: true` is an error, not 1
+NAME_LENGTH = 100
+
+
+def _safe_name(value: str) -> str:
+    """A name that becomes part of paths, MLflow keys and Prefect run names: printable, at most
+    :data:`NAME_LENGTH` characters, no leading or trailing space, and, read as a path of ``/``-separated
+    parts, no empty, ``.`` or ``..`` part and no backslash (MLflow refuses a key that resolves to another)."""
+    parts = value.split("/")
+    if (len(value) > NAME_LENGTH or value != value.strip() or "\\" in value or not value.isprintable()
+            or any(part in ("", ".", "..") for part in parts)):
+        raise ValueError(
+            f"{value[:NAME_LENGTH]!r} cannot name anything here: a name is at most {NAME_LENGTH} printable characters, "
+            "without leading or trailing spaces or backslashes, and its '/'-separated parts are neither empty, '.' "
+            "nor '..' (it becomes part of store paths, MLflow keys and Prefect run names); such as 'fetaqa', "
+            "'beir/scifact' or 'dense-minilm'")
+    return value
+
+
+SafeName = Annotated[str, AfterValidator(_safe_name)]
+"""A dataset, retriever, experiment or MLflow experiment name (see :func:`_safe_name`)."""
 TRACKING_SCHEMES = ("http", "https", "sqlite", "file", "databricks", "postgresql", "mysql", "mssql")
 
 
@@ -87,7 +108,7 @@ class DatasetConfig(Strict):
     in the corpus before preparation refuses the dataset.
     """
 
-    name: str = Field(min_length=1)
+    name: SafeName = Field(min_length=1)
     """The dataset's name in results (unique in the experiment); also the adapter when ``adapter`` is unset."""
     adapter: str | None = None
     """A registered dataset adapter (see Dataset adapters below); default: ``name``."""
@@ -111,7 +132,7 @@ class RetrieverConfig(RetrieverSpec):
     """One retriever of an experiment: a :class:`RetrieverSpec` (the one model of a retriever
     reference, also used inside composites' params) with a unique ``label`` (default: its name)."""
 
-    label: str | None = None
+    label: SafeName | None = None
     """The retriever's name in results (unique in the experiment); default: ``name``."""
 
     @model_validator(mode="after")
@@ -167,7 +188,7 @@ class MlflowConfig(Strict):
     tracking_uri: str | None = None
     """An MLflow tracking URI (``http(s)://``, ``sqlite:///``, ``file://``, ...); default ``sqlite:///<store>/mlflow.db``;
     ``MLFLOW_TRACKING_URI`` wins."""
-    experiment: str = Field("rbench", min_length=1, pattern=r"\S")
+    experiment: SafeName = Field("rbench", min_length=1, pattern=r"\S")
     """The MLflow experiment runs are logged to."""
     headline: list[str] = Field(default_factory=lambda: ["recall", "ndcg"])
     """The measures the parent run carries for each system, as ``<dataset>.<system>.<metric>_at_<k>``,
@@ -294,7 +315,7 @@ class ExperimentConfig(Strict):
     ``protocol``: ``standard`` (IR's usual definitions, the settings as given) or a named
     protocol of :data:`PROTOCOLS` that fixes depth and the metric definitions at once."""
 
-    name: str = "experiment"
+    name: SafeName = "experiment"
     """The experiment's name: the MLflow parent run and the Prefect flow run are named after it."""
     protocol: Literal["standard", "arm"] = "standard"
     """``standard``, or a named protocol that fixes depth and the metric definitions at once."""
@@ -466,6 +487,7 @@ def parse_config(
     store: Path | str | None = None,
 ) -> ExperimentConfig:
     """Validate a config mapping; see :func:`load_config`."""
+    count_values(raw, source)
     raw = dict(raw)
     base = base or Path.cwd()
     for key, override in (("mirror", mirror), ("store", store)):

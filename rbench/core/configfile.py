@@ -31,15 +31,85 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+MAX_FILE_BYTES = 4 << 20
+MAX_VALUES = 100_000
+"""Limits checked before a settings file is resolved: its size, and how many values it holds once
+every YAML alias is expanded (an "anchor bomb" of a few lines expands to billions)."""
+
+
 def read_yaml(path: Path) -> Any:
-    """Parse a YAML file, refusing duplicate keys; errors name the file and line."""
+    """Parse a YAML file, refusing duplicate keys and files past :data:`MAX_FILE_BYTES` or
+    :data:`MAX_VALUES`; errors name the file and line."""
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise ConfigError(f"{path} is {size / 1e6:.1f} MB: a settings file holds at most {MAX_FILE_BYTES >> 20} MiB; "
+                          "put data in files the settings name, not in the settings themselves")
     text = path.read_text(encoding="utf-8-sig")
     loader = _UniqueKeyLoader(text)
     loader.name = str(path)
     try:
-        return loader.get_single_data()
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _count_values(node, path)
+        return loader.construct_document(node)
+    except RecursionError:
+        raise ConfigError(f"{path} is nested too deeply to be a settings file") from None
     finally:
         loader.dispose()
+
+
+def _count_values(root: yaml.Node, path: Path) -> int:
+    """How many values ``root`` holds with its aliases expanded (each shared node counted once per
+    use, computed once); refuses more than :data:`MAX_VALUES` and an alias inside itself."""
+    sizes: dict[int, int] = {}
+
+    def size(node: yaml.Node) -> int:
+        known = sizes.get(id(node))
+        if known == -1:
+            raise ConfigError(f"{path}:{node.start_mark.line + 1}: an alias refers to a value that holds it: "
+                              "the value would never end; remove the alias")
+        if known is not None:
+            return known
+        sizes[id(node)] = -1
+        if isinstance(node, yaml.MappingNode):
+            total = 1 + sum(size(k) + size(v) for k, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            total = 1 + sum(size(v) for v in node.value)
+        else:
+            total = 1
+        if total > MAX_VALUES:
+            raise ConfigError(f"{path}:{node.start_mark.line + 1}: this value expands to more than {MAX_VALUES:,} "
+                              "values once its YAML aliases (*name) are repeated: a settings file holds fewer; "
+                              "write the values out, or use fewer aliases of aliases")
+        sizes[id(node)] = total
+        return total
+
+    return size(root)
+
+
+def count_values(value: Any, where: str) -> int:
+    """The same limit on settings given as Python values (a notebook's dict, a deployment's
+    parameters): values shared by reference are counted at each use."""
+    seen: dict[int, int] = {}
+
+    def size(v: Any) -> int:
+        if isinstance(v, (dict, list, tuple)):
+            if seen.get(id(v)) == -1:
+                raise ConfigError(f"{where}: a value holds itself: the settings would never end")
+            if id(v) in seen:
+                return seen[id(v)]
+            seen[id(v)] = -1
+            items = [*v.keys(), *v.values()] if isinstance(v, dict) else v
+            total = 1 + sum(size(x) for x in items)
+            if total > MAX_VALUES:
+                raise ConfigError(f"{where}: the settings hold more than {MAX_VALUES:,} values once shared values "
+                                  "are repeated: give fewer")
+            seen[id(v)] = total
+            return total
+        return 1
+
+    return size(value)
 
 
 def load_mapping(path: Path | str, what: str, hint: str = "") -> dict:

@@ -51,6 +51,11 @@ CONFIG_CASES = {
     "size-bool": ({"subsample.size": True}, "subsample.size", "got True"),
     "size-zero": ({"subsample.size": 0}, "subsample.size", "greater than 0"),
     "recall-denominator-unknown": ({"metrics.recall_denominator": "pooled"}, "recall_denominator", "'pooled'"),
+    "dataset-name-leaves-the-folder": ({"datasets": [{"name": "../../x", "adapter": "fetaqa"}]}, "'../../x'",
+                                       "neither empty, '.' nor '..'"),
+    "retriever-label-empty-part": ({"retrievers": [{"name": "bm25s", "label": "a//b"}]}, "'a//b'", "'/'-separated"),
+    "experiment-name-control-character": ({"name": "exp\tone"}, "name", "printable"),
+    "mlflow-experiment-backslash": ({"mlflow.experiment": "a\\b"}, "mlflow.experiment", "backslashes"),
     "dataset-empty-name": ({"datasets": [{"name": "", "adapter": "fetaqa"}]}, "datasets.0.name", "at least 1"),
     "k-empty": ({"metrics.k": []}, "metrics.k", "at least 1"),
     "k-zero": ({"metrics.k": [0]}, "metrics.k", "greater than 0"),
@@ -510,3 +515,48 @@ def test_environment_settings_are_read_when_used_and_a_bad_number_is_named(tmp_p
         Lease(tmp_path / "y.lease")
     with pytest.raises(KeyError, match="RBENCH_NOT_LISTED is not one of rbench's environment variables"):
         settings.read("RBENCH_NOT_LISTED")
+
+
+BOMB = """
+a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]
+b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]
+c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]
+d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]
+e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]
+f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]
+g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]
+h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]
+i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h]
+"""
+
+
+def test_hostile_config_files_are_refused_before_any_resolution(tmp_path, tiny_files):
+    """Issue 68, C: on the main of 6e8e733 an anchor bomb under ``retrievers[].params`` ran 576 s at
+    full CPU into an 8 GB limit and a MemoryError (``ExperimentConfig._resolve_llms`` copied every
+    aliased list)."""
+    import time
+
+    from rbench.config import parse_config
+
+    base = yaml.safe_dump(_config(tmp_path, tiny_files))
+    bomb = tmp_path / "bomb.yaml"
+    assert "retrievers:\n- name: bm25s\n" in base
+    bomb.write_text(base.replace("retrievers:\n- name: bm25s\n", "") + BOMB +
+                    "retrievers: [{name: bm25s, params: {k1: *i}}]\n")
+    started = time.perf_counter()
+    with pytest.raises(ConfigError, match=r"bomb\.yaml:\d+: this value expands to more than 100,000 values"):
+        load_config(bomb)
+    assert time.perf_counter() - started < 5
+    looped = tmp_path / "loop.yaml"
+    looped.write_text(base + "extra: &x [1, *x]\n")
+    with pytest.raises(ConfigError, match="loop.yaml:.*refers to a value that holds it"):
+        load_config(looped)
+    huge = tmp_path / "huge.yaml"
+    huge.write_text(base + "# " + "x" * (5 << 20) + "\n")
+    with pytest.raises(ConfigError, match="huge.yaml is 5.2 MB: a settings file holds at most 4 MiB"):
+        load_config(huge)
+    shared = [list(range(10))]
+    for _ in range(6):
+        shared = [shared] * 10  # one list of lists, shared by reference: 10 million values when repeated
+    with pytest.raises(ConfigError, match="more than 100,000 values"):
+        parse_config({**_config(tmp_path, tiny_files), "sweep": {"depth": shared}}, source="<notebook>")
