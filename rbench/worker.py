@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from rbench.core.pids import alive
+
 POLL_SECONDS = 0.2
 REPEAT_SECONDS = 1.0
 
@@ -41,18 +43,6 @@ def children(pid: int) -> list[int]:
         return found
     out = subprocess.run(["ps", "-A", "-o", "pid=,ppid="], capture_output=True, text=True).stdout
     return [int(p) for p, parent in (line.split() for line in out.splitlines() if line.strip()) if int(parent) == pid]
-
-
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` exists and is not a zombie."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 def _die_with_parent() -> None:

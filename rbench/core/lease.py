@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 
 from rbench.core import settings
+from rbench.core.pids import alive
 
 log = logging.getLogger("rbench")
 
@@ -169,15 +170,7 @@ class Lease(LeaseCheck):
     def _holder_is_dead(self) -> bool:
         host, _, rest = self.holder().partition(":")
         pid = rest.partition(":")[0]
-        if host != socket.gethostname() or not pid.isdigit():
-            return False
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            return False
-        return False
+        return host == socket.gethostname() and pid.isdigit() and not alive(int(pid))
 
     def _break(self, mtime: float, why: str) -> None:
         stale = self.path.with_name(f"{self.path.name}.stale-{uuid.uuid4().hex[:8]}")

@@ -5,6 +5,7 @@ bootstrap in ``backend.py``."""
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
@@ -22,6 +23,8 @@ from rbench.core.secrets import redact, split_credentials
 from rbench.results import PairResult
 from rbench.tasks.evaluate import read_aggregate
 from rbench.tracking.backend import prepare_tracking, tracking
+
+log = logging.getLogger("rbench")
 
 
 def metric_name(metric: str, k: int) -> str:
@@ -252,7 +255,8 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
 
     client = mlflow.MlflowClient()  # runs are created here, to start when their stages did
     parent_run = earlier or client.create_run(experiment_id, start_time=stage_span(report)[0],
-                                              tags=resolve_tags(), run_name=cfg.name).info.run_id
+                                              tags=resolve_tags(_process_tags()), run_name=cfg.name).info.run_id
+    close_abandoned_runs(client, experiment_id, parent_run, keep=set(children.values()))
     with mlflow.start_run(run_id=parent_run) as parent:
         parent_id = parent.info.run_id
         mlflow.set_tags(tags)
@@ -281,7 +285,8 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
             child = f"{dataset.name}/{retriever.label}"
             span = stage_span(report, pair_keys(result))
             child_id = children.get(child) or client.create_run(
-                experiment_id, start_time=span[0], tags=resolve_tags({"mlflow.parentRunId": parent_id}),
+                experiment_id, start_time=span[0], tags=resolve_tags({"mlflow.parentRunId": parent_id,
+                                                                      **_process_tags()}),
                 run_name=child).info.run_id
             with mlflow.start_run(run_id=child_id, nested=True):
                 mlflow.set_tags({"rbench.dataset": dataset.name, "rbench.retriever": retriever.label,
@@ -318,6 +323,37 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
     if failures:
         mlflow.MlflowClient().set_terminated(parent_id, status="FAILED")
     return parent_id
+
+
+def _process_tags() -> dict[str, str]:
+    """The host and process that create a run: the run is abandoned once that process is gone."""
+    import platform
+
+    return {"rbench.host": platform.node(), "rbench.pid": str(os.getpid())}
+
+
+def close_abandoned_runs(client, experiment_id: str, replaced_by: str, keep: set[str] = frozenset()) -> list[str]:
+    """Mark KILLED the RUNNING runs of ``experiment_id`` that a process of this host created and
+    that is gone (killed while it logged), each tagged ``rbench.replaced_by``; ``replaced_by`` and
+    ``keep`` (a retry's own runs) are left alone. Runs of other hosts cannot be told apart from live
+    ones and stay. Returns the runs closed."""
+    import platform
+
+    from rbench.core.pids import alive
+
+    closed = []
+    runs = client.search_runs([experiment_id], filter_string=(
+        f"attributes.status = 'RUNNING' and tags.`rbench.host` = '{platform.node()}'"), max_results=1000)
+    for run in runs:
+        pid = run.data.tags.get("rbench.pid", "")
+        if run.info.run_id == replaced_by or run.info.run_id in keep or not pid.isdigit() or alive(int(pid)):
+            continue
+        client.set_tag(run.info.run_id, "rbench.replaced_by", replaced_by)
+        client.set_terminated(run.info.run_id, status="KILLED")
+        closed.append(run.info.run_id)
+        log.info("rbench: MLflow run %s was left RUNNING by process %s, which is gone: marked KILLED, replaced by %s",
+                 run.info.run_id, pid, replaced_by)
+    return closed
 
 
 def pair_keys(result: PairResult) -> set[str]:

@@ -113,3 +113,30 @@ def test_a_deleted_database_beside_stored_results_is_said_deleted(tmp_path, expe
     (tmp_path / "store" / "mlflow.db").unlink()
     code, out = _command(["runs"], tmp_path)
     assert code == 2 and "the database was deleted or moved" in out and "no run has logged" not in out, out
+
+
+def test_runs_a_killed_logger_left_running_are_closed_by_the_next_run(tmp_path, experiment):
+    """Issue 68, F: on the main of 6e8e733 a kill -9 during MLflow logging left the parent and child
+    RUNNING for good, and the rerun logged a new run beside them."""
+    import platform
+    import subprocess
+    import sys
+
+    from mlflow.tracking import MlflowClient
+
+    assert _command(["run", str(experiment)], tmp_path)[0] == 0
+    client = MlflowClient(f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}")
+    (experiment_id,) = [e.experiment_id for e in client.search_experiments() if e.name == "rbench"]
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = {"rbench.host": platform.node(), "rbench.pid": gone.stdout.strip()}
+    parent = client.create_run(experiment_id, tags=left, run_name="edges").info.run_id
+    child = client.create_run(experiment_id, tags={**left, "mlflow.parentRunId": parent}).info.run_id
+    other_host = client.create_run(experiment_id, tags={**left, "rbench.host": "elsewhere"}).info.run_id
+    code, out = _command(["run", str(experiment), "--force-flow"], tmp_path)
+    assert code == 0, out[-2000:]
+    (new,) = [r for r in client.search_runs([experiment_id], order_by=["attributes.start_time DESC"])
+              if r.info.run_name == "edges" and r.info.run_id != parent and r.info.status == "FINISHED"][:1]
+    for run_id in (parent, child):
+        run = client.get_run(run_id)
+        assert run.info.status == "KILLED" and run.data.tags["rbench.replaced_by"] == new.info.run_id
+    assert client.get_run(other_host).info.status == "RUNNING"  # another host's process cannot be checked
