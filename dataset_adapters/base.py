@@ -137,6 +137,9 @@ def jsonl_records(lines: Iterable[bytes], name: str | Path, start: int = 1) -> I
     for line_no, raw in enumerate(lines, start):
         if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
             raw = raw[3:]
+        if line_no == 1 and raw.startswith(b"\x1f\x8b"):
+            raise DataError(f"{name} is gzip-compressed, not JSON lines: decompress it (gunzip -c FILE > FILE.jsonl) "
+                            "and point the config at the result")
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as e:

@@ -149,17 +149,24 @@ class Beir(Adapter):
         if unjudged:
             log.warning("beir %s: %d queries of the qrels (such as %r) have no document graded > 0 and are left "
                         "out; BEIR's evaluate counts them, each scoring 0", params.path, len(unjudged), unjudged[0])
+        asked = set()
         for line_no, q in read_jsonl(raw / "queries.jsonl"):
             where = f"{params.path / 'queries.jsonl'}:{line_no}"
             if "_id" not in q or "text" not in q:
                 raise DataError(f"{where} needs '_id' and 'text', has {sorted(q)}")
             text = text_value(q["text"], where, "text")
+            asked.add(str(q["_id"]))
             relevant = gold.get(str(q["_id"]))
             if relevant:
                 yield Query(query_id=str(q["_id"]), text=text, gold_doc_ids=list(relevant),
                             gold_grades=list(relevant.values()), origin=where,
                             nonrelevant_doc_ids=[d for d, g in judged[str(q["_id"])].items() if g <= 0],
                             excluded_doc_ids=[str(q["_id"])] if params.ignore_identical_ids else [])
+        unknown = sorted(set(judged) - asked)
+        if unknown:
+            log.warning("beir %s: %d queries of the qrels (such as %r) are not in queries.jsonl: their %d judgements "
+                        "are left out; check that the qrels file belongs to this folder", params.path, len(unknown),
+                        unknown[0], sum(len(judged[q]) for q in unknown))
 
 
 def with_title(title: str, text: str, join: str) -> str:

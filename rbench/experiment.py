@@ -220,6 +220,13 @@ def _probe_tracking_server(uri: str, experiment: str) -> None:
                 f"the MLflow server {bare} refuses the host name {host!r} (403: {body.strip()[:200]}): start it "
                 f"with --allowed-hosts listing {host} (mlflow server --allowed-hosts ...,{host}), or reach it by a "
                 "name it allows (MLFLOW_TRACKING_URI)") from None
+        if e.code == 401 and "Authorization" in request.headers:
+            user = split_credentials(uri)[1] or (os.environ.get("MLFLOW_TRACKING_USERNAME"), "")
+            given = f"the user {user[0]!r}" if user[0] else "the token given (MLFLOW_TRACKING_TOKEN)"
+            raise ConfigError(
+                f"the MLflow server {bare} refuses {given} (401): the user name or password (or token) is wrong; "
+                "fix MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD (or the URI's, or MLFLOW_TRACKING_TOKEN) "
+                "in the environment that runs rbench") from None
         if e.code == 401:
             raise ConfigError(
                 f"the MLflow server {bare} wants credentials (401): set MLFLOW_TRACKING_USERNAME and "

@@ -3,6 +3,7 @@ warning, before work where it can, and never leaves a partial artifact."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from pathlib import Path
@@ -250,6 +251,8 @@ DATA_CASES = {
     "line-is-array": ([json.dumps(CORPUS[0]), "[1, 2]"], Q, "c.jsonl:2", "JSON object"),
     "not-utf8": (json.dumps(CORPUS[0]).encode() + b"\n" + json.dumps(CORPUS[1]).replace("Andy", "And\\u00ff").encode()
                  .replace(b"\\u00ff", b"\xff") + b"\n", Q, "c.jsonl:2", "not UTF-8"),
+    "gzip-without-gz": (gzip.compress(json.dumps(CORPUS[0]).encode() + b"\n"), Q, "c.jsonl",
+                        "gzip-compressed, not JSON lines"),
     "empty-corpus": (["", "   "], Q, "empty corpus", "field names"),
     "no-queries": (CORPUS, [""], "no queries in ", "q.jsonl"),
     "all-texts-empty": ([{**c, "object": "  "} for c in CORPUS], Q, "empty corpus", "field names"),
@@ -301,6 +304,15 @@ def test_bad_beir_records_are_named_with_their_line(tmp_path, corpus, where, wha
         _prepare_beir(tmp_path, _beir(tmp_path, corpus))
     assert where in str(e.value) and what in str(e.value) and "/store/" not in str(e.value)
     assert _no_partial_prepare(tmp_path)
+
+
+def test_beir_qrels_of_queries_not_in_the_folder_are_counted_and_named(tmp_path, caplog):
+    """Issue 68, notes: on the main of 6e8e733 these judgements were dropped without a word."""
+    folder = _beir(tmp_path, [{"_id": "d1", "text": "lava"}, {"_id": "d2", "text": "ash"}])
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq9\td2\t1\nq9\td1\t1\n")
+    assert _prepare_beir(tmp_path, folder).info["queries"] == 1
+    assert any("1 queries of the qrels (such as 'q9') are not in queries.jsonl: their 2 judgements" in r.getMessage()
+               for r in caplog.records)
 
 
 def test_blank_queries_are_counted_and_named(tmp_path, caplog):
@@ -430,7 +442,7 @@ def test_a_child_failing_as_on_a_full_disk_while_creating_the_mlflow_database_ke
 
 
 @pytest.mark.parametrize("status, body, expected", [
-    (401, "Unauthorized", "wants credentials.*MLFLOW_TRACKING_USERNAME"),
+    (401, "Unauthorized", "refuses the token given .*wrong"),
     (403, '{"error_code": "PERMISSION_DENIED", "message": "Permission denied"}', "refuses access to experiment 'exp'"),
     (403, "Invalid Host header - possible DNS rebinding attack detected", "--allowed-hosts listing 127.0.0.1:"),
 ])
@@ -463,6 +475,36 @@ def test_preflight_asks_the_tracking_api_and_names_the_fix(status, body, expecte
     finally:
         server.shutdown()
     assert seen == [("/api/2.0/mlflow/experiments/get-by-name?experiment_name=exp", f"Bearer {SECRET}")]
+    assert SECRET not in str(error.value)
+
+
+@pytest.mark.parametrize("user, expected", [(None, "wants credentials.*MLFLOW_TRACKING_USERNAME"),
+                                            ("me", "refuses the user 'me' .*the user name or password .* is wrong")])
+def test_a_401_says_whether_credentials_were_missing_or_wrong(user, expected, monkeypatch):
+    """Issue 68, notes: on the main of 6e8e733 a wrong password was reported as "wants credentials"."""
+    import http.server
+    import threading
+
+    from rbench.experiment import check_tracking
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(401)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    for name in ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+    credentials = f"{user}:{SECRET}@" if user else ""
+    try:
+        with pytest.raises(ConfigError, match=expected) as error:
+            check_tracking(f"http://{credentials}127.0.0.1:{server.server_port}", "exp")
+    finally:
+        server.shutdown()
     assert SECRET not in str(error.value)
 
 
