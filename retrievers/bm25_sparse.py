@@ -117,6 +117,7 @@ class BM25s(Retriever):
     description = "BM25 with bm25s (sparse matrices, no Java); explicit tokenisation; query-term weighting"
     Params = BM25sParams
     index_fields = ("k1", "b", "method", "stemmer", "stopwords")
+    search_fields = ("query_weighting",)
     index_version = 3
     version = 2
 

@@ -182,7 +182,9 @@ class Dense(Retriever):
     conformance = {"": {"model": "static-64d"}, "hnsw": {"model": "static-64d", "index": "hnsw"},
                    "ivf_pq": {"model": "static-64d", "index": "ivf_pq"}}
     Params = DenseParams
-    index_fields = ("model", "index", "hnsw_m", "ef_construction", "nlist", "pq_m", "train_size", "on_disk")
+    index_fields = ("model", "index", "hnsw_m", "ef_construction", "nlist", "pq_m", "train_size", "on_disk",
+                    "encoding", "prebuilt", "ids")
+    search_fields = ("ef_search", "nprobe", "min_score")
     shard_fields = ("model",)
     uses_model = True
     native = True
@@ -206,8 +208,8 @@ class Dense(Retriever):
             return _with_encoding({"model": self.params.model, "prebuilt": self.params.prebuilt,
                                    "ids": self.params.ids}, self.params.encoding)
         unused = {"flat": IVF_FIELDS, "hnsw": IVF_FIELDS, "ivf_flat": ("pq_m",), "ivf_pq": ()}[self.params.index]
-        params = {k: v for k, v in super().index_params().items()
-                  if k not in unused and not (k == "on_disk" and not v)}  # in-memory keys stay as they were
+        params = {k: v for k, v in super().index_params().items()  # encoding below; prebuilt and ids: None here
+                  if k not in unused and k not in ("encoding", "prebuilt", "ids") and not (k == "on_disk" and not v)}
         return _with_encoding(params, self.params.encoding)
 
     def shard_params(self) -> dict:
