@@ -1,16 +1,13 @@
-"""Thin Prefect wrappers around stages: a cache policy on content keys, task runners,
-concurrent submission with per-stage outcomes, and result storage in the store.
+"""Thin Prefect wrappers around stages: task runners, concurrent submission with per-stage
+outcomes, and the stop path.
 
-Prefect's own policies are not used: INPUTS hashes a ``Path`` by name, and a cache
-hit would hand back a path whose files may have been deleted. ``StageCachePolicy``
-uses the stage's content key and, when the artifact behind an existing Prefect
-record is missing or corrupt, returns a one-off key so that the task runs and
-rebuilds it instead of reporting a stale hit. A record that names another artifact (records
-are files: copied, swapped) is rewritten from the store before Prefect reads it; likewise when the stage's ``check``
-refuses the artifact under this run's config, so that the task runs and fails with
-that refusal. Artifacts handed between tasks are
-re-addressed inside the receiving worker's store (:meth:`Store.attach`), so a record
-written on one node is valid on another that mounts the store elsewhere.
+The store is the only cache. Stage tasks run with no Prefect cache policy and no result
+persistence: each task asks the store (:meth:`rbench.core.store.Stage.run`), which returns the
+artifact when it is there, intact and fresh, and builds it otherwise, so a rerun (a retry from
+Prefect's UI included) builds only what the store lacks, on whichever node runs it, and says
+``ran`` or ``cached`` from the store itself. Artifacts handed between tasks are re-addressed
+inside the receiving worker's store (:meth:`Store.attach`), so a node that mounts the store
+elsewhere reads the same artifact.
 """
 
 from __future__ import annotations
@@ -24,13 +21,12 @@ import queue
 import signal
 import threading
 import time
-import uuid
 from concurrent.futures import CancelledError
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from prefect import get_run_logger, task
-from prefect.cache_policies import CachePolicy
+from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
 from prefect.task_runners import ThreadPoolTaskRunner
 
@@ -40,49 +36,10 @@ from rbench.core.processes import build_call
 from rbench.core.stopping import stopping, wait_for_the_end
 from rbench.core.store import Artifact, Stage, Store, summarize
 
-RESULTS_FOLDER = "_prefect-results"
-SAVE_ATTEMPTS = 5
 WAKE_SECONDS = 0.5
 log = logging.getLogger("rbench")
 _GPU_SLOTS: dict[int, threading.BoundedSemaphore] = {}
 _GPU_LOCK = threading.Lock()
-
-
-@dataclass
-class StageCachePolicy(CachePolicy):
-    """Cache key = the stage's content key, valid only while the artifact verifies in this store."""
-
-    stage: Stage | None = None
-
-    def compute_key(self, task_ctx, inputs, flow_parameters, **kwargs) -> str | None:
-        if self.stage is None:
-            return None
-        store = Store(inputs["store"])
-        content_key = self.stage.key(inputs["inputs"], inputs["config"])
-        key = f"{self.stage.name}-{content_key}"
-        artifact = store.load(self.stage.name, content_key)
-        if artifact is not None and self.stage.check is not None:
-            try:
-                self.stage.check(artifact, inputs["config"])
-            except Exception:  # refused under this config: run the task, which raises the refusal
-                return f"{key}-refused-{uuid.uuid4().hex}"
-        if not task_ctx.result_store.exists(key):
-            return key
-        if artifact is None:
-            return f"{key}-rebuild-{uuid.uuid4().hex}"
-        if not self._record_matches(task_ctx.result_store, key, content_key):
-            task_ctx.result_store.write(obj=artifact, key=key)
-            log.warning("the Prefect record %s pointed at another artifact: rewritten from the store", key)
-        return key
-
-    def _record_matches(self, result_store, key: str, content_key: str) -> bool:
-        """Whether the Prefect record under ``key`` names this stage's artifact ``content_key``
-        (records are files anyone can copy or swap; a hit must be the artifact it is read for)."""
-        try:
-            recorded = result_store.read(key).result
-        except Exception:  # unreadable: treated like a record of another key
-            return False
-        return isinstance(recorded, Artifact) and (recorded.stage, recorded.key) == (self.stage.name, content_key)
 
 
 def _gpu_slot(slots: int):
@@ -96,7 +53,8 @@ def _gpu_slot(slots: int):
 
 @functools.cache
 def stage_task(stage: Stage):
-    """Wrap a stage in a Prefect task cached by its content key (one task per stage).
+    """Wrap a stage in a Prefect task (one task per stage), without Prefect caching or result
+    persistence: the store decides what runs.
 
     The task takes the store's path, its input artifacts (or futures of them), the
     stage config and build options; ``gpu_slots`` > 0 limits how many GPU tasks of
@@ -120,7 +78,7 @@ def stage_task(stage: Stage):
     if stage.retries:
         retrying = {"retries": stage.retries, "retry_delay_seconds": list(stage.retry_delays),
                     "retry_condition_fn": _failed_with(stage.transient)}
-    return task(run, name=stage.name, cache_policy=StageCachePolicy(stage=stage), persist_result=True, **retrying)
+    return task(run, name=stage.name, cache_policy=NO_CACHE, persist_result=False, **retrying)
 
 
 def _failed_with(errors: tuple[type[BaseException], ...]):
@@ -136,58 +94,6 @@ def _failed_with(errors: tuple[type[BaseException], ...]):
         return False
 
     return condition
-
-
-_SAVED: dict[tuple[str, str], Any] = {}  # (server URL, block name) -> the block this process saved there
-
-
-def result_storage(store: Store):
-    """Where Prefect keeps cache records: inside the store, so every worker sharing the
-    store sees them (a ``LocalFileSystem`` block saved on the server, named after the store's
-    path), unless the user configured a default result storage block (then None). A process
-    saves a store's block on a server once (a grid's loop of one-stage calls saved it 151
-    times, 17 s of 44), and hands the saved block itself to each task: a name would be looked
-    up on the server by every task, twice."""
-    if os.environ.get("PREFECT_RESULTS_DEFAULT_STORAGE_BLOCK"):
-        return None
-    import hashlib
-
-    from prefect.filesystems import LocalFileSystem
-
-    name = f"rbench-results-{hashlib.sha256(str(store.root).encode()).hexdigest()[:12]}"
-    saved = (_server_url(), name)
-    if saved[0] and saved in _SAVED:
-        return _SAVED[saved]
-    block = LocalFileSystem(basepath=str(store.root / RESULTS_FOLDER))
-    for attempt in range(SAVE_ATTEMPTS):
-        try:
-            block.save(name, overwrite=True)
-            break
-        except Exception:
-            # Another client saved the same block at the same moment, or (on a Postgres server) registered
-            # the block type at the same moment, which fails this save with ObjectNotFound: look, then retry.
-            try:
-                found = LocalFileSystem.load(name)
-                if found.basepath == block.basepath:
-                    block = found
-                    break
-            except ValueError:  # not saved yet
-                pass
-            if attempt == SAVE_ATTEMPTS - 1:
-                raise
-            time.sleep(0.2 * 2 ** attempt)
-    _SAVED[saved] = block
-    return block
-
-
-def _server_url() -> str | None:
-    """The URL of the Prefect server this flow run talks to (a temporary server's too), or None."""
-    from prefect.context import FlowRunContext
-    from prefect.settings import PREFECT_API_URL
-
-    client = getattr(FlowRunContext.get(), "client", None)
-    url = getattr(client, "api_url", None)
-    return str(url) if url else PREFECT_API_URL.value()
 
 
 class StoppableThreads(ThreadPoolTaskRunner):
@@ -294,7 +200,7 @@ def describe(stage: str, label: str, state) -> dict:
     if state.is_completed():
         artifact: Artifact = state.result()
         row["key"] = artifact.key
-        fresh = (state.name != "Cached" and artifact.built) or (artifact.stage, artifact.key) in _BUILT_FOR_THE_FLOW
+        fresh = artifact.built or (artifact.stage, artifact.key) in _BUILT_FOR_THE_FLOW
         row["status"] = "ran" if fresh else "cached"
         row["seconds"] = artifact.info.get("build_seconds") if row["status"] == "ran" else 0.0
         if row["status"] == "ran":
@@ -379,7 +285,6 @@ class Submitter:
         self.store = Store(store)
         self.execution = execution
         self.submitted: list[Submitted] = []
-        self._storage = result_storage(self.store)
         self._logger = get_run_logger()
         forward_logs_to_prefect()
 
@@ -387,8 +292,7 @@ class Submitter:
                **options: Any) -> PrefectFuture:
         """Submit a stage's task; ``inputs`` may be artifacts or futures of artifacts."""
         stage_tsk = stage_task(stage)
-        extra = {"result_storage": self._storage} if self._storage is not None else {}
-        named = stage_tsk.with_options(task_run_name=f"{stage_tsk.name}[{label}]", **extra)
+        named = stage_tsk.with_options(task_run_name=f"{stage_tsk.name}[{label}]")
         slots = self.execution.gpus if gpu and self.execution.in_process() else 0
         processes = self.execution.native_builds_apart()
         with _gpu_placement(self.execution) if gpu else contextlib.nullcontext():
