@@ -88,11 +88,12 @@ class Results:
 
         files, per_query = {}, []
         evaluations = [s for s in summary.stages if s["stage"] == "evaluate" and s["status"] in ("ran", "cached")]
+        pairs = {f"{m['dataset']}/{m['retriever']}": (m["dataset"], m["retriever"]) for m in summary.metrics}
         for stage in evaluations:
             artifact = Store(store).load("evaluate", stage["key"])
-            if artifact is None:
+            if artifact is None or stage["label"] not in pairs:
                 raise RbenchError(f"the evaluation of {stage['label']} is not in the store {store} any more")
-            dataset, _, retriever = stage["label"].partition("/")
+            dataset, retriever = pairs[stage["label"]]  # a dataset's name may hold '/' (beir/scifact)
             files[(dataset, retriever)] = {"run": artifact.file("run.trec"), "qrels": artifact.file("qrels.trec")}
             table = pl.from_arrow(pq.read_table(artifact.file("per_query.parquet")))
             per_query.append(table.select(pl.lit(dataset).alias("dataset"), pl.lit(retriever).alias("retriever"),

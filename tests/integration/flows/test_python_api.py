@@ -85,3 +85,25 @@ def test_rbench_run_returns_what_the_command_prints_and_compare_reads_it_or_its_
     bm25s = frame.filter((frame["system"] == "bm25s") & (frame["measure"] == "P@3"))
     assert bm25s["mean"].item() == pytest.approx(p3[ir_measures.P @ 3])
     assert "<table>" in mixed._repr_html_() and "paired t-test" in repr(mixed)
+
+
+def test_a_dataset_named_with_a_slash_round_trips_through_results_export_and_compare(tmp_path, tiny_files):
+    """Issue 67: on the main of 6e8e733 ``Results.per_query`` and ``run_files`` split the stage label at its
+    first '/', keying dataset ``my/tiny`` as dataset ``my`` and retriever ``tiny/bm25s``."""
+    corpus, queries = tiny_files
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "slash", "store": str(tmp_path / "store"), "depth": 10, "subsample": {"size": 5},
+        "metrics": {"k": [1, 3]}, "datasets": [tiny_dataset(corpus, queries, name="my/tiny")],
+        "retrievers": [{"name": "bm25s"}, {"name": "bm25s", "label": "bm25s-b", "params": {"b": 0.5}}]}))
+    results = rbench.run(path)
+    assert sorted(results.run_files) == [("my/tiny", "bm25s"), ("my/tiny", "bm25s-b")]
+    assert set(results.per_query["dataset"]) == set(results.aggregate["dataset"]) == {"my/tiny"}
+    assert set(results.per_query["retriever"]) == {"bm25s", "bm25s-b"}
+    assert main(["export", results.mlflow_run_id, "--out", str(tmp_path / "out"), "--store",
+                 str(tmp_path / "store")]) == 0
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "my%2Ftiny.bm25s-b.per_query.tsv", "my%2Ftiny.bm25s-b.trec", "my%2Ftiny.bm25s.per_query.tsv",
+        "my%2Ftiny.bm25s.trec", "my%2Ftiny.qrels"]
+    [doc] = rbench.compare(results, measures=["recall@3"], baseline="bm25s", trials=100).tables
+    assert doc["dataset"] == "my/tiny" and [r["system"] for r in doc["rows"]] == ["bm25s", "bm25s-b"]
