@@ -4,45 +4,14 @@ hybrid pipeline does, so that many segments of one document do not dominate)."""
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 from typing import Literal, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
+from rbench.evaluation.runs_fusion import fuse_ranking
 from rbench.retrievers.base import RETRIEVERS, Composite, Hits, Retriever, RetrieverSpec, Run
 from rbench.retrievers.corpus import CorpusRows
-
-
-def rrf(runs: Sequence[Hits], k: float = 60, weights: Sequence[float] | None = None) -> Hits:
-    """Reciprocal Rank Fusion: ``sum_r w_r / (k + rank_r(d))`` (ranks from 1), best first."""
-    weights = weights or [1.0] * len(runs)
-    scores: dict[str, float] = {}
-    for w, hits in zip(weights, runs):
-        for rank, (item, _) in enumerate(hits, 1):
-            scores[item] = scores.get(item, 0.0) + w / (k + rank)
-    return sorted(scores.items(), key=lambda x: (-x[1], x[0]))
-
-
-def normalize(hits: Hits, method: Literal["minmax", "zscore"]) -> dict[str, float]:
-    """Scores of one run rescaled to [0, 1] (min-max) or to zero mean, unit deviation (z-score)."""
-    values = [s for _, s in hits]
-    if not values:
-        return {}
-    if method == "minmax":
-        low, high = min(values), max(values)
-        return {i: (s - low) / (high - low) if high > low else 1.0 for i, s in hits}
-    mean, std = statistics.fmean(values), statistics.pstdev(values)
-    return {i: (s - mean) / std if std > 0 else 0.0 for i, s in hits}
-
-
-def weighted_sum(runs: Sequence[Hits], weights: Sequence[float], method: Literal["minmax", "zscore"]) -> Hits:
-    """``sum_r w_r * norm_r(d)``; a run that missed ``d`` contributes its lowest normalised score."""
-    normalized = [normalize(h, method) for h in runs]
-    floors = [min(n.values(), default=0.0) for n in normalized]
-    items = {i for n in normalized for i in n}
-    scores = {i: sum(w * n.get(i, f) for w, n, f in zip(weights, normalized, floors)) for i in items}
-    return sorted(scores.items(), key=lambda x: (-x[1], x[0]))
 
 
 class FusionParams(BaseModel):
@@ -58,7 +27,8 @@ class FusionParams(BaseModel):
     rrf_k: float = Field(60, ge=0)
     """The RRF constant: a hit at rank r scores 1 / (rrf_k + r)."""
     normalization: Literal["minmax", "zscore"] = "minmax"
-    """``weighted``: how each run's scores are rescaled first (``minmax`` to [0, 1], or ``zscore``)."""
+    """``weighted``: how each run's scores are rescaled first, per query, as ranx does (``minmax`` to [0, 1],
+    all-equal scores to 0; or ``zscore``); a run that missed an object adds 0 for it (ranx's ``wsum``)."""
     weights: list[float] | None = None
     """One weight per retriever, in order; default: equal."""
     collapse_documents: bool = False
@@ -86,6 +56,7 @@ class Fusion(Composite):
     description = "hybrid fusion of 2+ retrievers: RRF or weighted normalised scores; optional doc collapse"
     conformance = {"": {"retrievers": [{"name": "bm25s"}, {"name": "dense", "params": {"model": "static-64d"}}]}}
     Params = FusionParams
+    version = 2  # ranx's conventions (issue 67): all-equal scores min-max to 0, a missed object adds 0
 
     def __init__(self, params=None):
         super().__init__(params)
@@ -125,9 +96,8 @@ class Fusion(Composite):
                 runs = [h for h, _ in collapsed]
                 for _, rep in reversed(collapsed):
                     best.update(rep)
-            if self.params.method == "rrf":
-                fused = rrf(runs, self.params.rrf_k, weights)
-            else:
-                fused = weighted_sum(runs, weights, self.params.normalization)
+            norm = "min-max" if self.params.normalization == "minmax" else "zmuv"
+            fused = fuse_ranking(runs, "rrf" if self.params.method == "rrf" else "wsum", self.params.rrf_k,
+                                 weights, norm)
             run[q] = [(best.get(i, i), s) for i, s in fused[:k]]
         return run

@@ -9,9 +9,9 @@ from typing import Any, Literal, Mapping, Sequence
 
 import pyarrow.parquet as pq
 
+from rbench.evaluation.runs_fusion import fuse_ranking
 from rbench.retrievers.base import Composite, Hits
 from rbench.retrievers.corpus import CorpusRows
-from rbench.retrievers.fusion import rrf
 
 
 def round_robin(runs: Sequence[Hits]) -> Hits:
@@ -28,7 +28,7 @@ def round_robin(runs: Sequence[Hits]) -> Hits:
 
 def merge(runs: Sequence[Hits], method: Literal["rrf", "round_robin"], rrf_k: float) -> Hits:
     """One run from several (the sub-queries' runs of one question)."""
-    return rrf(runs, rrf_k) if method == "rrf" else round_robin(runs)
+    return fuse_ranking(runs, "rrf", rrf_k) if method == "rrf" else round_robin(runs)
 
 
 def collapse_documents(hits: Hits, doc_of: Mapping[str, str]) -> Hits:

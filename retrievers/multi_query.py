@@ -27,10 +27,10 @@ from pydantic import (
 
 from rbench.core.configfile import PathOrName
 from rbench.core.errors import ConfigError
+from rbench.evaluation.runs_fusion import fuse_ranking
 from rbench.llm.config import LLMConfig, Sampling
 from rbench.llm.prompts import DocumentsPrompt, QuestionPrompt
 from rbench.retrievers.base import RETRIEVERS, FirstStage, RetrieverSpec, Run
-from rbench.retrievers.fusion import rrf
 from rbench.retrievers.llm_common import (
     LLMComposite,
     collapse_documents,
@@ -184,7 +184,8 @@ class MultiQuery(FirstStage, LLMComposite):
         rewritten = self.rewritten(0, queries)
         asked = {q: [self.expand(s) for s in rewritten[q].queries] for q in queries}
         runs = search_many(self._first, asked, p.ce_candidates, self._rows)
-        fused = {q: rrf([collapse_documents(h, self._doc_of) for h in runs[q]], p.rrf_k) for q in queries}
+        fused = {q: fuse_ranking([collapse_documents(h, self._doc_of) for h in runs[q]], "rrf", p.rrf_k)
+                 for q in queries}
         masters = {q: rewritten[q].master or queries[q] for q in queries}
         scored = self._scorer.rescore({q: (masters[q], [o for o, _ in fused[q][:p.ce_candidates]]) for q in queries},
                                       self._texts)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from rbench.evaluation.runs_fusion import fuse_ranking, normalize
 from rbench.retrievers.base import make_retriever
-from rbench.retrievers.fusion import normalize, rrf, weighted_sum
 from tests.conftest import CORPUS, tiny_cross_encoder
 from tests.integration.retrievers.conftest import index_leaves
 
@@ -18,19 +18,42 @@ def _open(retriever, corpus_file, tmp_path):
 
 
 def test_rrf_by_hand():
-    fused = rrf([[("a", 9.0), ("b", 5.0)], [("b", 0.9), ("c", 0.1)]], k=60)
+    fused = fuse_ranking([[("a", 9.0), ("b", 5.0)], [("b", 0.9), ("c", 0.1)]], "rrf", k=60)
     assert [i for i, _ in fused] == ["b", "a", "c"]
     assert fused[0][1] == pytest.approx(1 / 62 + 1 / 61)
     assert fused[1][1] == pytest.approx(1 / 61)
-    assert rrf([[("a", 1.0)], [("b", 1.0)]], k=0, weights=[1, 2])[0] == ("b", 2.0)
+    assert fuse_ranking([[("a", 1.0)], [("b", 1.0)]], "rrf", k=0, weights=[1, 2])[0] == ("b", 2.0)
 
 
-def test_weighted_sum_by_hand():
-    assert normalize([("a", 10.0), ("b", 5.0), ("c", 0.0)], "minmax") == {"a": 1.0, "b": 0.5, "c": 0.0}
-    z = normalize([("a", 3.0), ("b", 1.0)], "zscore")
+def test_weighted_sum_by_hand_with_ranx_conventions():
+    """A run's all-equal scores min-max to 0 and a run that missed an object adds 0 (ranx's); on the
+    main of 6e8e733 the fusion retriever gave 1.0 and the run's floor, and ``rbench fuse`` 0 and 0."""
+    assert normalize([("a", 10.0), ("b", 5.0), ("c", 0.0)]) == {"a": 1.0, "b": 0.5, "c": 0.0}
+    assert normalize([("a", 2.0), ("b", 2.0)]) == {"a": 0.0, "b": 0.0}
+    z = normalize([("a", 3.0), ("b", 1.0)], "zmuv")
     assert z == {"a": pytest.approx(1.0), "b": pytest.approx(-1.0)}
-    fused = dict(weighted_sum([[("a", 10.0), ("b", 0.0)], [("b", 4.0), ("c", 2.0)]], [0.5, 1.0], "minmax"))
-    assert fused == {"a": pytest.approx(0.5 * 1 + 1.0 * 0.0), "b": pytest.approx(0.0 + 1.0), "c": pytest.approx(0.0)}
+    fused = dict(fuse_ranking([[("a", 10.0), ("b", 0.0)], [("b", 4.0), ("c", 2.0)]], "wsum", weights=[0.5, 1.0]))
+    assert fused == {"a": pytest.approx(0.5 * 1), "b": pytest.approx(0.0 + 1.0), "c": pytest.approx(0.0)}
+    zscored = dict(fuse_ranking([[("a", 3.0), ("b", 1.0)], [("c", 5.0), ("b", 1.0)]], "wsum", norm="zmuv"))
+    assert zscored == {"a": pytest.approx(1.0), "b": pytest.approx(-2.0), "c": pytest.approx(1.0)}
+
+
+@pytest.mark.parametrize("method, norm", [("rrf", "min-max"), ("wsum", "min-max"), ("wsum", "zmuv"),
+                                          ("combsum", "min-max"), ("combmnz", "min-max")])
+def test_the_one_fusion_equals_ranx_fuse(method, norm):
+    import random
+
+    from ranx import Run, fuse
+
+    rng = random.Random(7)
+    runs = [{f"q{q}": {f"d{d}": rng.random() for d in rng.sample(range(30), 12)} for q in range(5)} for _ in range(3)]
+    weights = [0.5, 1.0, 2.0] if method == "wsum" else None
+    theirs = fuse([Run(r) for r in runs], norm=norm, method=method,
+                  params={"weights": weights} if weights else {}).to_dict()
+    for q in theirs:
+        rankings = [sorted(r[q].items(), key=lambda x: -x[1]) for r in runs]
+        ours = dict(fuse_ranking(rankings, method, weights=weights, norm=norm))
+        assert ours == pytest.approx(theirs[q], abs=1e-9)
 
 
 def test_fusion_of_bm25s_and_dense(corpus_file, tmp_path):
