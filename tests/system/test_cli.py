@@ -6,12 +6,17 @@ from rbench.cli import main
 
 
 def test_list_shows_datasets_retrievers_models_and_tables(capsys):
+    """Each name as a whole word (on main ``bm25`` was found inside ``bm25s``), a registered dataset or
+    retriever at the start of its own line (``<bm25>`` in another's defaults does not count)."""
+    import re
+
     assert main(["list"]) == 0
     out = capsys.readouterr().out
-    for name in ("fetaqa", "jsonl", "bm25", "dense", "sentence-transformers/all-MiniLM-L6-v2", "static-64d",
-                 "HuggingFaceTB/SmolLM2-135M-Instruct", "smollm2-135m", "cross-encoders", "arm-report-table6",
-                 "seed002-sotu-fixedtoken-minilm"):
-        assert name in out
+    for name in ("fetaqa", "jsonl", "bm25", "bm25s", "dense"):
+        assert re.search(rf"^  {re.escape(name)} ", out, re.M), name
+    for name in ("sentence-transformers/all-MiniLM-L6-v2", "static-64d", "HuggingFaceTB/SmolLM2-135M-Instruct",
+                 "smollm2-135m", "cross-encoders", "arm-report-table6", "seed002-sotu-fixedtoken-minilm"):
+        assert re.search(rf"(?<![\w/-]){re.escape(name)}(?![\w/-])", out), name
 
 
 def test_list_datasets_reads_the_mirror_the_stores_last_run_read(tmp_path, monkeypatch, capsys):

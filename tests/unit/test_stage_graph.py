@@ -158,3 +158,12 @@ def test_a_run_warms_up_only_the_indexes_it_will_build_here(tmp_path, tiny_files
     assert warm_up_index_builds(cfg, corpora) == 1 and warmed == ["bm25"]
     warmed.clear()
     assert warm_up_index_builds(config(runner="dask"), corpora) == 0 and warmed == []
+
+
+def test_each_failed_pair_names_its_own_failure_not_an_earlier_pairs(tmp_path, tiny_files, corpus):
+    """Issue 67: on the main of 6e8e733 dropping the filter to the pair's own stages passed every test."""
+    sub, results, failures, _ = _graph(tmp_path, tiny_files, corpus, [{"name": "bm25s"}, DENSE],
+                                       failing={("index", "tiny/bm25s"), ("retrieve", "tiny/dense")})
+    assert not results
+    assert failures == [{"dataset": "tiny", "retriever": "bm25s", "error": "index[tiny/bm25s]: boom"},
+                        {"dataset": "tiny", "retriever": "dense", "error": "retrieve[tiny/dense]: boom"}]
