@@ -7,6 +7,7 @@ from prefect import flow
 from rbench.config.chunking import load_grid_config
 from rbench.config.search import propose
 from rbench.core.errors import ConfigError
+from rbench.core.secrets import redact
 from rbench.experiment import check_grid, reopened
 from rbench.orchestration.runner import call_stage
 from rbench.results import GridSummary, SearchSummary
@@ -20,7 +21,7 @@ from rbench.tasks.chunking_eval import (
     summary_of,
 )
 from rbench.tasks.download import DOWNLOAD, DownloadConfig
-from rbench.tracking.write import log_chunking_grid
+from rbench.tracking.write import log_chunking_grid, log_search
 
 
 def _grid(config_path: str, mirror: str | None, store: str | None, corpora: list[str] | None):
@@ -68,13 +69,19 @@ def chunking_search(config_path: str, mirror: str | None = None, store: str | No
     def objective(params: dict) -> float:
         chunker = cfg.trial_chunker(params)
         label = f"{chunker.kind}-{chunker.size}-{chunker.overlap}"
+        before = len(report)
         embedded = call_stage(CHUNK_EMBED, root, [raw], embed_config(cfg, chunker), label, report)
         n = int(params.get("n", cfg.n[0]))
         scored = call_stage(CHUNK_EVAL, root, [raw, embedded], eval_config(cfg, n), f"{label}/N={n}", report)
         value = summary_of(scored)[cfg.search.metric]["mean"]
-        trials.append({"trial": len(trials), "params": params, "value": value})
+        ran = sum(row["status"] == "ran" for row in report[before:])
+        trials.append({"trial": len(trials), "params": params, "value": value, "stages_ran": ran})
         return value
 
     propose(cfg.search, objective)
     best = max(trials, key=lambda t: t["value"])
-    return SearchSummary(best=best, trials=tuple(trials), stages=tuple(report))
+    run_id = log_search(cfg, cfg.search, trials, best, subject=f"chunker ({cfg.data}, {cfg.model})",
+                        target=f"{cfg.search.metric}_mean", kind="chunking-search",
+                        params={"data": str(cfg.data), "model": cfg.model, "corpora": ",".join(cfg.corpora or [])})
+    return SearchSummary(best=best, trials=tuple(trials), stages=tuple(report), mlflow_run_id=run_id,
+                         tracking_uri=redact(cfg.tracking_uri()))

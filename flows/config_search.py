@@ -17,7 +17,7 @@ from rbench.experiment import preflight, reopened
 from rbench.flows.benchmark import run_with_runner
 from rbench.results import SearchSummary
 from rbench.tasks.evaluate import read_aggregate, read_ir_values
-from rbench.tracking.write import log_search
+from rbench.tracking.write import flatten, log_search
 
 
 @flow(name="rbench-config-search", log_prints=True)
@@ -46,5 +46,7 @@ def config_search(config_path: str, mirror: str | None = None, store: str | None
 
     propose(search, objective)
     best = max(trials, key=lambda t: t["value"])
-    run_id = log_search(cfg, search, trials, best)
+    run_id = log_search(cfg, search, trials, best, subject=search.retriever, target=search.target_key,
+                        params={"retriever": search.retriever,
+                                **flatten("execution", cfg.execution.model_dump(mode="json"))})
     return SearchSummary(best=best, trials=tuple(trials), mlflow_run_id=run_id, tracking_uri=redact(cfg.tracking_uri()))

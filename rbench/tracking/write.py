@@ -33,11 +33,12 @@ def metric_name(metric: str, k: int) -> str:
     return f"{metric}_at_{k}" if k else metric
 
 
-def _flatten(prefix: str, value: Any) -> dict[str, Any]:
+def flatten(prefix: str, value: Any) -> dict[str, Any]:
+    """Nested settings as MLflow params: ``{prefix}.{key}`` per leaf (``execution.runner``)."""
     if isinstance(value, dict):
         out: dict[str, Any] = {}
         for k, v in value.items():
-            out.update(_flatten(f"{prefix}.{k}" if prefix else str(k), v))
+            out.update(flatten(f"{prefix}.{k}" if prefix else str(k), v))
         return out
     return {prefix: value}
 
@@ -263,9 +264,9 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
         mlflow.log_params(
             {"experiment": cfg.name, "datasets": ",".join(d.name for d in cfg.datasets),
              "retrievers": ",".join(r.label for r in cfg.retrievers), "depth": cfg.depth,
-             "protocol": cfg.protocol, **_flatten("subsample", cfg.subsample.model_dump(mode="json")),
-             **_flatten("metrics", cfg.metrics.model_dump(mode="json")),
-             **_flatten("execution", cfg.execution.model_dump(mode="json"))}
+             "protocol": cfg.protocol, **flatten("subsample", cfg.subsample.model_dump(mode="json")),
+             **flatten("metrics", cfg.metrics.model_dump(mode="json")),
+             **flatten("execution", cfg.execution.model_dump(mode="json"))}
         )
         mlflow.log_text(config_text, "experiment.yaml")
         mlflow.log_dict({"stages": list(report), "failures": list(failures)}, "stages.json")
@@ -292,8 +293,8 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
                 mlflow.set_tags({"rbench.dataset": dataset.name, "rbench.retriever": retriever.label,
                                  "rbench.evaluate_key": evaluation.key})
                 mlflow.log_params({
-                    **_flatten("dataset", dataset.model_dump(mode="json")),
-                    **_flatten("retriever", retriever.model_dump(mode="json")),
+                    **flatten("dataset", dataset.model_dump(mode="json")),
+                    **flatten("retriever", retriever.model_dump(mode="json")),
                     "depth": cfg.depth,
                 })
                 mlflow.log_metrics({metric_name(a["metric"], a["k"]): a["value"] for a in aggregate})
@@ -444,29 +445,30 @@ def _log_chunking_grid(mlflow, cfg, results, best, out, report) -> str:
     return run.info.run_id
 
 
-def log_search(cfg: ExperimentConfig, search, trials: Sequence[dict], best: dict) -> str:
-    """A parent run for a configuration search, a child run per trial, the history and its plot."""
+def log_search(cfg, search, trials: Sequence[dict], best: dict, *, subject: str, target: str,
+               params: dict[str, Any], kind: str = "search") -> str:
+    """A parent run for a search (``rbench search``'s over a retriever, or a chunking grid's over the
+    chunker: ``kind``), a child run per trial, the history and its plot. ``subject`` names what is
+    tuned, ``target`` the MLflow name of the measure maximised, ``params`` the parent's own params."""
     import mlflow
 
     with writing_to(cfg.tracking_uri()):
-        return _log_search(mlflow, cfg, search, trials, best)
+        return _log_search(mlflow, cfg, search, trials, best, subject, target, params, kind)
 
 
-def _log_search(mlflow, cfg, search, trials, best) -> str:
+def _log_search(mlflow, cfg, search, trials, best, subject, metric, params, kind) -> str:
     import csv
     import tempfile
 
     from rbench.evaluation.report_plots import pyplot
 
     experiment_id = ensure_experiment(mlflow, cfg.mlflow.experiment, cfg.store, cfg.mlflow.tracking_uri)
-    metric = search.target_key
     with mlflow.start_run(experiment_id=experiment_id, run_name=f"{cfg.name}-search") as parent:
         mlflow.set_tags({**run_tags(canonical_json({"experiment": cfg.model_dump(mode="json"),
                                                     "search": search.model_dump(mode="json")})),
-                         "rbench.kind": "search"})
-        mlflow.log_params({"retriever": search.retriever, "strategy": search.strategy, "budget": search.budget,
-                           "seed": search.seed, "metric": metric, "space": search.model_dump_json(include={"space"}),
-                           **_flatten("execution", cfg.execution.model_dump(mode="json"))})
+                         "rbench.kind": kind})
+        mlflow.log_params({**params, "strategy": search.strategy, "budget": search.budget, "seed": search.seed,
+                           "metric": metric, "space": search.model_dump_json(include={"space"})})
         mlflow.log_metric(f"best_{metric}", best["value"])
         mlflow.log_dict({"best": best}, "best.json")
         for t in trials:
@@ -485,7 +487,7 @@ def _log_search(mlflow, cfg, search, trials, best) -> str:
             values = [t["value"] for t in trials]
             ax.plot(range(len(values)), values, "o", label="trial")
             ax.plot(range(len(values)), [max(values[: i + 1]) for i in range(len(values))], "-", label="best so far")
-            ax.set(xlabel="trial", ylabel=metric, title=f"{search.strategy} search: {search.retriever}")
+            ax.set(xlabel="trial", ylabel=metric, title=f"{search.strategy} search: {subject}")
             ax.legend()
             fig.tight_layout()
             fig.savefig(Path(tmp) / "search_history.png", dpi=120)

@@ -73,3 +73,13 @@ def test_chunking_search_finds_a_best_setting_and_reuses_trials(tmp_path):
     again = chunking_search(_config(tmp_path, search=search))
     assert [t["params"] for t in again.trials] == [t["params"] for t in first.trials]
     assert all(s["status"] == "cached" for s in again.stages)
+    from mlflow.tracking import MlflowClient  # logged like every run flow (on main of 6e8e733 it logged nothing)
+
+    client = MlflowClient(first.tracking_uri)
+    parent = client.get_run(first.mlflow_run_id)
+    assert parent.data.tags["rbench.kind"] == "chunking-search"
+    assert parent.data.metrics["best_f1_mean"] == first.best["value"]
+    children = client.search_runs([parent.info.experiment_id],
+                                  filter_string=f"tags.mlflow.parentRunId = '{first.mlflow_run_id}'")
+    assert sorted(c.data.metrics["f1_mean"] for c in children) == sorted(t["value"] for t in first.trials)
+    assert sum(c.data.metrics["stages_ran"] for c in children) == sum(s["status"] == "ran" for s in first.stages) - 1

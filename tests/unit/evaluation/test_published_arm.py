@@ -150,7 +150,7 @@ def test_each_gpu_study_runs_what_its_published_table_requires(study, name):
     requirements (model, reranker, LLM), so a cluster run's cells are comparable."""
     from rbench.config import load_config
     from rbench.evaluation.reproduction import unmet
-    from rbench.tracking.write import _flatten
+    from rbench.tracking.write import flatten
 
     cfg = load_config(Path(__file__).resolve().parents[3] / "configs" / "studies" / f"{study}.yaml")
     table = load_published(name)
@@ -159,7 +159,7 @@ def test_each_gpu_study_runs_what_its_published_table_requires(study, name):
     assert set(table.values) <= labels, set(table.values) - labels
     for r in cfg.retrievers:
         if r.label in table.systems:
-            params = {k: str(v) for k, v in _flatten("retriever", r.model_dump(mode="json")).items()}
+            params = {k: str(v) for k, v in flatten("retriever", r.model_dump(mode="json")).items()}
             assert unmet(table.systems[r.label], params, r.label) == ""
     datasets = {d.name for d in cfg.datasets}
     assert {d for ds in table.values.values() for d in ds} <= datasets
