@@ -369,8 +369,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(f"wrote {md}, {page} and {md.with_name('experiment.tex')}")
     if systems.parents and not args.no_log:
         ids = [p.info.run_id for p in systems.parents]
-        log_report(uri, ids, Path(args.out))
-        print(f"logged them to MLflow run{'s' * (len(ids) > 1)} {', '.join(ids)} as report/ (--no-log does not)")
+        name = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-{args.test}"
+        folder = log_report(uri, ids, Path(args.out), name)
+        print(f"logged them to MLflow run{'s' * (len(ids) > 1)} {', '.join(ids)} as {folder}/ (--no-log does not)")
     return 0
 
 

@@ -271,17 +271,25 @@ def log_reproduction_page(tracking_uri: str, run_id: str, out: Path) -> None:
         client.log_artifact(run_id, str(out / name), REPRODUCTION)
 
 
-def log_report(tracking_uri: str, run_ids: Sequence[str], out: Path) -> None:
+def log_report(tracking_uri: str, run_ids: Sequence[str], out: Path, name: str) -> str:
     """A report's files (``report.md``, ``.html``, ``experiment.tex`` and its plots, in ``out``)
-    on each parent run it reads, under ``report/``."""
+    on each parent run it reads, under ``report/<name>`` (``name``, or ``name-2``... where a run
+    has a report of that name already): reports accumulate, none replaces another. Returns the
+    folder they went to."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=tracking_uri)
     files = [out / name for name in ("report.md", "report.html", "experiment.tex")]
     files += sorted(out.glob("recall_at_k_*.png")) + sorted(out.glob("per_query_*.png"))
+    taken = {a.path for run_id in run_ids for a in client.list_artifacts(run_id, "report")}
+    folder, n = f"report/{name}", 1
+    while folder in taken:
+        n += 1
+        folder = f"report/{name}-{n}"
     for run_id in run_ids:
         for path in files:
-            client.log_artifact(run_id, str(path), "report")
+            client.log_artifact(run_id, str(path), folder)
+    return folder
 
 
 def load_reproductions(tracking_uri: str, runs: Sequence[str], experiment: str | None = None) -> list[dict]:

@@ -515,9 +515,17 @@ def test_a_run_file_from_elsewhere_shares_the_report_table_and_its_t_tests_match
     assert "![per query](per_query_0.png)" in md and (out / "per_query_0.png").stat().st_size > 1000
     from mlflow.tracking import MlflowClient
 
-    logged = {a.path for a in MlflowClient(uri).list_artifacts(run_id, "report")}
-    assert logged == {f"report/{n}" for n in ("report.md", "report.html", "experiment.tex", "recall_at_k_0.png",
-                                              "per_query_0.png")}, logged
+    (folder,) = [a.path for a in MlflowClient(uri).list_artifacts(run_id, "report")]
+    logged = {a.path for a in MlflowClient(uri).list_artifacts(run_id, folder)}
+    assert folder.startswith("report/") and folder.endswith("-t-test")
+    assert logged == {f"{folder}/{n}" for n in ("report.md", "report.html", "experiment.tex", "recall_at_k_0.png",
+                                                "per_query_0.png")}, logged
+    # a second report is logged beside the first (issue 70: on main of 6e8e733 it replaced it)
+    assert main(["report", run_id, "--tracking-uri", uri, "--measures", "AP", "--test", "wilcoxon",
+                 "--out", str(tmp_path / "report2")]) == 0
+    folders = sorted(a.path for a in MlflowClient(uri).list_artifacts(run_id, "report"))
+    assert len(folders) == 2 and folder in folders and any(f.endswith("-wilcoxon") for f in folders)
+    assert {a.path for a in MlflowClient(uri).list_artifacts(run_id, folder)} == logged
 
 
 def test_show_takes_ir_measures_names_and_equals_ir_measures(finished, tmp_path, capsys):
