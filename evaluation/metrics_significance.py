@@ -45,26 +45,26 @@ def bootstrap_test(a: Sequence[float], b: Sequence[float], trials: int = 10_000,
 
 
 def t_test(a: Sequence[float], b: Sequence[float], trials: int = 0, seed: int = 0) -> float:
-    """Two-sided paired t-test (``scipy.stats.ttest_rel``); differences all equal give p = 1 when
-    they are 0, else 0 (an infinite t). ``trials`` and ``seed`` are unused (the signature the
-    tests share)."""
+    """Two-sided paired t-test (``scipy.stats.ttest_rel``); differences all 0 give NaN (no test: scipy's
+    answer), all equal and not 0 give 0 (an infinite t). ``trials`` and ``seed`` are unused (the
+    signature the tests share)."""
     from scipy import stats
 
     diff = _differences(a, b)
     if np.all(diff == diff[0]):
-        return 1.0 if diff[0] == 0 else 0.0
+        return float("nan") if diff[0] == 0 else 0.0
     return float(stats.ttest_rel(np.asarray(a, float), np.asarray(b, float)).pvalue)
 
 
 def wilcoxon_test(a: Sequence[float], b: Sequence[float], trials: int = 0, seed: int = 0) -> float:
     """Two-sided Wilcoxon signed-rank test (``scipy.stats.wilcoxon``, its defaults: zero
     differences dropped, the exact distribution for small samples without ties, else the normal
-    approximation); every difference 0 gives p = 1."""
+    approximation); every difference 0 gives NaN (no test: scipy's answer)."""
     from scipy import stats
 
     diff = _differences(a, b)
     if not np.any(diff):
-        return 1.0
+        return float("nan")
     return float(stats.wilcoxon(diff).pvalue)
 
 

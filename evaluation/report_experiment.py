@@ -85,11 +85,14 @@ def experiment_tables(per_query: PerQuery, measures: Sequence[Measure], baseline
                     both = sorted(mine.keys() & theirs.keys())
                     if both:
                         a, b = [mine[q] for q in both], [theirs[q] for q in both]
-                        cell["p"] = TESTS[test](a, b, trials=trials, seed=seed)
                         cell["better"] = sum(a) > sum(b)
                         cell["versus"] = paired_effect(a, b)
                         cell["differences"] = {q: x - y for q, x, y in zip(both, a, b)}
-                        tested.append(cell)
+                        if a == b:  # identical scores: no test (scipy gives NaN), and none counted in the correction
+                            cell["p"] = cell["p_adjusted"] = float("nan")
+                        else:
+                            cell["p"] = TESTS[test](a, b, trials=trials, seed=seed)
+                            tested.append(cell)
                 cells[name] = cell
             rows.append({"system": system, "queries": len({q for (_, _, q) in scores[system]}), "cells": cells})
         for cell, p in zip(tested, adjust([c["p"] for c in tested], correction)):
@@ -159,7 +162,10 @@ def _cell(cell: Mapping, fmt: str) -> str:
 
 
 def p_text(p: float) -> str:
-    """A p-value as the tables show it: 4 decimals, or 2 significant digits below 0.0001."""
+    """A p-value as the tables show it: 4 decimals, or 2 significant digits below 0.0001; ``n/a``
+    for no test (scores identical to the baseline's on every query)."""
+    if p != p:
+        return "n/a"
     return f"{p:.4f}" if p >= 0.0001 or p == 0 else f"{p:.1e}"
 
 

@@ -496,12 +496,12 @@ def test_a_run_file_from_elsewhere_shares_the_report_table_and_its_t_tests_match
         for measure in ("P@3", "AP", "nDCG@3", "recall@3"):
             a = [per_query[(system, measure, q)] for q in queries]
             b = [per_query[("pyserini", measure, q)] for q in queries]
-            p = stats.ttest_rel(a, b).pvalue
-            tests.append((system, measure, 1.0 if a == b else p, sum(a) / len(a)))  # scipy: nan for a == b
-    order = sorted(range(len(tests)), key=lambda i: tests[i][2])
-    holm, running = {}, 0.0
+            p = stats.ttest_rel(a, b).pvalue  # scipy: nan for a == b, and then no test to correct
+            tests.append((system, measure, float("nan") if a == b else p, sum(a) / len(a)))
+    order = sorted((i for i in range(len(tests)) if tests[i][2] == tests[i][2]), key=lambda i: tests[i][2])
+    holm, running = {i: float("nan") for i in range(len(tests))}, 0.0
     for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(tests) - rank) * tests[i][2]))
+        running = max(running, min(1.0, (len(order) - rank) * tests[i][2]))
         holm[i] = running
     md = (out / "report.md").read_text()
     for i, (system, measure, p, mean) in enumerate(tests):

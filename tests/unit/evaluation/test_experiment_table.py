@@ -111,3 +111,21 @@ def test_t_test_and_wilcoxon_tables_match_scipy_with_holm_by_hand():
     assert "paired randomization test (500 trials, seed 11) against the baseline" in table_text(drawn)
     versus = table_markdown(drawn).split("\n\n")[-1]
     assert versus.startswith("| system | measure | difference | 95% interval | effect (d) | win/tie/loss | p |")
+
+
+def test_a_system_identical_to_the_baseline_is_no_test_and_stays_out_of_the_correction():
+    """Issue 70, item 10: on the main of 6e8e733 an identical system got p = 1.0 (scipy: NaN) and was
+    counted in Holm's correction, raising every other p-value of the table."""
+    from scipy import stats
+
+    rng = np.random.default_rng(5)
+    base = rng.random(20)
+    better = np.clip(base + rng.normal(0.1, 0.1, 20), 0, 1)
+    scores = {("d", s): {("recall", 5, f"q{i}"): float(v) for i, v in enumerate(vs)}
+              for s, vs in {"base": base, "same": base.copy(), "better": better}.items()}
+    [table] = experiment_tables(scores, [("recall", 5)], baseline="base", test="t-test")
+    same, tested = (next(r["cells"]["recall@5"] for r in table["rows"] if r["system"] == s) for s in ("same", "better"))
+    assert np.isnan(stats.ttest_rel(base, base.copy()).pvalue)
+    assert np.isnan(same["p"]) and np.isnan(same["p_adjusted"]) and not same["significant"]
+    assert tested["p_adjusted"] == pytest.approx(stats.ttest_rel(better, base).pvalue)  # one test: Holm changes nothing
+    assert "| same | recall@5 |" in table_markdown(table) and "n/a" in table_markdown(table)

@@ -59,7 +59,7 @@ def test_t_test_and_wilcoxon_by_hand():
     t = 2 / (1 / np.sqrt(3))
     assert t_test(a, b) == pytest.approx(1 - t / np.sqrt(t * t + 2), abs=1e-9)
     assert wilcoxon_test(a, b) == pytest.approx(0.25)
-    assert t_test(b, b) == 1.0 and wilcoxon_test(b, b) == 1.0
+    assert np.isnan(t_test(b, b)) and np.isnan(wilcoxon_test(b, b))  # scipy: no test for identical scores
     assert t_test([1.0, 1.0], [0.0, 0.0]) == 0.0  # a constant difference: t is infinite
 
 
