@@ -4,6 +4,7 @@ lookup), and other installed packages add theirs through an ``entry_points`` gro
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import pkgutil
 import threading
@@ -69,7 +70,10 @@ class Registry(Generic[T]):
             return self._items[name]
         except KeyError:
             hint = f" {self.hint}" if self.hint else ""
-            raise ConfigError(f"unknown {self.kind} {name!r}; known {self.kind}s: {sorted(self._items)}.{hint}") from None
+            close = difflib.get_close_matches(str(name).lower(), [n.lower() for n in self._items], n=1, cutoff=0.6)
+            guess = next((f" Did you mean {n!r}?" for n in self._items if close and n.lower() == close[0]), "")
+            raise ConfigError(f"unknown {self.kind} {name!r};{guess} known {self.kind}s: {sorted(self._items)}.{hint}") \
+                from None
 
     def names(self) -> list[str]:
         """Every registered name, sorted."""

@@ -70,6 +70,8 @@ CONFIG_CASES = {
     "workers-bool": ({"execution.max_workers": True}, "execution.max_workers", "got True"),
     "unknown-top-key": ({"retreivers": []}, "retreivers", "unknown key"),
     "unknown-retriever": ({"retrievers": [{"name": "bm26"}]}, "bm26", "known retrievers"),
+    "retriever-misspelt": ({"retrievers": [{"name": "bm-25"}]}, "'bm-25'", "Did you mean 'bm25'?"),
+    "dataset-misspelt": ({"datasets": [{"name": "FetaQA"}]}, "'FetaQA'", "Did you mean 'fetaqa'?"),
     "unknown-retriever-param": ({"retrievers": [{"name": "bm25s", "params": {"k3": 1}}]}, "params.k3", "unknown key"),
     "retriever-param-range": ({"retrievers": [{"name": "dense", "params": {"min_score": 2}}]}, "min_score", "2"),
     "unknown-model": ({"retrievers": [{"name": "dense", "params": {"model": "no-such-model"}}]}, "no-such-model", "hub id"),
