@@ -303,13 +303,17 @@ class Store:
     def read_inputs(self, inputs: Sequence[Artifact]) -> list[dict]:
         """Check every byte of each input against its manifest before a build reads it, and return
         what the new manifest records of each (stage, key, content digest). A damaged input raises
-        :class:`DamagedArtifact`, naming it and the repair: its numbers must never become a result."""
+        :class:`DamagedArtifact`, naming it and the repair: its numbers must never become a result.
+        An input folder outside the store (a hand-made one; a flow's are all attached to the store)
+        has no manifest: nothing is checked or recorded of it."""
         recorded, seen = [], set()
         for artifact in inputs:
             if (artifact.stage, artifact.key) in seen:
                 continue
             seen.add((artifact.stage, artifact.key))
-            folder = self.folder(artifact.stage, artifact.key)
+            folder = artifact.path
+            if not folder.resolve().is_relative_to(self.root):  # a folder from outside the store: no manifest
+                continue
             damage = self._damage(folder, full=True)
             if damage is not None:
                 raise DamagedArtifact(

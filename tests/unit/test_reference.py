@@ -39,6 +39,7 @@ def test_a_new_retriever_parameter_changes_the_reference_and_nothing_else(monkey
         probe_depth: PositiveInt = Field(7, description="documents probed per term")
 
     monkeypatch.setattr(bm25, "Params", Widened)
+    monkeypatch.setattr(bm25, "search_fields", (*bm25.search_fields, "probe_depth"))  # placed, as a retriever must
     after = configuration_reference()
     changed = [line for line in after.splitlines() if line not in before.splitlines()]
     assert "| `probe_depth` | int | `7` | > 0 | documents probed per term |" in changed
@@ -75,6 +76,7 @@ def test_an_undocumented_key_of_rbench_stops_the_reference_build_and_a_plugins_i
         probe_depth: PositiveInt = 7
 
     monkeypatch.setattr(bm25, "Params", Widened)
+    monkeypatch.setattr(bm25, "search_fields", (*bm25.search_fields, "probe_depth"))  # placed, as a retriever must
     monkeypatch.setattr(Widened, "__module__", "rbench.retrievers.bm25")
     with pytest.raises(UndocumentedKey, match=r"rbench\.retrievers\.bm25\..*Widened\.probe_depth has no description"):
         configuration_reference()
