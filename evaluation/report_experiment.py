@@ -162,10 +162,10 @@ def _cell(cell: Mapping, fmt: str) -> str:
 
 
 def p_text(p: float) -> str:
-    """A p-value as the tables show it: 4 decimals, or 2 significant digits below 0.0001; ``n/a``
-    for no test (scores identical to the baseline's on every query)."""
+    """A p-value as the tables show it: 4 decimals, or 2 significant digits below 0.0001; ``nan``
+    (scipy's answer) for no test: scores identical to the baseline's on every query."""
     if p != p:
-        return "n/a"
+        return "nan"
     return f"{p:.4f}" if p >= 0.0001 or p == 0 else f"{p:.1e}"
 
 

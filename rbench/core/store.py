@@ -242,7 +242,7 @@ class Store:
         A lease its builder left behind on a complete artifact (a kill after publishing) is broken.
         """
         folder = self.folder(stage, key)
-        manifest = self._intact(folder, full)
+        manifest, _ = self._examine(folder, full)
         if manifest is None:
             return None
         stale = self._stale_input(manifest)
@@ -255,34 +255,29 @@ class Store:
         return Artifact(stage, key, folder, manifest.get("info", {}))
 
     @staticmethod
-    def _intact(folder: Path, full: bool) -> dict | None:
-        """The manifest of ``folder`` when every file matches it (``full``: every byte), else None."""
-        return None if Store._damage(folder, full) else json.loads((folder / MANIFEST).read_text())
-
-    @staticmethod
-    def _damage(folder: Path, full: bool) -> str | None:
-        """What does not match in ``folder``'s artifact (a file, the manifest), or None."""
+    def _examine(folder: Path, full: bool) -> tuple[dict | None, str | None]:
+        """``(manifest, None)`` when every file of ``folder`` matches its manifest, else ``(None, what does not)``."""
         try:
             manifest = json.loads((folder / MANIFEST).read_text())
             files = manifest["files"]
             present = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()} - {MANIFEST}
             if present != set(files):
                 extra, gone = sorted(present - set(files)), sorted(set(files) - present)
-                return f"files {'added: ' + ', '.join(extra) if extra else 'missing: ' + ', '.join(gone)}"
+                return None, f"files {'added: ' + ', '.join(extra) if extra else 'missing: ' + ', '.join(gone)}"
             for name, meta in files.items():
                 path = folder / name
                 if path.stat().st_size != meta["size"]:
-                    return f"{name}: size {path.stat().st_size}, manifest {meta['size']}"
+                    return None, f"{name}: size {path.stat().st_size}, manifest {meta['size']}"
                 if full or "fast" not in meta:
                     if file_digest(path) != meta["sha256"]:
-                        return f"{name}: its bytes differ from the manifest's sha256"
+                        return None, f"{name}: its bytes differ from the manifest's sha256"
                 elif fast_fingerprint(path) != meta["fast"]:
-                    return f"{name}: its bytes differ from the manifest's fingerprint"
+                    return None, f"{name}: its bytes differ from the manifest's fingerprint"
         except FileNotFoundError as e:
-            return f"{Path(e.filename).name if e.filename else MANIFEST} is gone"
+            return None, f"{Path(e.filename).name if e.filename else MANIFEST} is gone"
         except (OSError, ValueError, KeyError, TypeError) as e:
-            return f"unreadable manifest or file ({type(e).__name__}: {e})"
-        return None
+            return None, f"unreadable manifest or file ({type(e).__name__}: {e})"
+        return manifest, None
 
     def _content(self, stage: str, key: str) -> str | None:
         """The content digest an artifact's manifest records, or None when it has none."""
@@ -314,14 +309,13 @@ class Store:
             folder = artifact.path
             if not folder.resolve().is_relative_to(self.root):  # a folder from outside the store: no manifest
                 continue
-            damage = self._damage(folder, full=True)
-            if damage is not None:
+            manifest, damage = self._examine(folder, full=True)
+            if manifest is None:
                 raise DamagedArtifact(
                     f"the stored {artifact.stage} artifact {folder} is damaged ({damage}): nothing is built from it. "
                     f"Run `rbench verify --remove --store {self.root}` (it removes it and everything built from "
                     "it), then run again to rebuild them")
-            recorded.append({"stage": artifact.stage, "key": artifact.key,
-                             "content": content_of(json.loads((folder / MANIFEST).read_text())["files"])})
+            recorded.append({"stage": artifact.stage, "key": artifact.key, "content": content_of(manifest["files"])})
         return recorded
 
     def build(
@@ -414,12 +408,10 @@ class Store:
         findings: dict[tuple[str, str], Finding] = {}
         built_from: dict[tuple[str, str], list[tuple[str, str]]] = {}
         for stage, key in self.artifacts():
-            folder = self.folder(stage, key)
-            damage = self._damage(folder, full)
-            if damage is not None:
-                findings[(stage, key)] = Finding(stage, key, "damaged", damage)
+            manifest, damage = self._examine(self.folder(stage, key), full)
+            if manifest is None:
+                findings[(stage, key)] = Finding(stage, key, "damaged", damage or "")
                 continue
-            manifest = json.loads((folder / MANIFEST).read_text())
             for recorded in manifest.get("inputs") or ():
                 built_from.setdefault((recorded["stage"], recorded["key"]), []).append((stage, key))
             stale = self._stale_input(manifest)
@@ -435,7 +427,7 @@ class Store:
         if remove:
             for (stage, key), finding in findings.items():
                 with self.lease(stage, key):
-                    if finding.why != "damaged" or self._damage(self.folder(stage, key), full) is not None:
+                    if finding.why != "damaged" or self._examine(self.folder(stage, key), full)[0] is None:
                         self._discard(stage, key)
         return sorted(findings.values(), key=lambda f: (f.why != "damaged", f.stage, f.key))
 

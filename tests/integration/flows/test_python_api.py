@@ -62,7 +62,7 @@ def test_rbench_run_returns_what_the_command_prints_and_compare_reads_it_or_its_
     assert doc["rows"][1]["cells"]["recall@3"]["mean"] == pytest.approx(recall["value"].item())
     from_mlflow = rbench.compare(results.mlflow_run_id, measures=["recall@3", "ndcg@3"], baseline="bm25s",
                                  trials=200, tracking_uri=results.tracking_uri)
-    assert from_mlflow.tables == table.tables
+    assert str(from_mlflow.tables) == str(table.tables)  # as text: a system with scores equal to the baseline's has p nan
     assert "bm25s (baseline)" in repr(table) and r"\begin{tabular}{lrr}" in table.latex()
     with pytest.raises(ValueError, match="must be METRIC@K"):
         rbench.compare(results, measures=["recall"])
@@ -74,7 +74,7 @@ def test_rbench_run_returns_what_the_command_prints_and_compare_reads_it_or_its_
     assert sorted(set(frame["system"])) == ["bm25s", "dense", "other"] and frame.height == 9
     same = frame.filter((frame["system"] == "dense"))
     assert same["difference"].to_list() == [0.0] * 3 and same["ties"].to_list() == [5] * 3
-    assert same["p"].to_list() == [1.0] * 3
+    assert [p != p for p in same["p"].to_list()] == [True] * 3  # identical scores: no test (scipy: nan)
     import ir_measures
 
     from rbench.dataset_adapters.qrels import read_qrels

@@ -48,7 +48,8 @@ def test_the_one_fusion_equals_ranx_fuse(method, norm):
     rng = random.Random(7)
     runs = [{f"q{q}": {f"d{d}": rng.random() for d in rng.sample(range(30), 12)} for q in range(5)} for _ in range(3)]
     weights = [0.5, 1.0, 2.0] if method == "wsum" else None
-    theirs = fuse([Run(r) for r in runs], norm=norm, method=method,
+    ranx_method = {"combsum": "sum", "combmnz": "mnz"}.get(method, method)
+    theirs = fuse([Run(r) for r in runs], norm=norm, method=ranx_method,
                   params={"weights": weights} if weights else {}).to_dict()
     for q in theirs:
         rankings = [sorted(r[q].items(), key=lambda x: -x[1]) for r in runs]
