@@ -119,7 +119,8 @@ def experiment_caption(table: Mapping) -> str:
     correction = {"holm": "Holm-corrected", "bonferroni": "Bonferroni-corrected", "none": "uncorrected"}
     return (f"{table['dataset']}: mean over queries; baseline {table['baseline']}. † a {_test_name(table)} "
             f"against the baseline ({correction[table['correction']]} over the table's "
-            f"{sum(c['p'] is not None for r in table['rows'] for c in r['cells'].values())} tests) gives "
+            f"{sum(c['p'] is not None and c['p'] == c['p'] for r in table['rows'] for c in r['cells'].values())} "
+            "tests) gives "
             f"p < {table['alpha']}, with ▲ better and ▼ worse than the baseline; the best value per measure "
             "is marked (* in text, bold elsewhere). p-values are the corrected ones.")
 

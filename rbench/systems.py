@@ -57,7 +57,8 @@ def gather(measures: Sequence[Measure], runs: Sequence[str] = (), files: Sequenc
            experiment: str | None = None, store: Path | None = None, keep_qrels: bool = False) -> Systems:
     """rbench ``runs`` (MLflow ids or ``latest``) and run ``files``, with per-query values for
     ``measures`` (:func:`score_files` says on which qrels the files are scored); ``keep_qrels``:
-    the runs' qrels too (``judged``), for run files scored later."""
+    the runs' qrels too (``judged``), for run files scored later. ``dataset`` keeps that dataset's
+    systems alone (and names the one run files are scored under)."""
     if not runs and not files:
         raise ConfigError("nothing to compare: give rbench run ids, run files (--run-file), or both")
     systems = Systems()
@@ -78,6 +79,12 @@ def gather(measures: Sequence[Measure], runs: Sequence[str] = (), files: Sequenc
                               "NAME=PATH")
         systems.scores.update(scores)
         systems.rows += rows
+    if dataset is not None and runs:
+        held = sorted({table for table, _ in systems.scores})
+        if dataset not in held:
+            raise ConfigError(f"dataset {dataset!r} is not in the runs given; they hold {held}")
+        systems.scores = {key: value for key, value in systems.scores.items() if key[0] == dataset}
+        systems.rows = [row for row in systems.rows if row["dataset"] == dataset]
     return systems
 
 

@@ -52,6 +52,33 @@ def test_the_same_corpus_reached_two_ways_is_indexed_once(tmp_path, tiny_files):
     assert by_dataset["tiny"] == by_dataset["other"] and by_dataset["tiny"]
 
 
+def _report(tmp_path, run_id: str, *args: str) -> tuple[int, str]:
+    import contextlib
+    import io
+
+    from rbench.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        code = main(["report", run_id, "--store", str(tmp_path / "store"), "--no-log", "--measures", "recall@3",
+                     "--out", str(tmp_path / "report"), *args])
+    return code, out.getvalue()
+
+
+def test_report_of_one_dataset_prints_that_datasets_table_alone(tmp_path, tiny_files):
+    """Issue 70, item 9: on the main of 6e8e733 ``report --dataset X`` still printed the other dataset's
+    table ("0 tests")."""
+    corpus, queries = tiny_files
+    result = _run(tmp_path, [tiny_dataset(corpus, queries), tiny_dataset(corpus, queries, name="other")],
+                  [{"name": "bm25s"}, {"name": "bm25s", "label": "bm25s-b", "params": {"b": 0.3}}])
+    code, both = _report(tmp_path, result.mlflow_run_id)
+    assert code == 0 and "tiny: mean over queries" in both and "other: mean over queries" in both, both[-2000:]
+    code, one = _report(tmp_path, result.mlflow_run_id, "--dataset", "other")
+    assert code == 0 and "other: mean over queries" in one and "tiny: mean over queries" not in one, one[-2000:]
+    code, none = _report(tmp_path, result.mlflow_run_id, "--dataset", "nowhere")
+    assert code == 2 and "dataset 'nowhere' is not in the runs given; they hold ['other', 'tiny']" in none
+
+
 def test_moved_files_renamed_datasets_devices_and_batch_sizes_keep_every_key(tmp_path, tiny_files):
     corpus, queries = tiny_files
     first = _run(tmp_path, [tiny_dataset(corpus, queries)], [{"name": "bm25s"}, STATIC])

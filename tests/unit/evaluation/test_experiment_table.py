@@ -129,3 +129,4 @@ def test_a_system_identical_to_the_baseline_is_no_test_and_stays_out_of_the_corr
     assert np.isnan(same["p"]) and np.isnan(same["p_adjusted"]) and not same["significant"]
     assert tested["p_adjusted"] == pytest.approx(stats.ttest_rel(better, base).pvalue)  # one test: Holm changes nothing
     assert "| same | recall@5 |" in table_markdown(table) and " nan " in table_markdown(table)
+    assert "over the table's 1 tests" in table_text(table)
