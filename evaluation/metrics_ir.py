@@ -32,7 +32,8 @@ def measure_name(measure: Measure) -> str:
 
 def parse_measure(text: str) -> Measure:
     """``"ndcg@10"`` as ``("ndcg", 10)``, ``"map@all"`` as ``("map", 0)``, ``"P@10"`` as
-    ``("P@10", None)``; a ValueError names both forms."""
+    ``("P@10", None)``, trec_eval's ``"ndcg_cut_10"`` as ir_measures' ``("nDCG@10", None)``; a
+    ValueError names the three forms."""
     name, at, k = text.partition("@")
     if name in RBENCH:
         if at and k == "all":
@@ -45,9 +46,14 @@ def parse_measure(text: str) -> Measure:
     try:
         ir_measures.parse_measure(text)
     except (ValueError, NameError, SyntaxError, TypeError, AttributeError) as e:
-        raise ValueError(f"measure {text!r} is neither one of rbench's (METRIC@K with METRIC one of "
-                         f"{', '.join(RBENCH)}: recall@5, map@all) nor an ir_measures name (P@10, AP, nDCG@10, R@100, "
-                         f"RR, Bpref; https://ir-measur.es/): {e}") from None
+        try:  # trec_eval's name (ndcg_cut_10, P_5, recip_rank): ir_measures' own mapping
+            (measure,) = ir_measures.parse_trec_measure(text)
+        except (ValueError, NameError, SyntaxError, TypeError, AttributeError):
+            raise ValueError(f"measure {text!r} is neither one of rbench's (METRIC@K with METRIC one of "
+                             f"{', '.join(RBENCH)}: recall@5, map@all), nor an ir_measures name (P@10, AP, nDCG@10, "
+                             f"R@100, RR, Bpref; https://ir-measur.es/), nor trec_eval's (ndcg_cut_10, P_5): {e}") \
+                from None
+        return str(measure), None
     return text, None
 
 

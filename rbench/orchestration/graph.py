@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import pyarrow.parquet as pq
@@ -261,6 +262,11 @@ def check_data(cfg: ExperimentConfig) -> CheckedData:
         elif store.load(DOWNLOAD.name, DOWNLOAD.key([], files)) is None:
             problems += [f"  dataset {ds.name!r}: {spec.name} from {source_of(spec)}: {why}"
                          for spec, why in unreachable(files, cfg.mirror)]
+    if problems and cfg.mirror is not None and not Path(cfg.mirror).is_dir():
+        what = "is a file, not a folder" if Path(cfg.mirror).exists() else "does not exist"
+        raise DataError(f"the mirror folder {cfg.mirror} {what} (--mirror, RBENCH_MIRROR or the config's mirror), "
+                        f"and {len(problems)} file(s) the run needs are not at hand without it: pass the folder that "
+                        "holds the datasets' files (such as ../shared/data), or drop the mirror to download them")
     if problems:
         raise DataError(f"{len(problems)} file(s) the run needs cannot be fetched now:\n" + "\n".join(problems) +
                         "\nWith the network, check the addresses above; without it, put each file under its name in "

@@ -604,3 +604,15 @@ def test_hostile_config_files_are_refused_before_any_resolution(tmp_path, tiny_f
         shared = [shared] * 10  # one list of lists, shared by reference: 10 million values when repeated
     with pytest.raises(ConfigError, match="more than 100,000 values"):
         parse_config({**_config(tmp_path, tiny_files), "sweep": {"depth": shared}}, source="<notebook>")
+
+
+def test_a_mirror_folder_that_is_not_there_is_said_as_such(tmp_path, monkeypatch):
+    """Issue 70, item 8: on the main of 6e8e733 a mistyped --mirror read as an unreachable download."""
+    from rbench.config import parse_config
+    from rbench.orchestration import graph
+
+    monkeypatch.setattr(graph, "unreachable", lambda files, mirror: [(files.all_files(mirror)[0], "no network")])
+    cfg = parse_config({"store": str(tmp_path / "store"), "mirror": str(tmp_path / "no-such-mirror"),
+                        "datasets": [{"name": "fetaqa"}], "retrievers": [{"name": "bm25s"}]})
+    with pytest.raises(DataError, match=r"the mirror folder .*no-such-mirror does not exist .* not at hand without it"):
+        graph.check_data(cfg)

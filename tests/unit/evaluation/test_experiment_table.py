@@ -72,9 +72,12 @@ def test_runs_of_several_measures_and_bad_requests():
         with pytest.raises(ValueError, match="must be METRIC@K"):
             parse_measure(bad)
     assert parse_measure("P@10") == ("P@10", None) and parse_measure("AP") == ("AP", None)
-    for bad in ("@5", "XYZ@10", "Precision(k=)"):
-        with pytest.raises(ValueError, match="neither one of rbench's .* nor an ir_measures name"):
+    for bad in ("@5", "XYZ@10", "Precision(k=)", "ndcg_cutt_10"):
+        with pytest.raises(ValueError, match="neither one of rbench's .* nor an ir_measures name .* nor trec_eval's"):
             parse_measure(bad)
+    # trec_eval's names, as ir_measures maps them (issue 70, item 8: on the main of 6e8e733 they were refused)
+    assert [parse_measure(t)[0] for t in ("ndcg_cut_10", "P_5", "recip_rank", "recall_100", "map_cut_10")] == \
+        ["nDCG@10", "P@5", "RR", "R@100", "AP@10"]
     with pytest.raises(ValueError, match="unknown test 'sign'; choose from randomization, bootstrap, t-test, wilcoxon"):
         experiment_tables(scores, [("recall", 5)], test="sign")
 
