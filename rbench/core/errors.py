@@ -106,8 +106,9 @@ class _UserErrorFilter(logging.Filter):
 class _OnceOnConsole(logging.Filter):
     """Keeps the records of a flow or task run from repeating a user error on the console: the
     engine's "Task run failed with exception" and the "Finished in state Failed(...)" that quote
-    it, the stage's row, and the "NotReady" of the stages after it. The run's closing line says
-    it once; Prefect's own log of the run (its API handler) keeps every record."""
+    it, the stage's row, and the "NotReady" of the stages after it (the run's closing line says it
+    once); and the "Finished in state Completed()" of every task and flow, which the stage lines
+    already say. Prefect's own log of the run (its API handler) keeps every record."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not record.name.startswith(_ENGINE_LOGGERS):
@@ -115,8 +116,8 @@ class _OnceOnConsole(logging.Filter):
         if getattr(record, "rbench_user_error", False):
             return False
         message = record.getMessage()
-        if message.startswith("Finished in state NotReady("):
-            return False
+        if message.startswith(("Finished in state NotReady(", "Finished in state Completed(")):
+            return False  # a task's or flow's success says nothing the stage lines and the table do not
         return not any(shown in message or repr(shown)[1:-1] in message for shown in list(_SHOWN))
 
 

@@ -50,6 +50,7 @@ def test_a_full_disk_mid_run_names_the_store_leaves_no_lease_and_the_rerun_resum
     assert "MB free now" in failed and "--store DIR" in failed and "resumes" in failed
     assert printed.count("the disk holding the store") == 1, printed  # once: not the engine's records, not the row
     assert "Traceback" not in printed and "Errno 28" not in printed and "NotReady" not in printed
+    assert "Finished in state Completed()" not in printed  # issue 70, item 7: on main, a line per finished task
     assert not [p for p in store.glob("*/.locks/*") if p.is_file()]  # every lease released
     assert not list(store.glob("index/.tmp-*"))  # nothing half-written
 
