@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 import typing
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Callable
 
 import yaml
 from pydantic import AfterValidator, BaseModel, ValidationError, ValidationInfo
@@ -60,56 +60,53 @@ def read_yaml(path: Path) -> Any:
 
 
 def _count_values(root: yaml.Node, path: Path) -> int:
-    """How many values ``root`` holds with its aliases expanded (each shared node counted once per
-    use, computed once); refuses more than :data:`MAX_VALUES` and an alias inside itself."""
-    sizes: dict[int, int] = {}
-
-    def size(node: yaml.Node) -> int:
-        known = sizes.get(id(node))
-        if known == -1:
-            raise ConfigError(f"{path}:{node.start_mark.line + 1}: an alias refers to a value that holds it: "
-                              "the value would never end; remove the alias")
-        if known is not None:
-            return known
-        sizes[id(node)] = -1
+    """How many values the YAML document ``root`` holds with its aliases expanded; refuses more than
+    :data:`MAX_VALUES` and an alias inside itself, at the file's line."""
+    def children(node: yaml.Node) -> list | None:
         if isinstance(node, yaml.MappingNode):
-            total = 1 + sum(size(k) + size(v) for k, v in node.value)
-        elif isinstance(node, yaml.SequenceNode):
-            total = 1 + sum(size(v) for v in node.value)
-        else:
-            total = 1
-        if total > MAX_VALUES:
-            raise ConfigError(f"{path}:{node.start_mark.line + 1}: this value expands to more than {MAX_VALUES:,} "
-                              "values once its YAML aliases (*name) are repeated: a settings file holds fewer; "
-                              "write the values out, or use fewer aliases of aliases")
-        sizes[id(node)] = total
-        return total
+            return [part for pair in node.value for part in pair]
+        return node.value if isinstance(node, yaml.SequenceNode) else None
 
-    return size(root)
+    return _expanded(root, children, lambda node: f"{path}:{node.start_mark.line + 1}",
+                     "once its YAML aliases (*name) are repeated", "write the values out, or use fewer aliases")
 
 
 def count_values(value: Any, where: str) -> int:
     """The same limit on settings given as Python values (a notebook's dict, a deployment's
     parameters): values shared by reference are counted at each use."""
-    seen: dict[int, int] = {}
+    def children(v: Any) -> list | None:
+        if isinstance(v, dict):
+            return [*v.keys(), *v.values()]
+        return list(v) if isinstance(v, (list, tuple)) else None
 
-    def size(v: Any) -> int:
-        if isinstance(v, (dict, list, tuple)):
-            if seen.get(id(v)) == -1:
-                raise ConfigError(f"{where}: a value holds itself: the settings would never end")
-            if id(v) in seen:
-                return seen[id(v)]
-            seen[id(v)] = -1
-            items = [*v.keys(), *v.values()] if isinstance(v, dict) else v
-            total = 1 + sum(size(x) for x in items)
-            if total > MAX_VALUES:
-                raise ConfigError(f"{where}: the settings hold more than {MAX_VALUES:,} values once shared values "
-                                  "are repeated: give fewer")
-            seen[id(v)] = total
-            return total
-        return 1
+    return _expanded(value, children, lambda _: where, "once shared values are repeated", "give fewer")
 
-    return size(value)
+
+def _expanded(root: Any, children: Callable[[Any], list | None], where: Callable[[Any], str], how: str,
+              fix: str) -> int:
+    """How many values ``root`` holds with every shared value counted at each use (each computed
+    once); a ConfigError past :data:`MAX_VALUES` or for a value that holds itself."""
+    sizes: dict[int, int] = {}
+
+    def size(value: Any) -> int:
+        parts = children(value)
+        if parts is None:
+            return 1
+        known = sizes.get(id(value))
+        if known == -1:
+            raise ConfigError(f"{where(value)}: this value refers to a value that holds it (an alias inside itself): it would never "
+                              "end; remove that reference")
+        if known is not None:
+            return known
+        sizes[id(value)] = -1
+        total = 1 + sum(size(part) for part in parts)
+        if total > MAX_VALUES:
+            raise ConfigError(f"{where(value)}: this value expands to more than {MAX_VALUES:,} values {how}: a "
+                              f"settings file holds fewer; {fix}")
+        sizes[id(value)] = total
+        return total
+
+    return size(root)
 
 
 def load_mapping(path: Path | str, what: str, hint: str = "") -> dict:
