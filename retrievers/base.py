@@ -79,8 +79,8 @@ class Retriever(ABC):
     the index (enters the index's cache key and the params :meth:`index` is built with) unless the
     class names it in ``search_fields`` (read only at search time; it enters the run's key);
     a class that lists ``index_fields`` instead must place every param in one of the two, or
-    the configuration check refuses it by name (:meth:`undeclared_fields`). Keys follow the code of the retriever's module and everything it imports
-    (:meth:`code_identity`); ``version`` and ``index_version`` are kept for intent (bump them to
+    the configuration check refuses it by name (:meth:`undeclared_fields`). Keys follow the code of
+    the retriever's module and everything it imports (:meth:`code_identity`); ``version`` and ``index_version`` are kept for intent (bump them to
     mark a change of meaning). Params named ``device`` or
     ``batch_size`` never enter a key: they must not change results (``searchable = False``
     marks an index that only a composite reads, such as ARM's n-grams). ``index`` writes everything ``load`` needs into a folder; ``search``

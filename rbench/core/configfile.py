@@ -94,8 +94,8 @@ def _expanded(root: Any, children: Callable[[Any], list | None], where: Callable
             return 1
         known = sizes.get(id(value))
         if known == -1:
-            raise ConfigError(f"{where(value)}: this value refers to a value that holds it (an alias inside itself): it would never "
-                              "end; remove that reference")
+            raise ConfigError(f"{where(value)}: this value refers to a value that holds it (an alias inside "
+                              "itself): it would never end; remove that reference")
         if known is not None:
             return known
         sizes[id(value)] = -1

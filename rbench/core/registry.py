@@ -72,8 +72,8 @@ class Registry(Generic[T]):
             hint = f" {self.hint}" if self.hint else ""
             close = difflib.get_close_matches(str(name).lower(), [n.lower() for n in self._items], n=1, cutoff=0.6)
             guess = next((f" Did you mean {n!r}?" for n in self._items if close and n.lower() == close[0]), "")
-            raise ConfigError(f"unknown {self.kind} {name!r};{guess} known {self.kind}s: {sorted(self._items)}.{hint}") \
-                from None
+            known = sorted(self._items)
+            raise ConfigError(f"unknown {self.kind} {name!r};{guess} known {self.kind}s: {known}.{hint}") from None
 
     def names(self) -> list[str]:
         """Every registered name, sorted."""

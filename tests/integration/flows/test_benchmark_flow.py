@@ -298,7 +298,8 @@ def test_rerank_and_fusion_run_in_the_flow_and_the_report(tmp_path, tiny_files):
     assert text.count("| tiny | ") >= 6 and "| bm25s (baseline) |" in text and "| rerank |" in text
     assert "| system | recall@3 | ndcg@3 | p recall@3 | p ndcg@3 |" in text
     # a system scoring every query as the baseline does gets no test (nan) and is not counted
-    untested = len(re.findall(r"^\| (?:dense-thr|rerank|fusion) \| (?:recall|ndcg)@3 \|.*\| nan \| nan \|$", text, re.M))
+    untested = len(re.findall(r"^\| (?:dense-thr|rerank|fusion) \| (?:recall|ndcg)@3 \|.*\| nan \| nan \|$", text,
+                              re.M))
     assert f"Holm-corrected over the table's {6 - untested} tests" in text, text
     assert r"\begin{tabular}{lrr}" in (tmp_path / "report" / "experiment.tex").read_text()
 

@@ -62,7 +62,7 @@ def test_rbench_run_returns_what_the_command_prints_and_compare_reads_it_or_its_
     assert doc["rows"][1]["cells"]["recall@3"]["mean"] == pytest.approx(recall["value"].item())
     from_mlflow = rbench.compare(results.mlflow_run_id, measures=["recall@3", "ndcg@3"], baseline="bm25s",
                                  trials=200, tracking_uri=results.tracking_uri)
-    assert str(from_mlflow.tables) == str(table.tables)  # as text: a system with scores equal to the baseline's has p nan
+    assert str(from_mlflow.tables) == str(table.tables)  # as text: a system scoring as the baseline has p nan
     assert "bm25s (baseline)" in repr(table) and r"\begin{tabular}{lrr}" in table.latex()
     with pytest.raises(ValueError, match="must be METRIC@K"):
         rbench.compare(results, measures=["recall"])

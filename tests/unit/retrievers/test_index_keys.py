@@ -76,7 +76,8 @@ def test_a_plugins_index_shaping_param_changes_the_index_key_by_default(plugins)
 
 
 def test_a_param_placed_in_neither_list_is_refused_at_the_check_by_name(plugins):
-    with pytest.raises((ConfigError, ValueError), match="not 'stop_words' there or in search_fields.*add each to index_fields"):
+    with pytest.raises((ConfigError, ValueError),
+                       match="not 'stop_words' there or in search_fields.*add each to index_fields"):
         RetrieverConfig(name="tfidf_undeclared")
 
 
