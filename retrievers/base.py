@@ -80,8 +80,8 @@ class Retriever(ABC):
     class names it in ``search_fields`` (read only at search time; it enters the run's key);
     a class that lists ``index_fields`` instead must place every param in one of the two, or
     the configuration check refuses it by name (:meth:`undeclared_fields`). Keys follow the code of
-    the retriever's module and everything it imports (:meth:`code_identity`); ``version`` and ``index_version`` are kept for intent (bump them to
-    mark a change of meaning). Params named ``device`` or
+    the retriever's module and everything it imports (:meth:`code_identity`); ``version`` and
+    ``index_version`` are kept for intent (bump them to mark a change of meaning). Params named ``device`` or
     ``batch_size`` never enter a key: they must not change results (``searchable = False``
     marks an index that only a composite reads, such as ARM's n-grams). ``index`` writes everything ``load`` needs into a folder; ``search``
     returns, per query id, ``(object_id, score)`` pairs best first. Retrievers built
