@@ -99,7 +99,7 @@ def run_opened(opened, force_flow: bool = False) -> int:
     started = time.perf_counter()
     if not force_flow and _nothing_to_do(opened, started):
         return 0
-    with said_once_on_console():  # the FAILED lines below say each failure
+    with said_once_on_console(settings.verbose()):  # the FAILED lines below say each failure
         result = run_benchmark(opened)
     elapsed = time.perf_counter() - started
     ran, cached = result.stage_count("ran"), result.stage_count("cached")
@@ -705,6 +705,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rbench", description=DESCRIPTION)
     parser.add_argument("--debug", action="store_true", help="show the traceback of an input error (also in "
                         "Prefect's task logs)")
+    parser.add_argument("--verbose", action="store_true", help="also show Prefect's per-task state lines and "
+                        "the JVM's INFO lines")
     sub = parser.add_subparsers(dest="command", required=True)
     run = _command(sub, "run", help="run an experiment YAML file")
     embeddings = _command(sub, "embeddings", help="run an experiment and compare its dense models (table, plots)")
@@ -872,6 +874,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.debug:
         settings.write(settings.DEBUG, "1")
+    if args.verbose:
+        settings.write(settings.VERBOSE, "1")
     _setup_environment()
     if argv is None and args.command in WORKING_COMMANDS:  # a process of its own, not a caller's function call
         from rbench.core.stopping import stop_on_signals

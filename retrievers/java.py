@@ -18,6 +18,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+from rbench.core import settings
 from rbench.core.errors import MissingExtraError, RbenchError
 from rbench.core.secrets import PYSERINI_PLACEHOLDER_KEY
 
@@ -51,14 +52,17 @@ def find_java_home() -> Path:
 
 
 JVM_LOGGING = Path(__file__).with_name("jvm-logging.properties")
+LOG4J_QUIET = Path(__file__).with_name("log4j2-quiet.xml")
 
 
 def quiet_options(version: int) -> list[str]:
     """JVM options that keep Lucene's warnings about the Java it runs on out of rbench's output:
     Lucene frees its memory maps through ``sun.misc.Unsafe``, which Java 23+ warns about once per
     process unless allowed (JEP 471; the option is unknown before 23), and it logs that Java 22+
-    wants a newer ``MMapDirectory`` (``jvm-logging.properties`` raises that logger to SEVERE)."""
+    wants a newer ``MMapDirectory`` (``jvm-logging.properties`` raises that logger to SEVERE);
+    and Anserini's INFO lines stay off stdout (``log4j2-quiet.xml``) unless ``RBENCH_VERBOSE`` is set."""
     return [f"-Djava.util.logging.config.file={JVM_LOGGING}",
+            *([] if settings.verbose() else [f"-Dlog4j2.configurationFile={LOG4J_QUIET}"]),
             *(["--sun-misc-unsafe-memory-access=allow"] if version >= 23 else [])]
 
 

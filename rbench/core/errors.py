@@ -108,7 +108,11 @@ class _OnceOnConsole(logging.Filter):
     engine's "Task run failed with exception" and the "Finished in state Failed(...)" that quote
     it, the stage's row, and the "NotReady" of the stages after it (the run's closing line says it
     once); and the "Finished in state Completed()" of every task and flow, which the stage lines
-    already say. Prefect's own log of the run (its API handler) keeps every record."""
+    already say, unless ``successes``. Prefect's own log of the run (its API handler) keeps every record."""
+
+    def __init__(self, successes: bool = False):
+        super().__init__()
+        self.successes = successes
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not record.name.startswith(_ENGINE_LOGGERS):
@@ -117,7 +121,7 @@ class _OnceOnConsole(logging.Filter):
             return False
         message = record.getMessage()
         if message.startswith(("Finished in state NotReady(", "Finished in state Completed(")):
-            return False  # a task's or flow's success says nothing the stage lines and the table do not
+            return self.successes  # a success says nothing the stage lines and the table do not
         return not any(shown in message or repr(shown)[1:-1] in message for shown in list(_SHOWN))
 
 
@@ -132,11 +136,12 @@ def quiet_user_errors() -> None:
 
 
 @contextlib.contextmanager
-def said_once_on_console() -> Iterator[None]:
+def said_once_on_console(successes: bool = False) -> Iterator[None]:
     """While the block runs, a user error a stage raised is not repeated on the console (the
-    process's stream handlers): the caller says it once, in the run's closing line."""
+    process's stream handlers): the caller says it once, in the run's closing line. The engine's
+    "Finished in state Completed()" lines are shown only with ``successes``."""
     handlers = [h for h in logging.getLogger().handlers if isinstance(h, logging.StreamHandler)]
-    once = _OnceOnConsole()
+    once = _OnceOnConsole(successes)
     for handler in handlers:
         handler.addFilter(once)
     try:

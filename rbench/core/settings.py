@@ -10,6 +10,7 @@ from rbench.core.errors import ConfigError
 
 MIRROR, STORE, TRACKING = "RBENCH_MIRROR", "RBENCH_STORE", "MLFLOW_TRACKING_URI"
 CLONE, DEBUG, SERVER_PARENT = "RBENCH_CLONE", "RBENCH_DEBUG", "RBENCH_SERVER_PARENT"
+VERBOSE = "RBENCH_VERBOSE"
 
 VARIABLES = {
     STORE: "The store (cached stages, the MLflow database) when no `--store` or config `store` is given; "
@@ -33,6 +34,8 @@ VARIABLES = {
                                 "default: the tracking URI's.",
     "RBENCH_GIT_COMMIT": "The commit recorded in MLflow when the code is not a git checkout (set in images).",
     DEBUG: "Any value: errors keep their whole traceback (`rbench --debug`).",
+    VERBOSE: "Any value: the console also shows Prefect's per-task state lines and the JVM's INFO lines "
+             "(`rbench --verbose`); Prefect's own log of a run keeps them either way.",
     CLONE: "Set by the deployments' pull step, not by users: the repository and commit a run cloned.",
     SERVER_PARENT: "Set by rbench for its temporary Prefect server, not by users: the process the server ends with.",
 }
@@ -115,6 +118,11 @@ def mlflow_public_url() -> str | None:
 def image_commit() -> str | None:
     """The commit baked into an image, for code that is not a git checkout."""
     return read("RBENCH_GIT_COMMIT")
+
+
+def verbose() -> bool:
+    """Whether the console shows the engines' routine lines (Prefect's task states, the JVM's INFO)."""
+    return read(VERBOSE) is not None
 
 
 def debug() -> bool:

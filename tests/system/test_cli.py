@@ -70,6 +70,34 @@ def test_a_user_error_in_a_task_is_logged_without_the_engines_traceback(monkeypa
     assert "bad gold" in text and text.count("Traceback") == 1 and "KeyError: 'a bug'" in text
 
 
+def test_task_successes_reach_the_console_only_when_verbose(monkeypatch):
+    """Issue 70, item 7: ``rbench run`` drops the engine's "Finished in state Completed()" lines
+    from the console; ``rbench --verbose`` keeps them (and sets RBENCH_VERBOSE for the stages)."""
+    import io
+    import logging
+
+    from rbench.core import settings
+    from rbench.core.errors import said_once_on_console
+
+    logger, shown = logging.getLogger("prefect.task_runs"), {}
+    monkeypatch.setattr(logger, "level", logging.INFO)
+    for verbose in (False, True):
+        out = io.StringIO()
+        handler = logging.StreamHandler(out)
+        logging.getLogger().addHandler(handler)
+        try:
+            with said_once_on_console(verbose):
+                logger.info("Finished in state Completed()")
+                logger.info("Task run 'x' started")
+        finally:
+            logging.getLogger().removeHandler(handler)
+        shown[verbose] = out.getvalue()
+    assert "Completed()" not in shown[False] and "started" in shown[False]
+    assert "Completed()" in shown[True]
+    monkeypatch.setenv("RBENCH_VERBOSE", "")  # unset, and restored after the test
+    assert not settings.verbose() and main(["--verbose", "list", "retrievers"]) == 0 and settings.verbose()
+
+
 def test_a_bad_corpus_line_is_one_message_before_the_prefect_server(tmp_path):
     import json
     import os
