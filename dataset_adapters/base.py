@@ -311,7 +311,8 @@ class Adapter(ABC):
     document's positions itself, so two objects never share one (the prepare stage then
     skips its check). ``every_query``: its datasets are scored on every judged query unless the
     experiment sets a ``subsample.size`` (BEIR's own evaluation scores them all).
-    ``repeated_record`` says what two records at one place mean in its data.
+    ``repeated_record`` says what two records at one place mean in its data. ``where_from`` says,
+    for ``rbench list datasets``, where the files of an adapter with required params come from.
     """
 
     name: ClassVar[str]
@@ -326,6 +327,7 @@ class Adapter(ABC):
                                       "(or merge the records into one)")
     """The error for two records at one position of one document (``{doc_id}``, ``{position}``),
     in the words of the adapter's data."""
+    where_from: ClassVar[str] = "local paths given in the config"
 
     @classmethod
     def key_params(cls, params: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -55,6 +55,7 @@ class IrDatasets(Adapter):
     description = "any dataset ir_datasets names (beir/scifact/test, msmarco-passage/dev/small, ...); downloads it"
     Params = IrDatasetsParams
     graded = True
+    where_from = "downloaded by ir_datasets on first use into IR_DATASETS_HOME (needs the network that once)"
 
     def files(self, params: IrDatasetsParams) -> list[FileSpec]:
         return []
@@ -67,10 +68,11 @@ class IrDatasets(Adapter):
                             "queries and qrels (a split, such as beir/scifact/test, not beir/scifact)")
         return dataset
 
-    def _read(self, params: IrDatasetsParams, what: str, items: Iterator) -> Iterator:
-        """``items`` of ``what``, a failed download named with the id and the network."""
+    def _read(self, params: IrDatasetsParams, what: str, items: Callable[[], Iterator]) -> Iterator:
+        """What ``items()`` iterates, ``what`` it is; a failed download (when ``items`` is called, as
+        ir_datasets builds a docstore there, or while iterating) named with the id and the network."""
         try:
-            yield from items
+            yield from items()
         except OSError as e:  # requests' ConnectionError is one
             raise Unreachable(f"ir_datasets could not get the {what} of {params.id!r}: {str(e).splitlines()[0][:300]}. "
                               "It downloads a dataset from its source on first use, which needs the network; on a "
@@ -80,7 +82,7 @@ class IrDatasets(Adapter):
 
     def objects(self, raw: Path, params: IrDatasetsParams) -> Iterator[CorpusObject]:
         dataset = self._load(params)
-        for doc in self._read(params, "documents", dataset.docs_iter()):
+        for doc in self._read(params, "documents", dataset.docs_iter):
             title = str(getattr(doc, "title", "") or "")
             yield CorpusObject(text=doc.default_text(), doc_id=doc.doc_id, page_title=title, source=doc.doc_id,
                                modality="text", position=0, origin=f"{params.id} document {doc.doc_id}")
@@ -88,10 +90,10 @@ class IrDatasets(Adapter):
     def queries(self, raw: Path, params: IrDatasetsParams) -> Iterator[Query]:
         dataset = self._load(params)
         judged: dict[str, dict[str, int]] = {}
-        for qrel in self._read(params, "qrels", dataset.qrels_iter()):
+        for qrel in self._read(params, "qrels", dataset.qrels_iter):
             judged.setdefault(qrel.query_id, {})[qrel.doc_id] = int(qrel.relevance)
         unjudged = 0
-        for query in self._read(params, "queries", dataset.queries_iter()):
+        for query in self._read(params, "queries", dataset.queries_iter):
             grades = judged.get(query.query_id, {})
             relevant = {d: g for d, g in grades.items() if g > 0}
             if not relevant:

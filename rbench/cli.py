@@ -251,7 +251,7 @@ def dataset_availability(adapter_cls, mirror: Path | None) -> list[tuple[str, st
     elif all(not f.is_required() for f in fields.values()):
         variants = [{}]
     else:
-        return [("(your own files)", "local paths given in the config")]
+        return [("(given in the config)", adapter_cls.where_from)]
     rows = []
     for params in variants:
         specs = expand(adapter_cls().files(adapter_cls.Params.model_validate(params)))

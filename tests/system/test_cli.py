@@ -29,7 +29,9 @@ def test_list_datasets_reads_the_mirror_the_stores_last_run_read(tmp_path, monke
     assert "mirror: none" in capsys.readouterr().out
     remember_mirror(tmp_path / "store", mirror)
     assert main(["list", "datasets", "--store", str(tmp_path / "store")]) == 0
-    assert f"mirror: {mirror} (the last 'rbench run' into this store read it)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"mirror: {mirror} (the last 'rbench run' into this store read it)" in out
+    assert "downloaded by ir_datasets on first use" in out  # issue 70, item 11: it said "local paths"
 
 
 def test_bad_config_exits_2_with_the_reason(tmp_path, capsys):

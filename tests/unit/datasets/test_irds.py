@@ -27,7 +27,8 @@ def _register(tmp_path, docs) -> str:
     (tmp_path / "queries.tsv").write_text("q1\tdo cats purr\nq2\twho barks\nq3\tunjudged\n")
     (tmp_path / "qrels").write_text("q1 0 d1 2\nq1 0 d2 0\nq2 0 d2 1\nq3 0 d1 0\n")
     name = f"rbench-test/{uuid.uuid4().hex[:8]}"
-    ir_datasets.registry.register(name, Dataset(TsvDocs(docs), TsvQueries(LocalDownload(tmp_path / "queries.tsv")),
+    docs = docs if hasattr(docs, "docs_iter") else TsvDocs(docs)  # a download, or a docs object as is
+    ir_datasets.registry.register(name, Dataset(docs, TsvQueries(LocalDownload(tmp_path / "queries.tsv")),
                                                 TrecQrels(LocalDownload(tmp_path / "qrels"), {0: "no", 1: "yes"})))
     return name
 
@@ -60,4 +61,21 @@ def test_an_unknown_id_and_a_source_that_does_not_answer_are_named(tmp_path):
     source = Cache(RequestsDownload("http://127.0.0.1:9/docs.tsv"), tmp_path / "docs.tsv")  # nothing listens on 9
     name = _register(tmp_path, source)
     with pytest.raises(Unreachable, match=f"ir_datasets could not get the documents of '{name}': .* needs the network"):
+        _prepared(tmp_path, name)
+
+
+def test_a_download_that_fails_when_the_docstore_is_built_is_named_too(tmp_path):
+    """ir_datasets' BEIR datasets download while ``docs_iter()`` builds their docstore, before the
+    first document: on main at 3f3249c that error escaped the adapter, and ``rbench run`` printed
+    the raw ``HTTPSConnectionPool(...) NameResolutionError`` behind ``dataset 'x':``, without the id
+    or the offline advice (issue 70, item 11)."""
+    import requests
+    from ir_datasets.formats import BaseDocs
+
+    class DocstoreDocs(BaseDocs):
+        def docs_iter(self):
+            raise requests.ConnectionError("Failed to resolve 'public.ukp.informatik.tu-darmstadt.de'")
+
+    name = _register(tmp_path, DocstoreDocs())
+    with pytest.raises(Unreachable, match=f"documents of '{name}': Failed to resolve .*IR_DATASETS_HOME"):
         _prepared(tmp_path, name)
