@@ -14,8 +14,9 @@ def rows(doc: Mapping, missing: bool = True) -> list[list[str]]:
     a published system or dataset follows it in brackets, an inferred published sample size is
     marked ``~``, and the interval is of the difference when the published sample size is known
     (else the run's bootstrap interval, shifted by the published value). Without ``missing``, the
-    cells the run does not have are left out (:func:`not_in_the_run` sums them up)."""
-    out = []
+    cells the run does not have are left out (:func:`not_in_the_run` sums them up). Published values
+    are printed at the table's own digits (``decimals``; four where it declares none)."""
+    out, digits = [], doc.get("decimals") or 4
     for c in doc["cells"]:
         if c["measured"] is None and not missing:
             continue
@@ -23,7 +24,7 @@ def rows(doc: Mapping, missing: bool = True) -> list[list[str]]:
         published_n = "" if n is None else f" ({'~' if c.get('published_queries_inferred') else ''}{n})"
         names = [c["system"] if c["run_system"] == c["system"] else f"{c['system']} ({c['run_system']})",
                  c["dataset"] if c["run_dataset"] == c["dataset"] else f"{c['dataset']} ({c['run_dataset']})",
-                 f"{c['metric']}@{c['k']}", f"{c['published']:.4f}{published_n}"]
+                 f"{c['metric']}@{c['k']}", f"{c['published']:.{digits}f}{published_n}"]
         if c["measured"] is None:
             out.append(names + ["", "", "", f"missing: {c['missing']}"])
             continue
