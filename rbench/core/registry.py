@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import pkgutil
+import sys
 import threading
 from importlib.metadata import entry_points
 from types import ModuleType
@@ -73,7 +74,11 @@ class Registry(Generic[T]):
             close = difflib.get_close_matches(str(name).lower(), [n.lower() for n in self._items], n=1, cutoff=0.6)
             guess = next((f" Did you mean {n!r}?" for n in self._items if close and n.lower() == close[0]), "")
             known = sorted(self._items)
-            raise ConfigError(f"unknown {self.kind} {name!r};{guess} known {self.kind}s: {known}.{hint}") from None
+            plugin = "" if guess else (f" A {self.kind} of a plugin package is known once that package is installed in "
+                                       f"the Python running rbench ({sys.executable}): pip install it there (its entry "
+                                       f"points, group {self.group!r}, register it).")
+            raise ConfigError(f"unknown {self.kind} {name!r};{guess} known {self.kind}s: {known}.{hint}{plugin}") \
+                from None
 
     def names(self) -> list[str]:
         """Every registered name, sorted."""

@@ -71,6 +71,7 @@ CONFIG_CASES = {
     "unknown-top-key": ({"retreivers": []}, "retreivers", "unknown key"),
     "unknown-retriever": ({"retrievers": [{"name": "bm26"}]}, "bm26", "known retrievers"),
     "retriever-misspelt": ({"retrievers": [{"name": "bm-25"}]}, "'bm-25'", "Did you mean 'bm25'?"),
+    "plugin-not-installed": ({"retrievers": [{"name": "tfidf"}]}, "'tfidf'", "installed in the Python running rbench"),
     "dataset-misspelt": ({"datasets": [{"name": "FetaQA"}]}, "'FetaQA'", "Did you mean 'fetaqa'?"),
     "unknown-retriever-param": ({"retrievers": [{"name": "bm25s", "params": {"k3": 1}}]}, "params.k3", "unknown key"),
     "retriever-param-range": ({"retrievers": [{"name": "dense", "params": {"min_score": 2}}]}, "min_score", "2"),
