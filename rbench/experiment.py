@@ -54,6 +54,7 @@ def preflight(cfg: ExperimentConfig) -> None:
 
     for r in cfg.retrievers:
         retriever = r.build()
+        check_defined_here(retriever, cfg.execution)
         for leaf in retriever.leaves():
             model = leaf.model()
             if model is not None:
@@ -63,6 +64,24 @@ def preflight(cfg: ExperimentConfig) -> None:
     check_store(Path(cfg.store))
     check_tracking(cfg.tracking_uri(), cfg.mlflow.experiment)
     check_cluster(cfg.execution)
+
+
+def check_defined_here(retriever, execution) -> None:
+    """A retriever class defined in a notebook or a script's ``__main__`` is known to this process
+    only: its stages must run here, not on a cluster's workers nor, when it or a component loads a
+    native runtime, in stage processes. Raises ConfigError naming the setting or packaging."""
+    here = [type(p) for p in retriever.parts() if not type(p).importable()]
+    if not here:
+        return
+    where = (f"retriever {here[0].name!r} is defined in {here[0].__module__} (a notebook or script), which only this "
+             "process knows")
+    if not execution.in_process():
+        raise ConfigError(f"{where}, but execution.runner {execution.runner!r} runs stages on workers: use runner "
+                          "threads or sequential here, or package the class (docs/extending.md) for a cluster")
+    if retriever.loads_native() and execution.native_builds_apart():
+        raise ConfigError(f"{where}, but it loads a native runtime (native = True, itself or a component), so its "
+                          "stages would run in stage processes: set execution.stage_processes: false, or package "
+                          "the class (docs/extending.md)")
 
 
 def check_cluster(execution, timeout: float = 5.0) -> None:

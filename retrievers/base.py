@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validat
 
 from rbench.core.configfile import validate_params
 from rbench.core.hashing import canonical_json
-from rbench.core.identity import code_digest
+from rbench.core.identity import code_digest, importable, object_digest
 from rbench.core.registry import Registry
 
 Hits = list[tuple[str, float]]
@@ -170,8 +170,17 @@ class Retriever(ABC):
     @classmethod
     def code_identity(cls, version: int | None = None) -> str:
         """``version`` (default: the search ``version``) and the digest of the import closure of
-        the module that defines the class: what a cache key holds for this retriever's code."""
-        return f"{cls.version if version is None else version}:{code_digest(cls.__module__)}"
+        the module that defines the class (of the class's own code where it was defined in a
+        notebook or script: :func:`~rbench.core.identity.object_digest`): what a cache key holds
+        for this retriever's code."""
+        digest = code_digest(cls.__module__) if cls.importable() else object_digest(cls)
+        return f"{cls.version if version is None else version}:{digest}"
+
+    @classmethod
+    def importable(cls) -> bool:
+        """Whether another process can import this class (False for one defined in a notebook or a
+        script's ``__main__``: only this process knows it)."""
+        return importable(cls.__module__)
 
     def code_versions(self) -> dict[str, str]:
         """The search-code identity of this retriever and of every component."""
@@ -209,6 +218,10 @@ class Retriever(ABC):
 
     def leaves(self) -> list["Retriever"]:
         """The retrievers whose indexes this one searches (itself, for an indexing retriever)."""
+        return [self]
+
+    def parts(self) -> list["Retriever"]:
+        """This retriever and, for a composite, every component, recursively."""
         return [self]
 
     def open(self, folders: Sequence[Path], corpus: Path) -> None:
@@ -267,6 +280,9 @@ class Composite(Retriever):
 
     def leaves(self) -> list[Retriever]:
         return [leaf for c in self.components() for leaf in c.leaves()]
+
+    def parts(self) -> list[Retriever]:
+        return [self, *(p for c in self.components() for p in c.parts())]
 
     def needs_gpu(self) -> bool:
         return super().needs_gpu() or any(c.needs_gpu() for c in self.components())

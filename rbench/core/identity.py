@@ -5,6 +5,8 @@ imports, directly or through others, at module level or inside functions (its im
 closure). Any edit that can change what the component writes therefore changes its key,
 without anyone remembering to bump a number; a human ``version`` stays for intent. What is
 composed only at run time (a first-stage retriever named in params) is added by the caller.
+A class defined where no module file holds it (a notebook cell, a script run as ``__main__``)
+is digested from its code objects instead (:func:`object_digest`).
 """
 
 from __future__ import annotations
@@ -12,10 +14,13 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.util
+import inspect
+import sys
 import threading
+import types
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 PACKAGE = "rbench"
 Locate = Callable[[str], "Path | None"]
@@ -99,3 +104,60 @@ def _digest(files: dict[str, Path]) -> str:
     for name in sorted(files):
         h.update(name.encode() + b"\0" + hashlib.sha256(files[name].read_bytes()).digest())
     return h.hexdigest()[:16]
+
+
+def importable(module: str) -> bool:
+    """Whether ``module`` has a source file Python would import it from (a notebook's or a script's
+    ``__main__`` has none that another process could import)."""
+    return installed_file(module) is not None
+
+
+def object_digest(obj: Any) -> str:
+    """A digest (16 hex digits) of a class or function defined where no importable module holds
+    it: the code of its functions (bytecode, constants and names, nested code included; not file
+    names or line numbers, so re-running an unchanged cell keeps it), its plain attributes, the
+    functions and classes of its own module that it names, followed in turn, and the import
+    closure of the ``rbench`` modules that define its bases."""
+    h = hashlib.sha256()
+    namespace = vars(sys.modules[obj.__module__]) if obj.__module__ in sys.modules else {}
+    bases = sorted({b.__module__ for b in getattr(obj, "__mro__", ()) if b.__module__.startswith(f"{PACKAGE}.")})
+    h.update(code_digest(*bases).encode() if bases else b"")
+    seen: set[int] = set()
+    todo = [obj]
+    while todo:
+        item = todo.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        h.update(f"{getattr(item, '__qualname__', '')}\0".encode())
+        for code in _code_objects(item):
+            h.update(_code_bytes(code))
+            named = (namespace.get(name) for name in code.co_names)
+            todo += [v for v in named if (inspect.isfunction(v) or inspect.isclass(v)) and v.__module__ == obj.__module__]
+        if inspect.isclass(item):
+            for name, value in sorted(vars(item).items()):
+                if isinstance(value, (str, int, float, bool, tuple, type(None))):
+                    h.update(f"{name}={value!r}\0".encode())
+                elif inspect.isclass(value) and value.__module__ == obj.__module__:
+                    todo.append(value)
+    return h.hexdigest()[:16]
+
+
+def _code_objects(item: Any) -> list[types.CodeType]:
+    if inspect.isfunction(item):
+        return [item.__code__]
+    if not inspect.isclass(item):
+        return []
+    codes = []
+    for _, value in sorted(vars(item).items()):
+        value = value.__func__ if isinstance(value, (classmethod, staticmethod)) else value
+        value = value.fget if isinstance(value, property) and value.fget else value
+        if inspect.isfunction(value):
+            codes.append(value.__code__)
+    return codes
+
+
+def _code_bytes(code: types.CodeType) -> bytes:
+    consts = b"".join(_code_bytes(c) if isinstance(c, types.CodeType) else repr(c).encode() + b"\0"
+                      for c in code.co_consts)
+    return code.co_code + consts + "\0".join((*code.co_names, *code.co_varnames)).encode() + b"\1"

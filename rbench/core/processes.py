@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from rbench.core.errors import RbenchError
 from rbench.core.lease import LeaseLost
-from rbench.core.stopping import on_stop
+from rbench.core.stopping import on_stop, stops_end_the_process
 
 WATCH_SECONDS = 0.5
 
@@ -301,10 +301,13 @@ class Pool:
         return len(idle)
 
     def stop_all(self) -> None:
-        """Kill and reap every worker this pool made (a signal is stopping the run)."""
+        """Kill and reap every worker this pool made (a signal is stopping the run), and the resource
+        tracker where the process ends too (a kernel that outlives the stop keeps it for its next run:
+        a killed one is relaunched with a warning)."""
         for worker in list(self._made):
             stop_process(worker._process)
-        stop_resource_tracker()
+        if stops_end_the_process():
+            stop_resource_tracker()
 
 
 STAGE_PROCESSES = Pool(StageProcess)

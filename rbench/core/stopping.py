@@ -61,6 +61,11 @@ _STOPS_END_THE_PROCESS = threading.Event()  # cleared for good by an interrupt t
 _STOPS_END_THE_PROCESS.set()
 
 
+def stops_end_the_process() -> bool:
+    """Whether a stop ends this process (False once an interrupt it outlives stopped a run: a Jupyter kernel)."""
+    return _STOPS_END_THE_PROCESS.is_set()
+
+
 def wait_for_the_end() -> None:
     """Block the calling thread until the process ends (a stage whose work a stop took away
     reports nothing: its error would only be a traceback under the stop's one line); in a process
@@ -186,6 +191,14 @@ def signals_handled(*cleanups: Callable[[], None]) -> Iterator[bool]:
         _CLEANUPS.clear()
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """The interrupt that stopped a run in a notebook: IPython shows its one line
+    (``_render_traceback_``), not a traceback through the flow engine."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [str(self)]
+
+
 @contextlib.contextmanager
 def interrupts_handled(on_interrupt: Callable[[], None] = lambda: None) -> Iterator[bool]:
     """In a process that must outlive the run (a Jupyter kernel), an interrupt (SIGINT: the
@@ -194,7 +207,7 @@ def interrupts_handled(on_interrupt: Callable[[], None] = lambda: None) -> Itera
     for), calls ``on_interrupt`` and raises one ``KeyboardInterrupt`` that names what was kept;
     the process, and the Prefect server it started, go on, and the next run resumes. Yields
     whether this block installed the handler (not in another thread, nor under
-    :func:`stop_on_signals`)."""
+    :func:`stop_on_signals`). What reaches the caller is one :class:`RunInterrupted`."""
     if handles_signals() or threading.current_thread() is not threading.main_thread():
         yield False
         return
@@ -208,12 +221,18 @@ def interrupts_handled(on_interrupt: Callable[[], None] = lambda: None) -> Itera
         released = release_all()
         _run_cleanups("SIGINT", cleanups=False)
         on_interrupt()
-        raise KeyboardInterrupt(f"rbench: stopped ({released} lease(s) released); finished stages and items are "
-                                "kept, and the next run resumes from them")
+        said.append(f"rbench: stopped ({released} lease(s) released); finished stages and items are kept, and the "
+                    "next run resumes from them")
+        raise RunInterrupted(said[-1])
 
+    said: list[str] = []
     signal.signal(signal.SIGINT, interrupted)
     try:
         yield True
+    except KeyboardInterrupt:
+        if not said:
+            raise
+        raise RunInterrupted(said[-1]) from None  # the engine may have wrapped or re-raised it
     finally:
         signal.signal(signal.SIGINT, before)
         _STOPPING.clear()

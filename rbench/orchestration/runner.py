@@ -33,7 +33,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from rbench.config import ExecutionConfig
 from rbench.core.errors import MissingExtraError
 from rbench.core.processes import build_call
-from rbench.core.stopping import stopping, wait_for_the_end
+from rbench.core.stopping import in_a_notebook, stopping, wait_for_the_end
 from rbench.core.store import Artifact, Stage, Store, summarize
 
 WAKE_SECONDS = 0.5
@@ -277,8 +277,8 @@ def _send_batched_logs(timeout: float = 3.0) -> None:
 
 
 class Submitter:
-    """Submits stage tasks through the flow's task runner, logs each as it finishes, and
-    reports how each ended. Against a Prefect server of one's own, rbench's progress records
+    """Submits stage tasks through the flow's task runner, logs each as it finishes (and prints it
+    in a notebook's cell), and reports how each ended. Against a Prefect server of one's own, rbench's progress records
     go to the run's logs too (:func:`forward_logs_to_prefect`)."""
 
     def __init__(self, store: str, execution: ExecutionConfig):
@@ -286,6 +286,7 @@ class Submitter:
         self.execution = execution
         self.submitted: list[Submitted] = []
         self._logger = get_run_logger()
+        self._in_a_notebook = in_a_notebook()
         forward_logs_to_prefect()
 
     def submit(self, stage: Stage, inputs: Sequence[Any], config: Any, label: str, gpu: bool = False,
@@ -306,8 +307,10 @@ class Submitter:
             return
         row = describe(stage, label, future.state)
         level = logging.INFO if row["status"] in ("ran", "cached") else logging.WARNING
-        self._logger.log(level, "%-9s %-32s %-7s %s", stage, label, row["status"],
-                         row.get("summary") or row.get("error"))
+        line = f"{stage:<9} {label:<32} {row['status']:<7} {row.get('summary') or row.get('error')}"
+        self._logger.log(level, "%s", line)
+        if self._in_a_notebook:  # Prefect's console records stay out of a cell (rbench.door): the line goes there
+            print(line, flush=True)
 
     def as_completed(self, futures: Sequence[PrefectFuture]):
         """The futures as they finish (waiting in short steps, see :func:`wait_for`)."""
