@@ -437,4 +437,5 @@ def load_notes(table: PublishedTable) -> list[Note]:
 def document(table: PublishedTable, cells: Sequence[Cell], run: str, trials: int, seed: int) -> dict:
     """The comparison as one JSON-able document (logged to MLflow as ``reproduction/<name>.json``)."""
     return {"run": run, "against": table.name, "title": table.title, "source": table.source.model_dump(mode="json"),
-            "decimals": table.decimals, "bootstrap": {"trials": trials, "seed": seed, "level": 0.95}, "cells": [asdict(c) for c in cells]}
+            "decimals": table.decimals, "bootstrap": {"trials": trials, "seed": seed, "level": 0.95},
+            "cells": [asdict(c) for c in cells]}

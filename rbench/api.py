@@ -133,23 +133,27 @@ class Results:
 
 def run(config: str | Path, *, mirror: str | Path | None = None, store: str | Path | None = None,
         tracking_uri: str | None = None, runner: str | None = None, address: str | None = None,
-        force_flow: bool = False, retrievers: Sequence[type] = ()) -> Results:
+        force_flow: bool = False, retrievers: Sequence[type] = (), adapters: Sequence[type] = ()) -> Results:
     """Run an experiment file as ``rbench run`` does and return its :class:`Results`.
 
     ``mirror``, ``store``, ``tracking_uri``, ``runner`` and ``address`` override the environment's
-    and the file's settings, as the command's flags do. ``retrievers``: retriever classes defined
-    here (a notebook cell, a script) that the file may name, registered for this process without
-    packaging them; their code enters the cache keys (``Retriever.code_identity``). When every stage is cached and MLflow
-    holds these results already, no flow starts (``force_flow`` starts one and logs a new MLflow
-    run). Called from a script's main thread, SIGINT (Ctrl-C), SIGTERM and SIGHUP end the run as
-    they end ``rbench run`` (:mod:`rbench.door`)."""
+    and the file's settings, as the command's flags do. ``retrievers`` and ``adapters``: retriever
+    and dataset adapter classes defined here (a notebook cell, a script) that the file may name,
+    registered for this process without packaging them; their code enters the cache keys
+    (:func:`rbench.core.identity.class_digest`), and their stages run in this process. When every
+    stage is cached and MLflow holds these results already, no flow starts (``force_flow`` starts
+    one and logs a new MLflow run). Called from a script's main thread, SIGINT (Ctrl-C), SIGTERM
+    and SIGHUP end the run as they end ``rbench run`` (:mod:`rbench.door`)."""
+    from rbench.dataset_adapters.base import ADAPTERS, Adapter
     from rbench.retrievers.base import RETRIEVERS, Retriever
 
-    for cls in retrievers:
-        if not (isinstance(cls, type) and issubclass(cls, Retriever)):
-            raise RbenchError(f"rbench.run(retrievers=...) takes Retriever subclasses (the class, not an instance); "
-                              f"got {cls!r}")
-        RETRIEVERS.register(cls)
+    for argument, classes, base, registry in (("retrievers", retrievers, Retriever, RETRIEVERS),
+                                              ("adapters", adapters, Adapter, ADAPTERS)):
+        for cls in classes:
+            if not (isinstance(cls, type) and issubclass(cls, base)):
+                raise RbenchError(f"rbench.run({argument}=...) takes {base.__name__} subclasses (the class, not an "
+                                  f"instance); got {cls!r}")
+            registry.register(cls)
     given = DoorSettings(*(str(v) if v is not None else None for v in (mirror, store, tracking_uri)), runner, address)
     with open_experiment("benchmark", config, given) as opened:
         summary = None if force_flow else logged_summary(opened)

@@ -49,39 +49,44 @@ def preflight(cfg: ExperimentConfig) -> None:
     """Checks that need the machine, run before any work: every model can be loaded here, the
     store is writable with room to spare, the tracking server answers. Raises ConfigError naming
     the fix."""
+    from rbench.dataset_adapters.base import get_adapter
     from rbench.llm.config import check_llm
     from rbench.retrievers.models import check_available
 
     for r in cfg.retrievers:
         retriever = r.build()
-        check_defined_here(retriever, cfg.execution)
+        for part in retriever.parts():
+            check_defined_here("retriever", type(part), cfg.execution, retriever.loads_native())
         for leaf in retriever.leaves():
             model = leaf.model()
             if model is not None:
                 check_available(model)
         for spec in retriever.rewrites():
             check_llm(spec.llm)
+    for ds in cfg.datasets:
+        check_defined_here("dataset adapter", type(get_adapter(ds.adapter)), cfg.execution)
     check_store(Path(cfg.store))
     check_tracking(cfg.tracking_uri(), cfg.mlflow.experiment)
     check_cluster(cfg.execution)
 
 
-def check_defined_here(retriever, execution) -> None:
-    """A retriever class defined in a notebook or a script's ``__main__`` is known to this process
-    only: its stages must run here, not on a cluster's workers nor, when it or a component loads a
-    native runtime, in stage processes. Raises ConfigError naming the setting or packaging."""
-    here = [type(p) for p in retriever.parts() if not type(p).importable()]
-    if not here:
+def check_defined_here(kind: str, cls: type, execution, native: bool = False) -> None:
+    """A component class defined in a notebook or a script's ``__main__`` (``kind``: retriever,
+    dataset adapter) is known to this process only: its stages must run here, not on a cluster's
+    workers nor, when they load a native runtime (``native``), in stage processes. Raises
+    ConfigError naming the setting, or packaging."""
+    from rbench.core.identity import importable
+
+    if importable(cls.__module__):
         return
-    where = (f"retriever {here[0].name!r} is defined in {here[0].__module__} (a notebook or script), which only this "
-             "process knows")
+    where = f"{kind} {cls.name!r} is defined in {cls.__module__} (a notebook or script), which only this process knows"
     if not execution.in_process():
         raise ConfigError(f"{where}, but execution.runner {execution.runner!r} runs stages on workers: use runner "
                           "threads or sequential here, or package the class (docs/extending.md) for a cluster")
-    if retriever.loads_native() and execution.native_builds_apart():
-        raise ConfigError(f"{where}, but it loads a native runtime (native = True, itself or a component), so its "
-                          "stages would run in stage processes: set execution.stage_processes: false, or package "
-                          "the class (docs/extending.md)")
+    if native and execution.native_builds_apart():
+        raise ConfigError(f"{where}, but its stages load a native runtime (native = True, itself or a component), so "
+                          "they would run in stage processes: set execution.stage_processes: false, or package the "
+                          "class (docs/extending.md)")
 
 
 def check_cluster(execution, timeout: float = 5.0) -> None:
@@ -148,6 +153,8 @@ def check_grid(cfg) -> None:
     from rbench.retrievers.models import check_available
 
     check_available(cfg.model)
+    for ds in cfg.datasets:
+        check_defined_here("dataset adapter", type(get_adapter(ds.adapter)), cfg.execution)
     check_store(Path(cfg.store))
     check_tracking(cfg.tracking_uri(), cfg.mlflow.experiment)
 

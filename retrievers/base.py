@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validat
 
 from rbench.core.configfile import validate_params
 from rbench.core.hashing import canonical_json
-from rbench.core.identity import code_digest, importable, object_digest
+from rbench.core.identity import class_digest, importable
 from rbench.core.registry import Registry
 
 Hits = list[tuple[str, float]]
@@ -173,8 +173,7 @@ class Retriever(ABC):
         the module that defines the class (of the class's own code where it was defined in a
         notebook or script: :func:`~rbench.core.identity.object_digest`): what a cache key holds
         for this retriever's code."""
-        digest = code_digest(cls.__module__) if cls.importable() else object_digest(cls)
-        return f"{cls.version if version is None else version}:{digest}"
+        return f"{cls.version if version is None else version}:{class_digest(cls)}"
 
     @classmethod
     def importable(cls) -> bool:

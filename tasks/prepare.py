@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from rbench.config import DatasetConfig
 from rbench.core.errors import DataError
-from rbench.core.identity import code_digest
+from rbench.core.identity import class_digest
 from rbench.core.store import Artifact, Stage, write_atomic
 from rbench.dataset_adapters.base import Adapter, RowByRow, batches_of, get_adapter, object_ids
 from rbench.dataset_adapters.columnar import ahead, is_blank, utf8_buffers
@@ -276,7 +276,7 @@ def prepare_key(config: DatasetConfig) -> dict:
     module's import closure), and its params without file paths; not the dataset's name (a
     label) nor ``max_missing_gold`` (a policy)."""
     adapter = get_adapter(config.adapter)
-    return {"adapter": adapter.name, "adapter_version": f"{adapter.version}:{code_digest(type(adapter).__module__)}",
+    return {"adapter": adapter.name, "adapter_version": f"{adapter.version}:{class_digest(type(adapter))}",
             "params": adapter.key_params(config.params)}
 
 

@@ -112,12 +112,20 @@ def importable(module: str) -> bool:
     return installed_file(module) is not None
 
 
+def class_digest(cls: type) -> str:
+    """The code identity of a component class: the digest of its module's import closure, or, for a
+    class defined in a notebook or a script's ``__main__``, :func:`object_digest` of the class."""
+    return code_digest(cls.__module__) if importable(cls.__module__) else object_digest(cls)
+
+
 def object_digest(obj: Any) -> str:
     """A digest (16 hex digits) of a class or function defined where no importable module holds
     it: the code of its functions (bytecode, constants and names, nested code included; not file
     names or line numbers, so re-running an unchanged cell keeps it), its plain attributes, the
-    functions and classes of its own module that it names, followed in turn, and the import
-    closure of the ``rbench`` modules that define its bases."""
+    functions and classes of its own module that it names, followed in turn, the plain values
+    (numbers, strings, tuples) of its module that they name, and the import closure of the
+    ``rbench`` modules that define its bases. Other objects it reads from its module (a dict, an
+    instance) are not followed: bump the class's ``version`` when one of those changes."""
     h = hashlib.sha256()
     namespace = vars(sys.modules[obj.__module__]) if obj.__module__ in sys.modules else {}
     bases = sorted({b.__module__ for b in getattr(obj, "__mro__", ()) if b.__module__.startswith(f"{PACKAGE}.")})
@@ -132,15 +140,28 @@ def object_digest(obj: Any) -> str:
         h.update(f"{getattr(item, '__qualname__', '')}\0".encode())
         for code in _code_objects(item):
             h.update(_code_bytes(code))
-            named = (namespace.get(name) for name in code.co_names)
-            todo += [v for v in named if (inspect.isfunction(v) or inspect.isclass(v)) and v.__module__ == obj.__module__]
+            for name in _names(code):
+                value = namespace.get(name)
+                if (inspect.isfunction(value) or inspect.isclass(value)) and value.__module__ == obj.__module__:
+                    todo.append(value)
+                elif isinstance(value, _PLAIN):
+                    h.update(f"{name}={value!r}\0".encode())
         if inspect.isclass(item):
             for name, value in sorted(vars(item).items()):
-                if isinstance(value, (str, int, float, bool, tuple, type(None))):
+                if isinstance(value, _PLAIN):
                     h.update(f"{name}={value!r}\0".encode())
                 elif inspect.isclass(value) and value.__module__ == obj.__module__:
                     todo.append(value)
     return h.hexdigest()[:16]
+
+
+_PLAIN = (str, bytes, int, float, bool, tuple, frozenset, type(None))
+
+
+def _names(code: types.CodeType) -> list[str]:
+    """The global names ``code`` and the code nested in it read."""
+    nested = [n for c in code.co_consts if isinstance(c, types.CodeType) for n in _names(c)]
+    return [*code.co_names, *nested]
 
 
 def _code_objects(item: Any) -> list[types.CodeType]:

@@ -1,99 +1,68 @@
-"""A retriever from another installed package, found through the ``rbench.retrievers``
-entry-point group and run in the benchmark flow like a built-in one."""
+"""``docs/extending.md`` runs as written: its retriever and dataset adapter, installed as the
+package the page shows (``pip install -e`` into a virtual environment layered on the project's),
+are found through their entry points and run by ``rbench run`` with the page's experiment,
+printing the table the page shows; the page's notebook cell runs the same classes unpackaged in a
+process of its own (as ``__main__``, where no other process can import them) and gets the same
+table. About 30 s: two small runs."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-import textwrap
-
-import pytest
-import yaml
-
-from tests.conftest import REPO, tiny_dataset
-
-PLUGIN = '''
-"""An out-of-tree retriever: word overlap between query and object."""
-
-import json
+import sysconfig
 from pathlib import Path
 
-import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict
+from tests.conftest import REPO
+from tests.system.test_own_corpus import marked_blocks
 
-from rbench.retrievers.base import Retriever
-
-
-class OverlapParams(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    lowercase: bool = True
+PAGE = REPO / "docs" / "extending.md"
 
 
-class Overlap(Retriever):
-    name = "overlap"
-    description = "number of shared words (a plugin)"
-    Params = OverlapParams
-
-    def _words(self, text):
-        return set((text.lower() if self.params.lowercase else text).split())
-
-    def index(self, corpus, folder):
-        table = pq.read_table(corpus, columns=["object_id", "text"])
-        rows = dict(zip(table.column(0).to_pylist(), table.column(1).to_pylist()))
-        (Path(folder) / "objects.json").write_text(json.dumps(rows))
-        return {"indexed": len(rows)}
-
-    def load(self, folder):
-        self._objects = {o: self._words(t) for o, t in json.loads((Path(folder) / "objects.json").read_text()).items()}
-
-    def search(self, queries, k):
-        Path(__file__).with_name("searched").write_text("yes")
-        out = {}
-        for qid, text in queries.items():
-            words = self._words(text)
-            scored = sorted(((len(words & w), o) for o, w in self._objects.items()), key=lambda s: (-s[0], s[1]))
-            out[qid] = [(o, float(s)) for s, o in scored[:k] if s > 0]
-        return out
-'''
+def layered_venv(root: Path) -> Path:
+    """A virtual environment that sees the project's packages (a ``.pth`` adding its site folder)
+    and installs into its own, with ``pip`` and ``rbench`` commands as an activated one has."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True, timeout=60)
+    site = Path(subprocess.run([str(root / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                                "['purelib'])"], capture_output=True, text=True, check=True).stdout.strip())
+    (site / "project.pth").write_text(f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
+    for command, module in (("pip", "pip"), ("rbench", "rbench.cli")):
+        script = root / "bin" / command
+        script.write_text(f'#!/bin/sh\nexec "$(dirname "$0")/python" -m {module} "$@"\n')
+        script.chmod(0o755)
+    return root / "bin"
 
 
-@pytest.fixture
-def plugin_site(tmp_path):
-    """A folder on PYTHONPATH holding the plugin module and its distribution's entry point,
-    which is how an installed package looks to importlib.metadata."""
-    site = tmp_path / "site"
-    (site / "rbench_overlap").mkdir(parents=True)
-    (site / "rbench_overlap" / "__init__.py").write_text(textwrap.dedent(PLUGIN))
-    info = site / "rbench_overlap-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: rbench-overlap\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[rbench.retrievers]\noverlap = rbench_overlap:Overlap\n")
-    return site
-
-
-def test_an_entry_point_retriever_runs_in_the_flow(tmp_path, tiny_files, plugin_site, prefect_server):
+def test_the_extending_page_runs_as_written(tmp_path, prefect_server):
     from prefect.settings import PREFECT_API_URL
 
-    from rbench.tracking.read import load_results
-
-    corpus, queries = tiny_files
-    config = tmp_path / "exp.yaml"
-    config.write_text(yaml.safe_dump({
-        "name": "plugin", "store": str(tmp_path / "store"), "depth": 5, "subsample": {"size": 5},
-        "metrics": {"k": [1, 5]}, "execution": {"runner": "sequential"},
-        "datasets": [tiny_dataset(corpus, queries)],
-        "retrievers": [{"name": "overlap"}, {"name": "bm25s"}],
-    }))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin_site), str(REPO)]),
-           "PREFECT_API_URL": str(PREFECT_API_URL.value())}
-    listed = subprocess.run([sys.executable, "-m", "rbench.cli", "list", "retrievers"], env=env, cwd=tmp_path,
+    text = PAGE.read_text()
+    files = marked_blocks(text, "file")
+    assert [name for name, _ in files] == ["rbench-tfidf/tfidf.py", "rbench-tfidf/tsv.py",
+                                           "rbench-tfidf/pyproject.toml", "docs.tsv", "queries.tsv", "experiment.yaml"]
+    for name, body in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(body)
+    ((_, command),) = marked_blocks(text, "run")
+    ((_, shown),) = marked_blocks(text, "output")
+    ((_, cell),) = marked_blocks(text, "notebook")
+    table = [line for line in shown.splitlines() if line.strip()]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RBENCH_", "MLFLOW_", "PIP_"))}
+    env.update(PATH=f"{layered_venv(tmp_path / 'venv')}{os.pathsep}{env['PATH']}", PIP_NO_INDEX="1",
+               PIP_NO_BUILD_ISOLATION="0", PIP_DISABLE_PIP_VERSION_CHECK="1",  # offline: the project's setuptools
+               PREFECT_API_URL=str(PREFECT_API_URL.value()))
+    done = subprocess.run(command, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0 and "Traceback" not in out, out[-4000:]
+    assert "index     nordic/tfidf#2" in out  # ngram_max shapes the index: a second one, not the first reused
+    assert all(line in done.stdout for line in table), (table, done.stdout[-3000:])
+    listed = subprocess.run("rbench list retrievers && rbench list datasets", shell=True, cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=120)
-    assert listed.returncode == 0 and "overlap" in listed.stdout, listed.stderr
-    done = subprocess.run([sys.executable, "-m", "rbench.cli", "run", str(config)], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert (plugin_site / "rbench_overlap" / "searched").read_text() == "yes"
-    _, rows, _ = load_results(f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}", ["latest"])
-    recall = {r["retriever"]: r["value"] for r in rows if r["metric"] == "recall" and r["k"] == 5}
-    assert set(recall) == {"overlap", "bm25s"} and recall["overlap"] > 0
+    assert "  tfidf " in listed.stdout and "  tsv " in listed.stdout, listed.stdout[-2000:] + listed.stderr[-2000:]
+
+    lines = cell.strip().splitlines()
+    script = "\n".join([files[0][1], files[1][1], *lines[:-1], f"print({lines[-1]})"])
+    notebook = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env={**env, "PATH": os.environ["PATH"]},
+                              capture_output=True, text=True, timeout=600)
+    assert notebook.returncode == 0, notebook.stderr[-4000:]
+    assert all(line in notebook.stdout for line in table), (table, notebook.stdout[-3000:])

@@ -139,3 +139,57 @@ def test_a_digest_is_computed_once_whatever_the_threads(monkeypatch):
         t.join()
     identity._installed_digest.cache_clear()
     assert len(calls) == 1 and len(set(results)) == 1 and len(results) == 8
+
+
+NOTEBOOK_CLASS = '''
+import sys
+from pydantic import BaseModel
+from rbench.core.identity import class_digest
+from rbench.retrievers.base import Retriever
+
+SCALE = 2
+
+def helper(x):
+    return x * SCALE
+
+class Words(Retriever):
+    name = "words"
+    description = "a notebook's retriever"
+    class Params(BaseModel):
+        lowercase: bool = True
+    def index(self, corpus, folder):
+        return {}
+    def load(self, folder):
+        pass
+    def search(self, queries, k):
+        return {q: [("o", float(helper(1)))] for q in queries}
+
+print(class_digest(Words), Words.importable())
+'''
+
+
+@pytest.mark.parametrize("old, new, same", [
+    ("", "", True),  # the same cell again, in another process
+    ("\nclass Words", "\n\n# a comment and blank lines move the class down\n\nclass Words", True),
+    ("float(helper(1))", "float(helper(2))", False),  # the class's own code (a comprehension in it)
+    ("return x * SCALE", "return x * SCALE + 1", False),  # a function of its module that it calls
+    ("SCALE = 2", "SCALE = 3", False),  # a plain value of its module that the function reads
+    ('description = "a', 'description = "the', False),  # a plain attribute
+])
+def test_a_class_defined_in_a_notebook_or_script_is_keyed_by_its_code(old, new, same):
+    """Issue 70, item 2: a retriever class from a notebook cell or a script (module ``__main__``,
+    which no other process can import) is keyed by its code objects, not a module file: stable
+    across processes and line shifts, changed by an edit to it, to a function of its module it
+    calls, or to a plain value those read. Under a second a case (two processes)."""
+    import subprocess
+    import sys
+
+    def digest(source: str) -> str:
+        done = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, cwd=REPO, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        value, importable = done.stdout.split()
+        assert importable == "False"
+        return value
+
+    assert old in NOTEBOOK_CLASS
+    assert (digest(NOTEBOOK_CLASS.replace(old, new)) == digest(NOTEBOOK_CLASS)) is same

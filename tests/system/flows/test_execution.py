@@ -588,10 +588,10 @@ def test_a_run_killed_at_a_stage_boundary_or_in_mlflow_setup_resumes_identically
 def test_a_notebook_interrupt_stops_the_run_within_ten_seconds_and_the_kernel_resumes_it(tmp_path):
     """The notebook cell of the signal matrix (issue 58): `rbench.run` in a Jupyter kernel, the
     kernel's "interrupt" while MiniLM encodes 4 shards on two stage threads, one published. The cell
-    ends within 10 s with one KeyboardInterrupt of one line and nothing else (issue 70, item 3), no lease is left, no stage process
-    is left under the kernel, and the kernel, alive, runs it again from the shards kept, printing the
-    stage lines the CLI prints. Before,
-    the interrupt waited for the whole stage. About 60 s."""
+    ends within 10 s with one KeyboardInterrupt of one line and nothing else (issue 70, item 3), no
+    lease is left, no stage process is left under the kernel, and the kernel, alive, runs it again
+    from the shards kept, printing the stage lines the CLI prints. Before, the interrupt waited
+    for the whole stage. About 60 s."""
     import threading
 
     import nbformat
