@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import logging
+import re
 import sys
 import textwrap
 import time
@@ -94,8 +96,9 @@ def run_opened(opened, force_flow: bool = False) -> int:
 
     cfg = opened.config
     mirror = cfg.mirror or "none (each dataset reads its own path, else its source)"
+    followed = " (this file's last run's: --store or the file's store: to choose)" if opened.store_followed else ""
     print(f"rbench: experiment {cfg.name!r}: {len(cfg.datasets)} dataset(s) x {len(cfg.retrievers)} "
-          f"retriever(s); store {cfg.store}; mirror {mirror}; runner {cfg.execution.runner}", flush=True)
+          f"retriever(s); store {cfg.store}{followed}; mirror {mirror}; runner {cfg.execution.runner}", flush=True)
     started = time.perf_counter()
     if not force_flow and _nothing_to_do(opened, started):
         return 0
@@ -273,13 +276,60 @@ def dataset_availability(adapter_cls, mirror: Path | None) -> list[tuple[str, st
     return rows
 
 
+def _reading_store(args: argparse.Namespace) -> tuple[Path, str]:
+    """The store and tracking URI a reading command reads: those of ``--config FILE`` as ``rbench
+    run FILE`` finds them (flags and the environment win), else ``--store``/``--tracking-uri``,
+    the environment, ``./.rbench``. A run id that store does not hold, where nothing named a store,
+    is looked for in the stores earlier runs recorded (:func:`~rbench.core.locations.known_stores`);
+    the store it is found in is said on stderr."""
+    from rbench.core.locations import given_store, given_tracking_uri, known_stores, resolve_store, \
+        resolve_tracking_uri
+
+    if getattr(args, "config", None):
+        from rbench.experiment import followed_store, resolve_experiment
+
+        path = str(Path(args.config).resolve())
+        cfg, _ = followed_store(path, resolve_experiment(path, None, store=args.store, tracking_uri=args.tracking_uri))
+        return Path(cfg.store), cfg.tracking_uri()
+    store = resolve_store(args.store)
+    uri = resolve_tracking_uri(args.tracking_uri, store=store)
+    ids = [r for r in [getattr(args, "run", None), *(getattr(args, "runs", None) or [])]
+           if r and re.fullmatch(r"[0-9a-f]{32}", r)]
+    if not ids or given_store(args.store) or given_tracking_uri(args.tracking_uri) or _holds_run(store, ids[0]):
+        return store, uri
+    found = next((s for s in known_stores() if s != store and _holds_run(s, ids[0])), None)
+    if found is None:
+        return store, uri
+    print(f"rbench: run {ids[0]} is in the store {found} (one an earlier run used); --store chooses another",
+          file=sys.stderr)
+    return found, resolve_tracking_uri(None, store=found)
+
+
+def _holds_run(store: Path, run_id: str) -> bool:
+    """Whether the MLflow database in ``store`` holds the run ``run_id`` (read-only; False when it cannot tell)."""
+    import sqlite3
+
+    db = store / "mlflow.db"
+    if not db.is_file():
+        return False
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)) as conn:
+            return conn.execute("SELECT 1 FROM runs WHERE run_uuid = ?", (run_id,)).fetchone() is not None
+    except sqlite3.Error:
+        return False
+
+
+def _store(args: argparse.Namespace) -> Path:
+    """The store a reading command reads (:func:`_reading_store`)."""
+    return _reading_store(args)[0]
+
+
 def _tracking_uri(args: argparse.Namespace) -> str:
-    """The tracking URI a reading command reads; a sqlite database that does not exist is an error
-    (reading must not create an empty store)."""
-    from rbench.core.locations import resolve_tracking_uri
+    """The tracking URI a reading command reads (:func:`_reading_store`); a sqlite database that
+    does not exist is an error (reading must not create an empty store)."""
     from rbench.tracking.backend import prepare_tracking
 
-    uri = resolve_tracking_uri(args.tracking_uri, store=args.store)
+    uri = _reading_store(args)[1]
     db = Path(uri.removeprefix("sqlite:///"))
     if uri.startswith("sqlite:///") and (not db.is_file() or db.stat().st_size == 0):
         empty = " (its file is empty: 0 bytes)" if db.is_file() else ""
@@ -299,12 +349,10 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     uri = _tracking_uri(args)
     if args.measures:
-        from rbench.core.locations import resolve_store
         from rbench.systems import gather, parse_measures
 
         measures = parse_measures(args.measures)
-        systems = gather(measures, [args.run], tracking_uri=uri, experiment=args.experiment,
-                         store=resolve_store(args.store))
+        systems = gather(measures, [args.run], tracking_uri=uri, experiment=args.experiment, store=_store(args))
         (parent,) = systems.parents
         print(f"run {parent.info.run_id} ({parent.info.run_name}), {redact(uri)}")
         print(measures_table(systems.scores, measures))
@@ -322,11 +370,10 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from rbench.core.locations import resolve_store
     from rbench.tracking.read import export_run
 
     uri = _tracking_uri(args)
-    written = export_run(uri, args.run, args.experiment, Path(args.out), store=resolve_store(args.store))
+    written = export_run(uri, args.run, args.experiment, Path(args.out), store=_store(args))
     print(f"wrote {len(written)} file(s) to {args.out} (trec_eval -m all_trec {args.out}/DATASET.qrels "
           f"{args.out}/DATASET.SYSTEM.trec scores each as rbench does):")
     for path in written:
@@ -335,7 +382,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from rbench.core.locations import resolve_store
     from rbench.evaluation.report import write_report
     from rbench.evaluation.report_experiment import experiment_tables, table_text
     from rbench.systems import RunFile, gather, parse_measures
@@ -345,7 +391,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     measures = parse_measures(args.measures) if args.measures else []
     files = [RunFile.parse(text) for text in args.run_file]
     systems = gather(measures, args.runs, files, Path(args.qrels) if args.qrels else None, args.dataset, uri,
-                     args.experiment, resolve_store(args.store))
+                     args.experiment, _store(args))
     if not measures:
         top = max(r["k"] for r in systems.rows)
         measures = [(metric, top) for metric in ("recall", "ndcg", "mrr")]
@@ -376,7 +422,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_fuse(args: argparse.Namespace) -> int:
-    from rbench.core.locations import resolve_store
     from rbench.core.store import write_atomic
     from rbench.evaluation.runs import read_trec_run
     from rbench.evaluation.runs_fusion import fuse, fused_trec
@@ -395,7 +440,7 @@ def cmd_fuse(args: argparse.Namespace) -> int:
 
         if path.suffix in (".trec", ".txt", ".run") or "/" in given:
             raise DataError(f"run file {given} does not exist: give TREC run files or MLflow run ids")
-        files = load_run_files(_tracking_uri(args), [given], args.experiment, resolve_store(args.store))
+        files = load_run_files(_tracking_uri(args), [given], args.experiment, _store(args))
         datasets = sorted({d for d, _ in files})
         dataset = args.dataset or (datasets[0] if len(datasets) == 1 else None)
         if dataset not in datasets:
@@ -828,7 +873,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite in "
                        "the store)")
         p.add_argument("--store", help="store folder whose MLflow database to read (default: $RBENCH_STORE, "
-                       "else ./.rbench)")
+                       "else ./.rbench, else the store an earlier run recorded that holds the run id)")
+        p.add_argument("--config", help="read the store and tracking URI of this experiment file, as 'rbench run' "
+                       "finds them")
         p.add_argument("--experiment", default="rbench-chunking" if p is compare_grid else None, help=latest)
     show.set_defaults(func=cmd_show)
     verify = _command(sub, "verify", help="check every stored artifact against its manifest")

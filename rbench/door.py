@@ -110,6 +110,12 @@ class OpenedExperiment:
                  corpora: list[str] | None = None):
         self.kind, self.config_path, self.config, self.search, self.corpora = kind, config_path, config, search, corpora
         self.checked = False
+        self.store_followed = False
+        """Whether the store is the one this file's last run used (:func:`rbench.experiment.followed_store`)."""
+        if kind in ("benchmark", "embeddings"):
+            from rbench.experiment import followed_store
+
+            self.config, self.store_followed = followed_store(config_path, config)
 
     @property
     def store(self) -> Path:
@@ -129,7 +135,7 @@ class OpenedExperiment:
     def check(self) -> None:
         """The checks before any work (once): models load here, the store is writable with room,
         the tracking server answers."""
-        from rbench.core.locations import remember_mirror
+        from rbench.core.locations import remember_mirror, remember_store
         from rbench.experiment import check_grid, preflight
 
         if self.checked:
@@ -137,6 +143,8 @@ class OpenedExperiment:
         check_grid(self.config) if self.kind == "chunking" else preflight(self.config)
         if self.kind != "chunking" and self.mirror:
             remember_mirror(self.store, self.mirror)
+        if self.kind in ("benchmark", "embeddings"):
+            remember_store(self.config_path, self.store)
         self.checked = True
 
     def _opened(self) -> Any:

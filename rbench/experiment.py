@@ -45,6 +45,21 @@ def resolve_experiment(config_path: str | None, experiment: ExperimentConfig | d
     return cfg.overridden(tracking_uri, runner or door.runner, address or door.address)
 
 
+def followed_store(config_path: str, cfg: ExperimentConfig) -> tuple[ExperimentConfig, bool]:
+    """``cfg`` with the store of the last run of the file ``config_path``, where nothing chose a
+    store (no ``--store``, ``RBENCH_STORE`` nor ``store:`` in the file: the working folder's
+    ``.rbench``) and that run's store was another and still holds results: so a run started in
+    another folder finds the cache of the first. Whether the store was followed is returned."""
+    from rbench.core.locations import DEFAULT_STORE, remembered_store
+
+    if given_store() is not None or Path(cfg.store) != DEFAULT_STORE.resolve():
+        return cfg, False
+    last = remembered_store(config_path)
+    if last is None or last == Path(cfg.store):
+        return cfg, False
+    return cfg.model_copy(update={"store": last}), True
+
+
 def preflight(cfg: ExperimentConfig) -> None:
     """Checks that need the machine, run before any work: every model can be loaded here, the
     store is writable with room to spare, the tracking server answers. Raises ConfigError naming

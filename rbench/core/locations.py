@@ -109,6 +109,58 @@ def remembered_mirror(store: str | Path) -> Path | None:
     return folder if folder.is_dir() else None
 
 
+STORES_FILE = "stores.tsv"
+"""In the user's cache folder (``RBENCH_CACHE``): one line per experiment file and store a run used."""
+
+
+def remember_store(config: str | Path, store: str | Path) -> None:
+    """Record that a run of the experiment file ``config`` used ``store`` (a line appended to
+    ``<cache>/stores.tsv`` when it is not that file's last store): a later run of the file
+    started in another folder, and the reading commands, find the store there. A cache folder
+    that cannot be written only loses the note."""
+    config, store = Path(config).resolve(), Path(store).expanduser().resolve()
+    if remembered_store(config, existing=False) == store:
+        return
+    index = settings.cache_dir() / STORES_FILE
+    try:
+        index.parent.mkdir(parents=True, exist_ok=True)
+        with open(index, "a", encoding="utf-8") as f:  # one short write per line: appends do not interleave
+            f.write(f"{config}\t{store}\n")
+    except OSError:
+        pass
+
+
+def _store_lines() -> list[tuple[str, Path]]:
+    index = settings.cache_dir() / STORES_FILE
+    try:
+        text = index.read_text(encoding="utf-8")
+    except OSError:
+        return []
+    return [(config, Path(store)) for config, _, store in (line.partition("\t") for line in text.splitlines())
+            if store]
+
+
+def remembered_store(config: str | Path, existing: bool = True) -> Path | None:
+    """The store the last run of the experiment file ``config`` used (with ``existing``, only if it
+    still holds an MLflow database or stage artifacts), else None."""
+    config = str(Path(config).resolve())
+    for named, store in reversed(_store_lines()):
+        if named == config:
+            return store if not existing or _holds_runs(store) else None
+    return None
+
+
+def known_stores() -> list[Path]:
+    """Every store a run recorded (:func:`remember_store`) that still holds an MLflow database,
+    the most recently recorded first."""
+    found = dict.fromkeys(store for _, store in reversed(_store_lines()))
+    return [store for store in found if (store / "mlflow.db").is_file()]
+
+
+def _holds_runs(store: Path) -> bool:
+    return (store / "mlflow.db").is_file() or any(store.glob("*/*/_manifest.json"))
+
+
 def rbench_command() -> str:
     """How to call rbench again from here, for printed hints: ``rbench`` where that is this
     environment's command on PATH, else the command's path (``.venv/bin/rbench`` after ``make run``)."""

@@ -7,6 +7,7 @@ answer, which every door that takes one must refuse before any work. About 60 s:
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from pathlib import Path
@@ -139,3 +140,36 @@ def test_one_run_resolves_its_file_once_and_checks_it_once(tmp_path, tiny_files,
     config = _config(tmp_path, "run", tiny_files, store=str(tmp_path / "store"))
     assert main(["run", str(config)]) == 0
     assert calls == {"load_config": 1, "preflight": 1}
+
+
+def test_the_store_follows_the_file_wherever_a_run_or_a_reading_command_starts(tmp_path, tiny_files, monkeypatch,
+                                                                               capsys):
+    """Issue 70, item 5: a file without ``store:``, run from one folder, then from another: on main
+    at 3f3249c the second run built a new ``.rbench`` there and reran every stage, and ``show``,
+    ``report``, ``export`` started elsewhere said "no MLflow database". Now the second run uses the
+    first's store (its header says so, nothing reruns), ``show RUN_ID`` from any folder finds the
+    run in the stores earlier runs recorded, and ``--config FILE`` reads the file's store."""
+    for name in ("RBENCH_STORE", "MLFLOW_TRACKING_URI"):
+        monkeypatch.delenv(name, raising=False)
+    config = _config(tmp_path, "follow", tiny_files)
+    first, second, elsewhere = (tmp_path / name for name in ("first", "second", "elsewhere"))
+    for folder in (first, second, elsewhere):
+        folder.mkdir()
+    monkeypatch.chdir(first)
+    assert main(["run", str(config)]) == 0
+    run_id = re.search(r"MLflow run ([0-9a-f]{32})", capsys.readouterr().out).group(1)
+    monkeypatch.chdir(second)
+    assert main(["run", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert f"store {first / '.rbench'} (this file's last run's" in out and "stages: 0 ran" in out, out[-2000:]
+    assert not (second / ".rbench").exists()
+    monkeypatch.chdir(elsewhere)
+    assert main(["show", run_id]) == 0
+    shown = capsys.readouterr()
+    assert f"run {run_id} is in the store {first / '.rbench'}" in shown.err and "tiny / bm25s" in shown.out
+    assert main(["show", "latest", "--config", str(config)]) == 0
+    assert f"run {run_id} " in capsys.readouterr().out
+    assert main(["export", run_id, "--out", str(elsewhere / "export")]) == 0
+    assert (elsewhere / "export").is_dir() and not (elsewhere / ".rbench").exists()
+    assert main(["run", str(config), "--store", str(elsewhere / "mine")]) == 0  # a store named wins
+    assert "this file's last run's" not in capsys.readouterr().out
