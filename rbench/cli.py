@@ -50,8 +50,13 @@ def _print_samples(cfg, stages: list[dict]) -> None:
 
 
 def _show_hint(run_id: str, tracking_uri: str) -> None:
+    from rbench.tracking.write import ui_hint
+
     print(f"MLflow run {run_id} at {tracking_uri}")
     print(f"show it again with: {rbench_command()} show {run_id} --tracking-uri {tracking_uri}")
+    line = ui_hint(tracking_uri, run_id)
+    if line:
+        print(line)
 
 
 def _door(args: argparse.Namespace):

@@ -164,10 +164,16 @@ def _holds_runs(store: Path) -> bool:
 def rbench_command() -> str:
     """How to call rbench again from here, for printed hints: ``rbench`` where that is this
     environment's command on PATH, else the command's path (``.venv/bin/rbench`` after ``make run``)."""
-    script = Path(sys.executable).with_name("rbench")
-    found = shutil.which("rbench")
+    return command_of("rbench")
+
+
+def command_of(name: str) -> str:
+    """How to call this environment's command ``name`` (``rbench``, ``mlflow``) from here: its
+    name where that is the one on PATH, else its path (relative to here when it can be)."""
+    script = Path(sys.executable).with_name(name)
+    found = shutil.which(name)
     if not script.is_file() or (found and Path(found).resolve() == script.resolve()):
-        return "rbench"
+        return name
     try:
         return str(script.relative_to(Path.cwd()))
     except ValueError:

@@ -5,6 +5,7 @@ bootstrap in ``backend.py``."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -395,12 +396,51 @@ def _children(mlflow, experiment_id: str, parent_id: str) -> dict[str, str]:
     return {r.info.run_name: r.info.run_id for r in runs}
 
 
-def run_link(tracking_uri: str, experiment_id: str, run_id: str) -> str:
-    """The MLflow UI's address of a run, at ``RBENCH_MLFLOW_PUBLIC_URL`` when set (the address a
-    browser uses; the worker's tracking URI, e.g. ``http://mlflow:5000``, may resolve only inside
-    the cluster)."""
+def run_link(tracking_uri: str, experiment_id: str, run_id: str | None = None) -> str:
+    """The MLflow UI's runs table of an experiment, filtered to the run ``run_id`` when given, at
+    ``RBENCH_MLFLOW_PUBLIC_URL`` when set (the address a browser uses; the worker's tracking URI,
+    e.g. ``http://mlflow:5000``, may resolve only inside the cluster). The link names MLflow 3's
+    "Model training" view: 3.17's UI takes its view from the link's ``workflowType``, else from
+    the browser's localStorage (``mlflow.workflowType``, default ``genai``), and never from the
+    experiment's ``mlflow.experimentKind`` tag, so a bare experiment link opens on the GenAI
+    overview (MLflow issue #24498; the selector's code is in ``mlflow/server/js``'s main bundle)."""
+    from urllib.parse import urlencode
+
     public = settings.mlflow_public_url() or split_credentials(tracking_uri)[0]
-    return f"{public.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+    query = {"workflowType": "machine_learning"}
+    if run_id is not None:
+        query["searchFilter"] = f"attributes.run_id = '{run_id}'"
+    return f"{public.rstrip('/')}/#/experiments/{experiment_id}/runs?{urlencode(query)}"
+
+
+def ui_hint(tracking_uri: str, run_id: str) -> str:
+    """One line on where the MLflow UI shows the run: :func:`run_link` on the tracking server (or
+    ``RBENCH_MLFLOW_PUBLIC_URL``), or, for a sqlite database, the ``mlflow ui`` command serving it
+    and the link it then answers on. Empty when the run cannot be read."""
+    import sqlite3
+
+    from rbench.core.locations import command_of
+
+    bare, _ = split_credentials(tracking_uri)
+    if bare.startswith("sqlite:///"):
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{bare.removeprefix('sqlite:///')}?mode=ro", uri=True)) as c:
+                row = c.execute("SELECT experiment_id FROM runs WHERE run_uuid = ?", (run_id,)).fetchone()
+        except sqlite3.Error:
+            row = None
+        if row is None:
+            return ""
+        if settings.mlflow_public_url():
+            return f"MLflow UI: {run_link(bare, str(row[0]), run_id)}"
+        return (f"MLflow UI: {run_link('http://127.0.0.1:5000', str(row[0]), run_id)} once "
+                f"'{command_of('mlflow')} ui --backend-store-uri {bare}' serves it")
+    if not bare.startswith(("http://", "https://")):
+        return ""
+    with tracking(tracking_uri):
+        import mlflow
+
+        experiment_id = mlflow.MlflowClient().get_run(run_id).info.experiment_id
+    return f"MLflow UI: {run_link(bare, experiment_id, run_id)}"
 
 
 def publish_run_link(cfg: ExperimentConfig, run_id: str | None) -> None:

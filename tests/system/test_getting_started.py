@@ -4,7 +4,8 @@ The commands are read from the page's ``bash`` blocks, so a command added to the
 here too. Three adjustments, each needed to run a command inside a test: the store is a fresh
 folder (``RBENCH_STORE``, which the page names; ``.rbench/`` in a command becomes that folder),
 ``make test`` is checked with ``make -n`` (it is the command running this test), and ``mlflow ui``
-gets a free port, is asked for its page, and is stopped. The documentation site itself is built
+gets a free port, is asked for its page, has the MLflow UI link ``make run`` printed opened in a
+headless Chromium (on that port), and is stopped. The documentation site itself is built
 strictly, as ``make docs`` builds it.
 """
 
@@ -46,8 +47,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve_mlflow_ui(command: str, env: dict) -> str:
-    """Start the page's ``mlflow ui`` command on a free port, fetch its page, stop it; return the page."""
+CHROMIUM = REPO / ".venv" / "chromium" / "chromium"  # make test installs it (tests/browser/install-chromium.sh)
+
+
+def browse(url: str) -> str:
+    """The text a headless Chromium shows at ``url`` once the page's scripts have run (20 s of virtual time)."""
+    if not CHROMIUM.is_file():
+        missing(f"headless Chromium at {CHROMIUM} (make browser installs it)")
+    done = subprocess.run([str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                           "--virtual-time-budget=20000", "--dump-dom", url], capture_output=True, text=True,
+                          timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = re.sub(r"<script.*?</script>|<style.*?</style>|<[^>]+>", " ", done.stdout, flags=re.S)
+    return re.sub(r"\s+", " ", text)
+
+
+def serve_mlflow_ui(command: str, env: dict, visit=None) -> str:
+    """Start the page's ``mlflow ui`` command on a free port, fetch its page and call ``visit(port)``,
+    stop it; return the page."""
     port = free_port()
     process = subprocess.Popen(f"{command} --port {port}", shell=True, cwd=REPO, env=env, start_new_session=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -56,14 +73,35 @@ def serve_mlflow_ui(command: str, env: dict) -> str:
         while True:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as response:
-                    return response.read().decode("utf-8", "replace")
+                    page = response.read().decode("utf-8", "replace")
+                    break
             except OSError:
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise AssertionError(f"{command!r} served nothing on port {port} (exit {process.poll()})")
                 time.sleep(1)
+        if visit is not None:
+            visit(port)
+        return page
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
+
+
+def opens_on_the_runs_table(printed: str):
+    """A visit (for :func:`serve_mlflow_ui`) that opens the MLflow UI link ``make run`` printed, on
+    the server's port, in a real browser, and finds the runs table with the run; and the bare
+    experiment link, which MLflow 3.17 opens on its GenAI overview (issue 70, item 4)."""
+    link = re.search(r"^MLflow UI: (http://127\.0\.0\.1:5000/\S+) once '.*mlflow ui --backend-store-uri", printed,
+                     re.M)
+    assert link, printed[-2000:]
+
+    def visit(port: int) -> None:
+        shown = browse(link.group(1).replace(":5000/", f":{port}/"))
+        assert "Run Name" in shown and "1 matching run" in shown and "Detect Issues" not in shown, shown[:3000]
+        bare = browse(re.sub(r"/runs\?.*", "", link.group(1)).replace(":5000/", f":{port}/"))
+        assert "Detect Issues" in bare and "Run Name" not in bare, bare[:3000]  # what the link's workflowType avoids
+
+    return visit
 
 
 def test_the_page_shows_the_two_commands_and_the_help():
@@ -90,7 +128,7 @@ def test_every_getting_started_command_runs(tmp_path):
                 assert dry.returncode == 0 and "pytest" in dry.stdout and "tests/unit" in dry.stdout, dry.stdout
                 continue
             if " mlflow ui " in f" {shown} " or shown.startswith(".venv/bin/mlflow ui"):
-                assert "MLflow" in serve_mlflow_ui(shown, env)
+                assert "MLflow" in serve_mlflow_ui(shown, env, opens_on_the_runs_table(outputs["make run"]))
                 continue
             done = subprocess.run(shown, shell=True, cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
             text = done.stdout + done.stderr

@@ -102,9 +102,11 @@ def test_links_use_the_public_addresses_a_browser_opens(monkeypatch):
     from rbench.tracking.write import run_link
 
     monkeypatch.delenv("RBENCH_MLFLOW_PUBLIC_URL", raising=False)
-    assert run_link("http://u:pw@mlflow:5000", "3", "abc") == "http://mlflow:5000/#/experiments/3/runs/abc"
+    runs = "#/experiments/3/runs?workflowType=machine_learning"  # the runs table, in MLflow 3's Model training view
+    only = "&searchFilter=attributes.run_id+%3D+%27abc%27"
+    assert run_link("http://u:pw@mlflow:5000", "3", "abc") == f"http://mlflow:5000/{runs}{only}"
     monkeypatch.setenv("RBENCH_MLFLOW_PUBLIC_URL", "https://mlflow.example.org/")
-    assert run_link("http://mlflow:5000", "3", "abc") == "https://mlflow.example.org/#/experiments/3/runs/abc"
+    assert run_link("http://mlflow:5000", "3") == f"https://mlflow.example.org/{runs}"
     worker = yaml.safe_load((REPO / "docker" / "compose.yaml").read_text())["services"]["worker"]["environment"]
     assert worker["RBENCH_MLFLOW_PUBLIC_URL"].startswith("http://${RBENCH_PUBLIC_HOST")
     assert worker["PREFECT_UI_URL"].startswith("http://${RBENCH_PUBLIC_HOST")  # Prefect builds its run links from it
