@@ -107,8 +107,8 @@ class _OnceOnConsole(logging.Filter):
     """Keeps the records of a flow or task run from repeating a user error on the console: the
     engine's "Task run failed with exception" and the "Finished in state Failed(...)" that quote
     it, the stage's row, and the "NotReady" of the stages after it (the run's closing line says it
-    once); and the "Finished in state Completed()" of every task and flow, which the stage lines
-    already say, unless ``successes``. Prefect's own log of the run (its API handler) keeps every record."""
+    once); and the "Finished in state Completed()" of every task and flow and the "Beginning flow
+    run" of each, which the header and the stage lines already say, unless ``successes``. Prefect's own log of the run (its API handler) keeps every record."""
 
     def __init__(self, successes: bool = False):
         super().__init__()
@@ -120,9 +120,26 @@ class _OnceOnConsole(logging.Filter):
         if getattr(record, "rbench_user_error", False):
             return False
         message = record.getMessage()
-        if message.startswith(("Finished in state NotReady(", "Finished in state Completed(")):
-            return self.successes  # a success says nothing the stage lines and the table do not
+        if message.startswith(("Finished in state NotReady(", "Finished in state Completed(", "Beginning flow run",
+                               "Beginning subflow run")):
+            return self.successes  # said by the header, the stage lines and the table
         return not any(shown in message or repr(shown)[1:-1] in message for shown in list(_SHOWN))
+
+
+class _TemporaryServerLines(logging.Filter):
+    """Drops Prefect's lines on the temporary server a command starts (its address, a link to
+    Prefect's docs, its stop): the server lives as long as the command, so its address is of no use
+    to a reader; ``rbench --verbose`` keeps them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(("Starting temporary server", "Stopping temporary server"))
+
+
+def quiet_temporary_server() -> None:
+    """Keep Prefect's temporary-server lines off this process's output (:class:`_TemporaryServerLines`)."""
+    logger = logging.getLogger("prefect")
+    if not any(isinstance(f, _TemporaryServerLines) for f in logger.filters):
+        logger.addFilter(_TemporaryServerLines())
 
 
 def quiet_user_errors() -> None:

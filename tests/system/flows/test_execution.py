@@ -416,9 +416,10 @@ def test_a_rerun_that_changes_nothing_starts_no_flow_until_something_is_missing(
     assert [line for line in again.splitlines() if line.startswith("tiny / ")] == table
     assert _stage_counts(again) == (0, 6) and "Starting temporary server" not in again + again_err
 
-    forced, forced_err, new = _finished_run(_cli(["run", config, "--force-flow"], home, quiet))
+    forced, forced_err, new = _finished_run(_cli(["--verbose", "run", config, "--force-flow"], home, quiet))
     assert new != logged and "no flow run started" not in forced and _stage_counts(forced) == (0, 6)
     assert (forced + forced_err).count("Starting temporary server") == 1  # once per command, not per flow
+    assert "Starting temporary server" not in first + first_err  # said only under --verbose (issue 70, item 7)
 
     MlflowClient(f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}").delete_run(new)  # gone from MLflow: log again
     out, _, after_delete = _finished_run(_cli(["run", config], home, quiet))
