@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 import warnings
 from pathlib import Path
 from typing import Any, Iterator, Literal
@@ -41,7 +42,8 @@ def setup_environment() -> None:
     caller set none: no third-party progress bars between rbench's lines (MLflow's artifact
     downloads in report, export, compare; a model's weights loading). In a notebook, Prefect's
     own records (a line per task run) stay out of the cell's output unless
-    ``PREFECT_LOGGING_LEVEL`` asks for them."""
+    ``PREFECT_LOGGING_LEVEL`` asks for them, and rbench's progress lines (a stage's rows encoded,
+    queries searched) go to the cell as the command prints them, unless logging is configured."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -51,6 +53,13 @@ def setup_environment() -> None:
         if "PREFECT_LOGGING_LEVEL" not in os.environ:
             os.environ["PREFECT_LOGGING_LEVEL"] = "WARNING"  # read when Prefect is imported
             logging.getLogger("prefect").setLevel(logging.WARNING)  # and where it is already
+        progress = logging.getLogger("rbench")
+        if not progress.handlers and not logging.getLogger().handlers:
+            handler = logging.StreamHandler(sys.stdout)
+            handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
+            progress.addHandler(handler)
+            if progress.level == logging.NOTSET:
+                progress.setLevel(logging.INFO)
 
 
 _INTERRUPTED: set[str] = set()  # flow runs an interrupt stopped in this process

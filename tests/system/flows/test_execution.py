@@ -655,3 +655,4 @@ def test_a_notebook_interrupt_stops_the_run_within_ten_seconds_and_the_kernel_re
     assert "Traceback" not in printed and "Crash" not in printed and "Warning" not in printed, printed
     stage_lines = re.findall(r"^(encode|index|retrieve|evaluate) +tiny/dense\S* +(ran|cached) ", printed, re.M)
     assert {s for s, _ in stage_lines} == {"encode", "index", "retrieve", "evaluate"}, printed  # the CLI's lines
+    assert re.search(r"dense: encoded rows \d+-\d+ of shard", printed), printed  # and its progress lines
