@@ -168,8 +168,6 @@ def check_grid(cfg) -> None:
     from rbench.retrievers.models import check_available
 
     check_available(cfg.model)
-    for ds in cfg.datasets:
-        check_defined_here("dataset adapter", type(get_adapter(ds.adapter)), cfg.execution)
     check_store(Path(cfg.store))
     check_tracking(cfg.tracking_uri(), cfg.mlflow.experiment)
 
