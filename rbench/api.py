@@ -7,12 +7,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
 
 from rbench.core.errors import RbenchError
 from rbench.core.secrets import redact
 from rbench.door import DoorSettings, OpenedExperiment, open_experiment
 from rbench.results import FlowSummary
+
+if TYPE_CHECKING:
+    from rbench.config import ExperimentConfig
 
 log = logging.getLogger("rbench")
 
@@ -131,10 +134,13 @@ class Results:
                 f" failed or skipped)\n{self.table()}{failed}")
 
 
-def run(config: str | Path, *, mirror: str | Path | None = None, store: str | Path | None = None,
+def run(config: str | Path | Mapping[str, Any] | ExperimentConfig, *, mirror: str | Path | None = None,
+        store: str | Path | None = None,
         tracking_uri: str | None = None, runner: str | None = None, address: str | None = None,
         force_flow: bool = False, retrievers: Sequence[type] = (), adapters: Sequence[type] = ()) -> Results:
-    """Run an experiment file as ``rbench run`` does and return its :class:`Results`.
+    """Run an experiment as ``rbench run`` does and return its :class:`Results`: a YAML file, or
+    what a notebook holds, a mapping of the same keys or an :class:`~rbench.config.ExperimentConfig`
+    (relative paths in them are read from the working folder).
 
     ``mirror``, ``store``, ``tracking_uri``, ``runner`` and ``address`` override the environment's
     and the file's settings, as the command's flags do. ``retrievers`` and ``adapters``: retriever

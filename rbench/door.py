@@ -26,8 +26,9 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Iterator, Literal, Mapping
 
+from rbench.core.errors import ConfigError
 from rbench.core.locations import DoorSettings, door
 from rbench.core.stopping import in_a_notebook
 
@@ -115,13 +116,13 @@ class OpenedExperiment:
     :class:`~rbench.config.chunking.ChunkingGridConfig` (``chunking``); ``search`` the search
     section of a ``search`` file. :meth:`run` runs its flow and returns the flow's summary."""
 
-    def __init__(self, kind: Kind, config_path: str, config: Any, search: Any = None,
+    def __init__(self, kind: Kind, config_path: str | None, config: Any, search: Any = None,
                  corpora: list[str] | None = None):
         self.kind, self.config_path, self.config, self.search, self.corpora = kind, config_path, config, search, corpora
         self.checked = False
         self.store_followed = False
         """Whether the store is the one this file's last run used (:func:`rbench.experiment.followed_store`)."""
-        if kind in ("benchmark", "embeddings"):
+        if kind in ("benchmark", "embeddings") and config_path is not None:
             from rbench.experiment import followed_store
 
             self.config, self.store_followed = followed_store(config_path, config)
@@ -152,7 +153,7 @@ class OpenedExperiment:
         check_grid(self.config) if self.kind == "chunking" else preflight(self.config)
         if self.kind != "chunking" and self.mirror:
             remember_mirror(self.store, self.mirror)
-        if self.kind in ("benchmark", "embeddings"):
+        if self.kind in ("benchmark", "embeddings") and self.config_path is not None:
             remember_store(self.config_path, self.store)
         self.checked = True
 
@@ -177,6 +178,8 @@ class OpenedExperiment:
             from rbench.flows.chunking_grid import chunking_search as flow_fn
         else:
             from rbench.flows.chunking_grid import chunking_grid as flow_fn
+        if self.config_path is None:  # a structured config: the flow's experiment parameter
+            parameters["experiment"] = self.config
         with opened_config(self.kind, self.config_path, self._opened()):
             return run_flow(flow_fn, config_path=self.config_path, **parameters)
 
@@ -197,20 +200,28 @@ def _resolve(kind: Kind, path: str, corpora: list[str] | None) -> tuple[Any, Any
 
 
 @contextlib.contextmanager
-def open_experiment(kind: Kind, config: str | Path, settings: DoorSettings = DoorSettings(), *,
+def open_experiment(kind: Kind, config: str | Path | Mapping | Any, settings: DoorSettings = DoorSettings(), *,
                     corpora: list[str] | None = None, check: bool = True) -> Iterator[OpenedExperiment]:
     """Open the experiment file ``config`` for a run of ``kind`` with a door's ``settings``; the
     block runs it (:meth:`OpenedExperiment.run`). Its checks run here unless ``check`` is False
     (then before the first run: ``rbench reproduce`` opens studies it may not run). ``corpora``:
-    a chunking grid's ``--corpus``."""
+    a chunking grid's ``--corpus``. A ``benchmark`` also opens a structured config (a mapping, an
+    :class:`~rbench.config.ExperimentConfig`), whose relative paths resolve against the working folder."""
     from rbench.core.stopping import interrupts_handled, signals_handled
     from rbench.prefect_server import stop_temporary_servers
 
     setup_environment()
     stops = interrupts_handled(_quiet_interrupted_runs) if in_a_notebook() else signals_handled(stop_temporary_servers)
     with stops, door(settings):
-        path = str(Path(config).resolve())
-        opened = OpenedExperiment(kind, path, *_resolve(kind, path, corpora), corpora=corpora)
+        if isinstance(config, (str, Path)):
+            path = str(Path(config).resolve())
+            opened = OpenedExperiment(kind, path, *_resolve(kind, path, corpora), corpora=corpora)
+        elif kind == "benchmark":
+            from rbench.experiment import resolve_experiment
+
+            opened = OpenedExperiment(kind, None, resolve_experiment(None, config))
+        else:
+            raise ConfigError(f"a {kind} opens an experiment file: give its path, not {type(config).__name__}")
         if check:
             opened.check()
         yield opened

@@ -155,8 +155,8 @@ def experiment_for_flow(kind: str, config_path: str | None, experiment: Experime
     """The experiment a ``benchmark`` or ``embeddings`` flow runs: the one its door opened
     (resolved and checked there), else, given its own parameters (a deployed run, a direct call),
     resolved here from them and the worker's environment, and checked."""
-    given = experiment is not None or any(v is not None for v in overrides.values())
-    cfg = None if given else reopened(kind, config_path)
+    given = any(v is not None for v in overrides.values())
+    cfg = None if given else reopened(kind, config_path, experiment)
     if cfg is None:
         cfg = resolve_experiment(config_path, experiment, **overrides)
         preflight(cfg)
@@ -176,21 +176,27 @@ _OPENED: contextvars.ContextVar[tuple[str, str, Any] | None] = contextvars.Conte
 
 
 @contextlib.contextmanager
-def opened_config(kind: str, config_path: str, config: Any) -> Iterator[None]:
+def opened_config(kind: str, config_path: str | None, config: Any) -> Iterator[None]:
     """While the block runs, :func:`reopened` gives ``config`` (resolved and checked by a door)
-    to the flow of ``kind`` that the block starts for ``config_path``."""
-    token = _OPENED.set((kind, str(Path(config_path).resolve()), config))
+    to the flow of ``kind`` that the block starts for ``config_path`` (None: a structured config,
+    handed to the flow as its ``experiment``)."""
+    token = _OPENED.set((kind, str(Path(config_path).resolve()) if config_path else None, config))
     try:
         yield
     finally:
         _OPENED.reset(token)
 
 
-def reopened(kind: str, config_path: str | None) -> Any | None:
-    """The config the door opened for this flow (same kind, same file): the flow resolves and
-    checks nothing again. None in a run no door opened (a deployed run: it resolves on the worker)."""
+def reopened(kind: str, config_path: str | None, experiment: Any = None) -> Any | None:
+    """The config the door opened for this flow (same kind, and the same file or an equal structured
+    ``experiment``): the flow resolves and checks nothing again. None in a run no door opened (a
+    deployed run: it resolves on the worker)."""
     opened = _OPENED.get()
-    if opened is None or config_path is None or opened[:2] != (kind, str(Path(config_path).resolve())):
+    if opened is None or opened[0] != kind:
+        return None
+    if experiment is not None:
+        return opened[2] if opened[1] is None and experiment == opened[2] else None
+    if config_path is None or opened[1] != str(Path(config_path).resolve()):
         return None
     return opened[2]
 

@@ -142,6 +142,31 @@ def test_one_run_resolves_its_file_once_and_checks_it_once(tmp_path, tiny_files,
     assert calls == {"load_config": 1, "preflight": 1}
 
 
+def test_rbench_run_takes_what_a_notebook_holds_a_mapping_or_an_experiment_config(tmp_path, tiny_files,
+                                                                                  monkeypatch):
+    """Issue 67, item 7: ``rbench.run`` takes a mapping or an ``ExperimentConfig`` as it takes a file
+    (on main at 3f3249c: ``TypeError: expected str, bytes or os.PathLike object, not dict``). Resolved
+    and checked once, by the door; the flow takes it as its ``experiment``; the same config again
+    reads the logged results back."""
+    import rbench.experiment as experiment
+    from rbench.config import parse_config
+
+    calls = {"resolve_experiment": 0, "preflight": 0}
+    for name in calls:
+        def counted(*args, _name=name, _original=getattr(experiment, name), **kwargs):
+            calls[_name] += 1
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(experiment, name, counted)
+    raw = yaml.safe_load(_config(tmp_path, "mapping", tiny_files, store=str(tmp_path / "store")).read_text())
+    first = rbench.run(raw)
+    assert calls == {"resolve_experiment": 1, "preflight": 1}
+    assert set(first.stages["status"]) == {"ran"} and first.mlflow_run_id
+    again = rbench.run(parse_config(raw))
+    assert again.mlflow_run_id == first.mlflow_run_id and set(again.stages["status"]) == {"cached"}
+    assert again.table() == first.table()
+
+
 def test_the_store_follows_the_file_wherever_a_run_or_a_reading_command_starts(tmp_path, tiny_files, monkeypatch,
                                                                                capsys):
     """Issue 70, item 5: a file without ``store:``, run from one folder, then from another: on main
