@@ -15,6 +15,13 @@ A cold run waited about 3.5 s for the server to answer after the flow's modules 
 server module, 1.3 s) had loaded. :func:`start_early` starts the server's process once the run's
 checks have passed, before that loading, with the command Prefect's own server class runs; the
 server Prefect's client then asks for takes that process over and waits for it to answer.
+
+Prefect has no public API for either, so this module, and no other, touches three private names
+of ``prefect.server.api.server.SubprocessASGIServer`` (listed in :data:`PREFECT_PRIVATE_NAMES`):
+``_instances`` (its one instance per port, which Prefect's client asks for), ``_run_uvicorn_command``
+(overridden to take the early process over) and ``start(timeout)``'s contract. Each has a test of
+its own (``tests/unit/test_prefect_seam.py``), so a Prefect upgrade that changes one fails that
+test, not a user's run.
 """
 
 from __future__ import annotations
@@ -37,6 +44,10 @@ from rbench.core.stopping import in_a_notebook
 LOG_NAME = "temporary-server.log"
 _EARLY: dict = {}  # "port" and "process" of a server start_early started and no server took over yet
 
+
+PREFECT_PRIVATE_NAMES = ("SubprocessASGIServer._instances", "SubprocessASGIServer._run_uvicorn_command",
+                         "SubprocessASGIServer.start")
+"""What this module relies on in ``prefect.server.api.server`` beyond Prefect's public API (one test each)."""
 
 def server_log() -> Path:
     """Where the temporary server's output goes: ``temporary-server.log`` in Prefect's home."""
@@ -190,8 +201,10 @@ def log_temporary_server() -> Path | None:
 
     if get_current_settings().api.url:
         return None
+    from prefect.server.api.server import SubprocessASGIServer
+
     logged = _logged_server_class()
-    existing = logged.__mro__[1]._instances.get(None)
+    existing = SubprocessASGIServer._instances.get(None)
     if existing is None:
         existing = logged()
     return server_log() if isinstance(existing, logged) else None
