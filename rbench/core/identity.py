@@ -124,12 +124,12 @@ def object_digest(obj: Any) -> str:
     names or line numbers, so re-running an unchanged cell keeps it), its plain attributes, the
     functions and classes of its own module that it names, followed in turn, the plain values
     (numbers, strings, tuples) of its module that they name, and the import closure of the
-    ``rbench`` modules that define its bases. Other objects it reads from its module (a dict, an
-    instance) are not followed: bump the class's ``version`` when one of those changes."""
+    ``rbench`` modules that define its bases or that it names (a module, or a function or class of
+    one). Other objects it reads from its module (a dict, an instance) and other packages' code are
+    not followed: bump the class's ``version`` when one of those changes."""
     h = hashlib.sha256()
     namespace = vars(sys.modules[obj.__module__]) if obj.__module__ in sys.modules else {}
-    bases = sorted({b.__module__ for b in getattr(obj, "__mro__", ()) if b.__module__.startswith(f"{PACKAGE}.")})
-    h.update(code_digest(*bases).encode() if bases else b"")
+    ours = {b.__module__ for b in getattr(obj, "__mro__", ()) if b.__module__.startswith(f"{PACKAGE}.")}
     seen: set[int] = set()
     todo = [obj]
     while todo:
@@ -146,12 +146,17 @@ def object_digest(obj: Any) -> str:
                     todo.append(value)
                 elif isinstance(value, _PLAIN):
                     h.update(f"{name}={value!r}\0".encode())
+                elif isinstance(value, types.ModuleType) and value.__name__.startswith(PACKAGE):
+                    ours.add(value.__name__)
+                elif inspect.isfunction(value) or inspect.isclass(value):
+                    ours |= {value.__module__} if value.__module__.startswith(f"{PACKAGE}.") else set()
         if inspect.isclass(item):
             for name, value in sorted(vars(item).items()):
                 if isinstance(value, _PLAIN):
                     h.update(f"{name}={value!r}\0".encode())
                 elif inspect.isclass(value) and value.__module__ == obj.__module__:
                     todo.append(value)
+    h.update(code_digest(*sorted(ours)).encode() if ours else b"")
     return h.hexdigest()[:16]
 
 
