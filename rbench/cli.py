@@ -286,7 +286,13 @@ def _reading_store(args: argparse.Namespace) -> tuple[Path, str]:
     run FILE`` finds them (flags and the environment win), else ``--store``/``--tracking-uri``,
     the environment, ``./.rbench``. A run id that store does not hold, where nothing named a store,
     is looked for in the stores earlier runs recorded (:func:`~rbench.core.locations.known_stores`);
-    the store it is found in is said on stderr."""
+    the store it is found in is said on stderr, once per command."""
+    if getattr(args, "reading_store", None) is None:
+        args.reading_store = _find_reading_store(args)
+    return args.reading_store
+
+
+def _find_reading_store(args: argparse.Namespace) -> tuple[Path, str]:
     from rbench.core.locations import given_store, given_tracking_uri, known_stores, resolve_store, \
         resolve_tracking_uri
 
