@@ -193,3 +193,19 @@ def test_a_class_defined_in_a_notebook_or_script_is_keyed_by_its_code(old, new, 
 
     assert old in NOTEBOOK_CLASS
     assert (digest(NOTEBOOK_CLASS.replace(old, new)) == digest(NOTEBOOK_CLASS)) is same
+
+
+def test_a_class_only_this_process_knows_must_run_its_stages_here():
+    """A notebook's class (its module importable by no other process) is refused, by name, where
+    its stages would run elsewhere: on a cluster's workers, or in stage processes when native."""
+    from rbench.config import ExecutionConfig
+    from rbench.core.errors import ConfigError
+    from rbench.experiment import check_defined_here
+
+    cell = type("Cell", (), {"name": "cell", "__module__": "a_notebook_cell_that_no_file_holds"})
+    check_defined_here("retriever", cell, ExecutionConfig(runner="threads"), native=False)
+    check_defined_here("retriever", cell, ExecutionConfig(runner="threads", stage_processes=False), native=True)
+    with pytest.raises(ConfigError, match="retriever 'cell' is defined in a_notebook_cell.*runner 'dask' runs stages on"):
+        check_defined_here("retriever", cell, ExecutionConfig(runner="dask"))
+    with pytest.raises(ConfigError, match="stage processes: set execution.stage_processes: false"):
+        check_defined_here("retriever", cell, ExecutionConfig(runner="threads"), native=True)
