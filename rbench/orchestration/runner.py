@@ -278,8 +278,8 @@ def _send_batched_logs(timeout: float = 3.0) -> None:
 
 class Submitter:
     """Submits stage tasks through the flow's task runner, logs each as it finishes (and prints it
-    in a notebook's cell), and reports how each ended. Against a Prefect server of one's own, rbench's progress records
-    go to the run's logs too (:func:`forward_logs_to_prefect`)."""
+    in a notebook's cell), and reports how each ended. Against a Prefect server of one's own,
+    rbench's progress records go to the run's logs too (:func:`forward_logs_to_prefect`)."""
 
     def __init__(self, store: str, execution: ExecutionConfig):
         self.store = Store(store)

@@ -438,8 +438,12 @@ def ui_hint(tracking_uri: str, run_id: str) -> str:
         return ""
     with tracking(tracking_uri):
         import mlflow
+        from mlflow.exceptions import MlflowException
 
-        experiment_id = mlflow.MlflowClient().get_run(run_id).info.experiment_id
+        try:
+            experiment_id = mlflow.MlflowClient().get_run(run_id).info.experiment_id
+        except (MlflowException, OSError):  # the run's results are printed already: the link is a courtesy
+            return ""
     return f"MLflow UI: {run_link(bare, experiment_id, run_id)}"
 
 
