@@ -108,7 +108,8 @@ class _OnceOnConsole(logging.Filter):
     engine's "Task run failed with exception" and the "Finished in state Failed(...)" that quote
     it, the stage's row, and the "NotReady" of the stages after it (the run's closing line says it
     once); and the "Finished in state Completed()" of every task and flow and the "Beginning flow
-    run" of each, which the header and the stage lines already say, unless ``successes``. Prefect's own log of the run (its API handler) keeps every record."""
+    run" of each, which the header and the stage lines already say, unless ``successes``.
+    Prefect's own log of the run (its API handler) keeps every record."""
 
     def __init__(self, successes: bool = False):
         super().__init__()

@@ -109,7 +109,8 @@ def main() -> None:
           f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the start")
     toy, reference, timelines = [], [], []
     for round_ in range(args.rounds):
-        with tempfile.TemporaryDirectory(prefix="rbench-toy-") as a, tempfile.TemporaryDirectory(prefix="pyserini-") as b:
+        with (tempfile.TemporaryDirectory(prefix="rbench-toy-") as a,
+              tempfile.TemporaryDirectory(prefix="pyserini-") as b):
             page_files(Path(a))
             page_files(Path(b))
             seconds, lines = toy_run(Path(a))
@@ -121,7 +122,8 @@ def main() -> None:
     ratio = statistics.median(toy) / statistics.median(reference)
     print(f"median: rbench toy run {statistics.median(toy):.1f} s (bm25s + MiniLM, 6 objects, 5 queries, cold store), "
           f"Pyserini {statistics.median(reference):.1f} s (BM25 index + search): ratio {ratio:.2f}")
-    print(f"peak RSS of the largest child process: {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024} MiB; "
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
+    print(f"peak RSS of the largest child process: {peak} MiB; "
           f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end")
 
 

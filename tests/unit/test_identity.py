@@ -205,7 +205,7 @@ def test_a_class_only_this_process_knows_must_run_its_stages_here():
     cell = type("Cell", (), {"name": "cell", "__module__": "a_notebook_cell_that_no_file_holds"})
     check_defined_here("retriever", cell, ExecutionConfig(runner="threads"), native=False)
     check_defined_here("retriever", cell, ExecutionConfig(runner="threads", stage_processes=False), native=True)
-    with pytest.raises(ConfigError, match="retriever 'cell' is defined in a_notebook_cell.*runner 'dask' runs stages on"):
+    with pytest.raises(ConfigError, match="retriever 'cell' is defined in a_notebook_cell.*runner 'dask' runs"):
         check_defined_here("retriever", cell, ExecutionConfig(runner="dask"))
     with pytest.raises(ConfigError, match="stage processes: set execution.stage_processes: false"):
         check_defined_here("retriever", cell, ExecutionConfig(runner="threads"), native=True)
