@@ -49,10 +49,14 @@ def parse_measure(text: str) -> Measure:
         try:  # trec_eval's name (ndcg_cut_10, P_5, recip_rank): ir_measures' own mapping
             (measure,) = ir_measures.parse_trec_measure(text)
         except (ValueError, NameError, SyntaxError, TypeError, AttributeError):
+            import difflib
+
+            close = difflib.get_close_matches(name.lower(), RBENCH, n=1, cutoff=0.75)
+            guess = f" Did you mean {close[0]}@{k or 'K'}?" if close and name.lower() != close[0] else ""
             raise ValueError(f"measure {text!r} is neither one of rbench's (METRIC@K with METRIC one of "
                              f"{', '.join(RBENCH)}: recall@5, map@all), nor an ir_measures name (P@10, AP, nDCG@10, "
-                             f"R@100, RR, Bpref; https://ir-measur.es/), nor trec_eval's (ndcg_cut_10, P_5): {e}") \
-                from None
+                             f"R@100, RR, Bpref; https://ir-measur.es/), nor trec_eval's (ndcg_cut_10, P_5): {e}."
+                             f"{guess}") from None
         return str(measure), None
     return text, None
 

@@ -164,9 +164,13 @@ def shipped_file(name_or_path: str, folder: Path, what: str) -> Path:
         return path
     path = folder / f"{name_or_path}.yaml"
     if not path.is_file():
-        shipped = ", ".join(sorted(p.stem for p in folder.glob("*.yaml")))
-        raise ConfigError(f"no {what} named {name_or_path!r}; rbench ships {shipped} (or pass the path of a YAML "
-                          "file in their shape)")
+        import difflib
+
+        names = sorted(p.stem for p in folder.glob("*.yaml"))
+        close = difflib.get_close_matches(name_or_path, names, n=1, cutoff=0.75)
+        guess = f" Did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"no {what} named {name_or_path!r};{guess} rbench ships {', '.join(names)} (or pass the path "
+                          "of a YAML file in their shape)")
     return path
 
 

@@ -75,6 +75,8 @@ def test_runs_of_several_measures_and_bad_requests():
     for bad in ("@5", "XYZ@10", "Precision(k=)", "ndcg_cutt_10"):
         with pytest.raises(ValueError, match="neither one of rbench's .* nor an ir_measures name .* nor trec_eval's"):
             parse_measure(bad)
+    with pytest.raises(ValueError, match=r"Did you mean recall@5\?$"):  # issue 70, item 8: a misspelt metric
+        parse_measure("recal@5")
     # trec_eval's names, as ir_measures maps them (issue 70, item 8: on the main of 6e8e733 they were refused)
     assert [parse_measure(t)[0] for t in ("ndcg_cut_10", "P_5", "recip_rank", "recall_100", "map_cut_10")] == \
         ["nDCG@10", "P@5", "RR", "R@100", "AP@10"]

@@ -101,6 +101,8 @@ def test_bad_tables_name_the_file_and_the_cell(tmp_path, change, message):
 def test_unknown_names_and_bad_maps_are_named():
     with pytest.raises(ConfigError, match="no published table named 'brigth'.*anserini-bright-bm25, arm-report-table3"):
         load_published("brigth")
+    with pytest.raises(ConfigError, match="named 'arm-report-tabel6'; Did you mean 'arm-report-table6'"):
+        load_published("arm-report-tabel6")
     table = load_published("anserini-bright-bm25")
     with pytest.raises(RbenchError, match="'bio' is not PUBLISHED=RUN"):
         compare(table, {}, maps=["bio"])
