@@ -120,11 +120,13 @@ class OpenedExperiment:
                  corpora: list[str] | None = None):
         self.kind, self.config_path, self.config, self.search, self.corpora = kind, config_path, config, search, corpora
         self.checked = False
-        self.store_followed = False
-        """Whether the store is the one this file's last run used (:func:`rbench.experiment.followed_store`)."""
+        self.store_followed = self.store_defaulted = False
+        """Whether the store is the one this file's last run used (:func:`rbench.experiment.followed_store`),
+        and whether nothing named one (the working folder's ``.rbench``)."""
         if kind in ("benchmark", "embeddings") and config_path is not None:
-            from rbench.experiment import followed_store
+            from rbench.experiment import defaulted_store, followed_store
 
+            self.store_defaulted = defaulted_store(config)
             self.config, self.store_followed = followed_store(config_path, config)
 
     @property
@@ -154,7 +156,7 @@ class OpenedExperiment:
         if self.kind != "chunking" and self.mirror:
             remember_mirror(self.store, self.mirror)
         if self.kind in ("benchmark", "embeddings") and self.config_path is not None:
-            remember_store(self.config_path, self.store)
+            remember_store(self.config_path, self.store, defaulted=self.store_followed or self.store_defaulted)
         self.checked = True
 
     def _opened(self) -> Any:

@@ -45,14 +45,22 @@ def resolve_experiment(config_path: str | None, experiment: ExperimentConfig | d
     return cfg.overridden(tracking_uri, runner or door.runner, address or door.address)
 
 
+def defaulted_store(cfg: ExperimentConfig) -> bool:
+    """Whether nothing named ``cfg``'s store (no ``--store``, ``RBENCH_STORE`` nor ``store:`` in the
+    file): the working folder's ``.rbench``."""
+    from rbench.core.locations import DEFAULT_STORE
+
+    return given_store() is None and Path(cfg.store) == DEFAULT_STORE.resolve()
+
+
 def followed_store(config_path: str, cfg: ExperimentConfig) -> tuple[ExperimentConfig, bool]:
     """``cfg`` with the store of the last run of the file ``config_path``, where nothing chose a
     store (no ``--store``, ``RBENCH_STORE`` nor ``store:`` in the file: the working folder's
     ``.rbench``) and that run's store was another and still holds results: so a run started in
     another folder finds the cache of the first. Whether the store was followed is returned."""
-    from rbench.core.locations import DEFAULT_STORE, remembered_store
+    from rbench.core.locations import remembered_store
 
-    if given_store() is not None or Path(cfg.store) != DEFAULT_STORE.resolve():
+    if not defaulted_store(cfg):
         return cfg, False
     last = remembered_store(config_path)
     if last is None or last == Path(cfg.store):

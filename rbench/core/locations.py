@@ -113,47 +113,51 @@ STORES_FILE = "stores.tsv"
 """In the user's cache folder (``RBENCH_CACHE``): one line per experiment file and store a run used."""
 
 
-def remember_store(config: str | Path, store: str | Path) -> None:
-    """Record that a run of the experiment file ``config`` used ``store`` (a line appended to
-    ``<cache>/stores.tsv`` when it is not that file's last store): a later run of the file
-    started in another folder, and the reading commands, find the store there. A cache folder
-    that cannot be written only loses the note."""
+def remember_store(config: str | Path, store: str | Path, defaulted: bool) -> None:
+    """Record that a run of the experiment file ``config`` used ``store``, ``defaulted`` when nothing
+    named it (no flag, variable nor ``store:``), as a line appended to ``<cache>/stores.tsv`` unless
+    it repeats that file's last: a later run of the file started in another folder finds a
+    defaulted store there, and the reading commands find a run id in any. A cache folder that
+    cannot be written only loses the note."""
     config, store = Path(config).resolve(), Path(store).expanduser().resolve()
-    if remembered_store(config, existing=False) == store:
+    lines = _store_lines()
+    if any(named == str(config) for named, _, _ in lines) and \
+            next((s, d) for named, s, d in reversed(lines) if named == str(config)) == (store, defaulted):
         return
     index = settings.cache_dir() / STORES_FILE
     try:
         index.parent.mkdir(parents=True, exist_ok=True)
         with open(index, "a", encoding="utf-8") as f:  # one short write per line: appends do not interleave
-            f.write(f"{config}\t{store}\n")
+            f.write(f"{config}\t{store}\t{'default' if defaulted else 'named'}\n")
     except OSError:
         pass
 
 
-def _store_lines() -> list[tuple[str, Path]]:
+def _store_lines() -> list[tuple[str, Path, bool]]:
     index = settings.cache_dir() / STORES_FILE
     try:
         text = index.read_text(encoding="utf-8")
     except OSError:
         return []
-    return [(config, Path(store)) for config, _, store in (line.partition("\t") for line in text.splitlines())
-            if store]
+    rows = [line.split("\t") for line in text.splitlines()]
+    return [(row[0], Path(row[1]), row[2:] == ["default"]) for row in rows if len(row) >= 2 and row[1]]
 
 
-def remembered_store(config: str | Path, existing: bool = True) -> Path | None:
-    """The store the last run of the experiment file ``config`` used (with ``existing``, only if it
-    still holds an MLflow database or stage artifacts), else None."""
+def remembered_store(config: str | Path) -> Path | None:
+    """The store of the last run of the experiment file ``config`` that nothing named a store for,
+    if it still holds an MLflow database or stage artifacts (a store named by a flag, a variable or
+    the file is never followed: a test's temporary store, a one-off), else None."""
     config = str(Path(config).resolve())
-    for named, store in reversed(_store_lines()):
-        if named == config:
-            return store if not existing or _holds_runs(store) else None
+    for named, store, defaulted in reversed(_store_lines()):
+        if named == config and defaulted:
+            return store if _holds_runs(store) else None
     return None
 
 
 def known_stores() -> list[Path]:
     """Every store a run recorded (:func:`remember_store`) that still holds an MLflow database,
     the most recently recorded first."""
-    found = dict.fromkeys(store for _, store in reversed(_store_lines()))
+    found = dict.fromkeys(store for _, store, _ in reversed(_store_lines()))
     return [store for store in found if (store / "mlflow.db").is_file()]
 
 

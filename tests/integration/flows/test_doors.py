@@ -198,3 +198,6 @@ def test_the_store_follows_the_file_wherever_a_run_or_a_reading_command_starts(t
     assert (elsewhere / "export").is_dir() and not (elsewhere / ".rbench").exists()
     assert main(["run", str(config), "--store", str(elsewhere / "mine")]) == 0  # a store named wins
     assert "this file's last run's" not in capsys.readouterr().out
+    monkeypatch.chdir(second)  # and is not followed later (a test's temporary store, a one-off)
+    assert main(["run", str(config)]) == 0
+    assert f"store {first / '.rbench'} (this file's last run's" in capsys.readouterr().out
