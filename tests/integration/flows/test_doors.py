@@ -125,18 +125,24 @@ def test_every_door_refuses_a_cluster_that_does_not_answer_before_any_work(door,
     assert not (tmp_path / "store").exists() or not _stages(tmp_path / "store")
 
 
-def test_one_run_resolves_its_file_once_and_checks_it_once(tmp_path, tiny_files, monkeypatch):
-    """The door resolves and checks; the flow it starts takes that experiment. On main one ``rbench
-    run`` resolved its file three times and ran the pre-flight twice."""
+def _counted(monkeypatch, *names: str) -> dict[str, int]:
+    """How often each of ``rbench.experiment``'s functions ``names`` is called from now on."""
     import rbench.experiment as experiment
 
-    calls = {"load_config": 0, "preflight": 0}
-    for name in calls:
+    calls = dict.fromkeys(names, 0)
+    for name in names:
         def counted(*args, _name=name, _original=getattr(experiment, name), **kwargs):
             calls[_name] += 1
             return _original(*args, **kwargs)
 
         monkeypatch.setattr(experiment, name, counted)
+    return calls
+
+
+def test_one_run_resolves_its_file_once_and_checks_it_once(tmp_path, tiny_files, monkeypatch):
+    """The door resolves and checks; the flow it starts takes that experiment. On main one ``rbench
+    run`` resolved its file three times and ran the pre-flight twice."""
+    calls = _counted(monkeypatch, "load_config", "preflight")
     config = _config(tmp_path, "run", tiny_files, store=str(tmp_path / "store"))
     assert main(["run", str(config)]) == 0
     assert calls == {"load_config": 1, "preflight": 1}
@@ -148,16 +154,9 @@ def test_rbench_run_takes_what_a_notebook_holds_a_mapping_or_an_experiment_confi
     (on main at 3f3249c: ``TypeError: expected str, bytes or os.PathLike object, not dict``). Resolved
     and checked once, by the door; the flow takes it as its ``experiment``; the same config again
     reads the logged results back."""
-    import rbench.experiment as experiment
     from rbench.config import parse_config
 
-    calls = {"resolve_experiment": 0, "preflight": 0}
-    for name in calls:
-        def counted(*args, _name=name, _original=getattr(experiment, name), **kwargs):
-            calls[_name] += 1
-            return _original(*args, **kwargs)
-
-        monkeypatch.setattr(experiment, name, counted)
+    calls = _counted(monkeypatch, "resolve_experiment", "preflight")
     raw = yaml.safe_load(_config(tmp_path, "mapping", tiny_files, store=str(tmp_path / "store")).read_text())
     first = rbench.run(raw)
     assert calls == {"resolve_experiment": 1, "preflight": 1}
