@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import json
 import logging
@@ -317,17 +316,10 @@ def _find_reading_store(args: argparse.Namespace) -> tuple[Path, str]:
 
 
 def _holds_run(store: Path, run_id: str) -> bool:
-    """Whether the MLflow database in ``store`` holds the run ``run_id`` (read-only; False when it cannot tell)."""
-    import sqlite3
+    """Whether the MLflow database in ``store`` holds the run ``run_id`` (False when it cannot tell)."""
+    from rbench.tracking.backend import experiment_of_run
 
-    db = store / "mlflow.db"
-    if not db.is_file():
-        return False
-    try:
-        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)) as conn:
-            return conn.execute("SELECT 1 FROM runs WHERE run_uuid = ?", (run_id,)).fetchone() is not None
-    except sqlite3.Error:
-        return False
+    return experiment_of_run(store / "mlflow.db", run_id) is not None
 
 
 def _store(args: argparse.Namespace) -> Path:

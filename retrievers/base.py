@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validat
 
 from rbench.core.configfile import validate_params
 from rbench.core.hashing import canonical_json
-from rbench.core.identity import class_digest, importable
+from rbench.core.identity import class_digest
 from rbench.core.registry import Registry
 
 Hits = list[tuple[str, float]]
@@ -175,11 +175,6 @@ class Retriever(ABC):
         for this retriever's code."""
         return f"{cls.version if version is None else version}:{class_digest(cls)}"
 
-    @classmethod
-    def importable(cls) -> bool:
-        """Whether another process can import this class (False for one defined in a notebook or a
-        script's ``__main__``: only this process knows it)."""
-        return importable(cls.__module__)
 
     def code_versions(self) -> dict[str, str]:
         """The search-code identity of this retriever and of every component."""

@@ -120,9 +120,8 @@ def remember_store(config: str | Path, store: str | Path, defaulted: bool) -> No
     defaulted store there, and the reading commands find a run id in any. A cache folder that
     cannot be written only loses the note."""
     config, store = Path(config).resolve(), Path(store).expanduser().resolve()
-    lines = _store_lines()
-    if any(named == str(config) for named, _, _ in lines) and \
-            next((s, d) for named, s, d in reversed(lines) if named == str(config)) == (store, defaulted):
+    last = next(((s, d) for named, s, d in reversed(_store_lines()) if named == str(config)), None)
+    if last == (store, defaulted):
         return
     index = settings.cache_dir() / STORES_FILE
     try:

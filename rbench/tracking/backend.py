@@ -268,3 +268,19 @@ def _holders(path: Path) -> str:
         except OSError:
             continue
     return f" (held open by {'; '.join(found)})" if found else ""
+
+
+def experiment_of_run(db: Path, run_id: str) -> str | None:
+    """The experiment id of the run ``run_id`` in the MLflow sqlite database ``db``, read-only
+    without MLflow; None when the file lacks the run or cannot be read."""
+    import contextlib
+    import sqlite3
+
+    if not db.is_file():
+        return None
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)) as conn:
+            row = conn.execute("SELECT experiment_id FROM runs WHERE run_uuid = ?", (run_id,)).fetchone()
+    except sqlite3.Error:
+        return None
+    return None if row is None else str(row[0])

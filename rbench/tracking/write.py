@@ -5,7 +5,6 @@ bootstrap in ``backend.py``."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import os
@@ -23,7 +22,7 @@ from rbench.core.hashing import canonical_json
 from rbench.core.secrets import redact, split_credentials
 from rbench.results import PairResult
 from rbench.tasks.evaluate import read_aggregate
-from rbench.tracking.backend import prepare_tracking, tracking
+from rbench.tracking.backend import experiment_of_run, prepare_tracking, tracking
 
 log = logging.getLogger("rbench")
 
@@ -417,22 +416,16 @@ def ui_hint(tracking_uri: str, run_id: str) -> str:
     """One line on where the MLflow UI shows the run: :func:`run_link` on the tracking server (or
     ``RBENCH_MLFLOW_PUBLIC_URL``), or, for a sqlite database, the ``mlflow ui`` command serving it
     and the link it then answers on. Empty when the run cannot be read."""
-    import sqlite3
-
     from rbench.core.locations import command_of
 
     bare, _ = split_credentials(tracking_uri)
     if bare.startswith("sqlite:///"):
-        try:
-            with contextlib.closing(sqlite3.connect(f"file:{bare.removeprefix('sqlite:///')}?mode=ro", uri=True)) as c:
-                row = c.execute("SELECT experiment_id FROM runs WHERE run_uuid = ?", (run_id,)).fetchone()
-        except sqlite3.Error:
-            row = None
-        if row is None:
+        experiment_id = experiment_of_run(Path(bare.removeprefix("sqlite:///")), run_id)
+        if experiment_id is None:
             return ""
         if settings.mlflow_public_url():
-            return f"MLflow UI: {run_link(bare, str(row[0]), run_id)}"
-        return (f"MLflow UI: {run_link('http://127.0.0.1:5000', str(row[0]), run_id)} once "
+            return f"MLflow UI: {run_link(bare, experiment_id, run_id)}"
+        return (f"MLflow UI: {run_link('http://127.0.0.1:5000', experiment_id, run_id)} once "
                 f"'{command_of('mlflow')} ui --backend-store-uri {bare}' serves it")
     if not bare.startswith(("http://", "https://")):
         return ""

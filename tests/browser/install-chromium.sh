@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Headless Chromium from Debian's packages, unpacked into DEST (no root, nothing installed system-wide), for the
-# test that opens the MLflow UI link rbench prints (tests/system/test_mlflow_ui.py). DEST/chromium runs it.
-# The libraries beyond the base system are those `ldd` found missing on Debian bookworm; a library still missing
-# is named and the script fails.
+# test that opens the MLflow UI link rbench prints (tests/system/test_getting_started.py). DEST/chromium runs it.
+# The libraries beyond the base system are those `ldd` found missing on Debian bookworm (amd64); a library still
+# missing is named and the script fails. Library folders follow this machine's multiarch triplet.
 set -euo pipefail
 DEST=${1:?usage: install-chromium.sh DEST}
 PACKAGES="chromium chromium-common libopenh264-7 libdouble-conversion3 libharfbuzz-subset0 libpulse0 libflac12
@@ -20,7 +20,8 @@ if ! apt-get download $PACKAGES >apt.log 2>&1; then
 fi
 rm -rf "$DEST.tmp" && mkdir -p "$DEST.tmp/root"
 for deb in ./*.deb; do dpkg -x "$deb" "$DEST.tmp/root"; done
-libs="$DEST/root/usr/lib/x86_64-linux-gnu:$DEST/root/usr/lib/x86_64-linux-gnu/pulseaudio:$DEST/root/usr/lib/chromium"
+triplet=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -dumpmachine 2>/dev/null || echo "$(uname -m)-linux-gnu")
+libs="$DEST/root/usr/lib/$triplet:$DEST/root/usr/lib/$triplet/pulseaudio:$DEST/root/usr/lib/chromium"
 cat >"$DEST.tmp/chromium" <<WRAPPER
 #!/bin/sh
 LD_LIBRARY_PATH="$libs\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" exec "$DEST/root/usr/lib/chromium/chromium" "\$@"

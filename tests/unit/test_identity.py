@@ -144,7 +144,7 @@ def test_a_digest_is_computed_once_whatever_the_threads(monkeypatch):
 NOTEBOOK_CLASS = '''
 import sys
 from pydantic import BaseModel
-from rbench.core.identity import class_digest
+from rbench.core.identity import class_digest, importable
 from rbench.retrievers.base import Retriever
 
 SCALE = 2
@@ -164,7 +164,7 @@ class Words(Retriever):
     def search(self, queries, k):
         return {q: [("o", float(helper(1)))] for q in queries}
 
-print(class_digest(Words), Words.importable())
+print(class_digest(Words), importable(Words.__module__))
 '''
 
 
