@@ -1,6 +1,6 @@
 """The benchmark flow: download -> prepare -> subsample -> (encode) -> index -> (rewrite)
 -> retrieve -> evaluate -> MLflow, with independent work submitted concurrently
-(:func:`rbench.flows.benchmark_stages.experiment_stages` is that chain)."""
+(the experiment's plan, :mod:`rbench.orchestration.plan`, is that chain)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from rbench.core.errors import quiet_user_errors
 from rbench.core.secrets import redact
 from rbench.core.store import Store
 from rbench.experiment import config_text, experiment_for_flow, run_name
-from rbench.flows.benchmark_stages import experiment_stages
 from rbench.orchestration.attempts import bury_earlier_attempts
-from rbench.orchestration.graph import summarize_results
+from rbench.orchestration.graph import planned, summarize_results
+from rbench.orchestration.plan import ExperimentPlan, handed, handed_plan, run_plan
 from rbench.orchestration.runner import StoppableThreads, Submitter, ended_by_termination, task_runner
 from rbench.results import FlowSummary
 from rbench.tracking.logged import remember_logged
@@ -29,33 +29,37 @@ log_to_mlflow = task(log_experiment, name="mlflow")
 LOGGING_PENDING = "LoggingPending"
 
 
-def run_stages(cfg: ExperimentConfig) -> tuple[list[dict], list[dict], list[dict]]:
-    """Every stage of the experiment as Prefect tasks on this flow's task runner; returns (results,
+def run_stages(plan: ExperimentPlan) -> tuple[list, list[dict], list[dict]]:
+    """Every stage of the plan as Prefect tasks on this flow's task runner; returns (results,
     failures, stage report). What the MLflow logging imports loads while the stages run."""
-    return experiment_stages(cfg, Submitter(str(cfg.store), cfg.execution), while_waiting=warm_up)
+    cfg = plan.experiment
+    return run_plan(plan, Submitter(str(cfg.store), cfg.execution, plan.prebuilt), while_waiting=warm_up)
 
 
 @flow(name="rbench-stages")
 def run_experiment(cfg: ExperimentConfig) -> dict:
-    """The stages of one experiment under the task runner its ``execution`` section names.
+    """The stages of one experiment under the task runner its ``execution`` section names, by the
+    plan its parent flow hands over (else one made here).
 
     A SIGTERM (Prefect's ``TerminationSignal``) is handled here, inside the task runner: leaving
     it first would wait for every running stage thread to finish."""
     with ended_by_termination():
-        results, failures, report = run_stages(cfg)
+        results, failures, report = run_stages(handed_plan(cfg) or planned(cfg))
     return {"results": results, "failures": failures, "stages": report}
 
 
-def run_with_runner(cfg: ExperimentConfig) -> tuple[list[dict], list[dict], list[dict]]:
+def run_with_runner(cfg: ExperimentConfig) -> tuple[list, list[dict], list[dict]]:
     """Run :func:`run_experiment` as a subflow on the configured task runner, named after the run
     that calls it (``<run>-stages``) and with its tags: a deployment's ``rbench-heartbeat`` among
     them, so that the zombie automation crashes the subflow too when its node dies (it stayed
-    Running before)."""
+    Running before). The plan is the door's (:func:`rbench.orchestration.plan.handed_plan`), or,
+    in a run no door started, made here after the data phase."""
     Store(cfg.store).clean_temporaries()
+    plan = handed_plan(cfg) or planned(cfg)
     stages_only = cfg.model_copy(update={"mlflow": cfg.mlflow.model_copy(update={"tracking_uri": None})})
     subflow = run_experiment.with_options(task_runner=task_runner(cfg.execution),
                                           flow_run_name=f"{flow_run.name or cfg.name}-stages")
-    with tags(*flow_run.tags):
+    with tags(*flow_run.tags), handed(plan):
         out = subflow(stages_only)  # a flow run's parameters are stored by Prefect: no tracking credentials in them
     return out["results"], out["failures"], out["stages"]
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from pathlib import Path
 
 from prefect import flow
 
 from rbench.core.errors import ConfigError
 from rbench.core.secrets import redact
 from rbench.evaluation.report_embeddings import write_comparison
-from rbench.experiment import experiment_for_flow
+from rbench.experiment import config_text, experiment_for_flow
 from rbench.flows.benchmark import finish, log_to_mlflow, run_with_runner
 from rbench.orchestration.graph import summarize_results
 from rbench.results import FlowSummary
@@ -38,6 +37,6 @@ def embedding_benchmark(config_path: str, mirror: str | None = None, store: str 
     rows = model_rows(results, k)
     out = cfg.store / "reports" / f"embeddings-{time.strftime('%Y%m%d-%H%M%S')}"
     write_comparison(rows, out, k)
-    run_id = log_to_mlflow(cfg, results, report, redact(Path(config_path).read_text(encoding="utf-8")), out, failures)
+    run_id = log_to_mlflow(cfg, results, report, redact(config_text(cfg, config_path)), out, failures)
     return finish(cfg, replace(summarize_results(cfg, results, report, run_id, failures), models=tuple(rows),
                                report_folder=str(out)))

@@ -22,10 +22,10 @@ log = logging.getLogger("rbench")
 
 def logged_summary(opened: OpenedExperiment) -> FlowSummary | None:
     """The summary of an experiment whose every stage is cached and whose very results MLflow
-    holds already (no earlier logging waiting in the store), read without a flow; else None."""
+    holds already (no earlier logging waiting in the store), read from the run's plan without a
+    flow; else None."""
     from rbench.core.store import Store
     from rbench.experiment import config_text
-    from rbench.flows.benchmark_stages import cached_experiment
     from rbench.orchestration.graph import summarize_results
     from rbench.tracking.logged import already_logged
     from rbench.tracking.pending import pending_records
@@ -33,8 +33,8 @@ def logged_summary(opened: OpenedExperiment) -> FlowSummary | None:
     cfg = opened.config
     if pending_records(Store(cfg.store)):
         return None
-    cached = cached_experiment(cfg)
-    if cached is None:
+    cached = opened.plan().cached(Store(cfg.store))
+    if cached is None or opened.plan().prebuilt:
         return None
     results, report = cached
     run_id = already_logged(cfg, results, redact(config_text(cfg, opened.config_path)))
@@ -42,17 +42,16 @@ def logged_summary(opened: OpenedExperiment) -> FlowSummary | None:
 
 
 def run_benchmark(opened: OpenedExperiment) -> FlowSummary:
-    """Run an opened ``benchmark`` or ``embeddings`` experiment's flow (what is in the store is
-    reused) and return its summary; a flow that ended without one raises its error."""
+    """Run an opened ``benchmark`` or ``embeddings`` experiment's flow by its plan (what is in the
+    store is reused) and return its summary; a flow that ended without one raises its error."""
     from rbench.core.imports import torch_kept_out
-    from rbench.orchestration.graph import check_data, torch_in_stage_threads, warm_up_index_builds
-    from rbench.orchestration.runner import built_for_the_flow
+    from rbench.orchestration.graph import torch_in_stage_threads, warm_up_index_builds
 
     cfg = opened.config
     opened.check()
-    checked = check_data(cfg)
-    with built_for_the_flow(checked.built), torch_kept_out(not torch_in_stage_threads(cfg)):
-        warm_up_index_builds(cfg, checked.corpora)
+    plan = opened.plan()
+    with torch_kept_out(not torch_in_stage_threads(cfg)):
+        warm_up_index_builds(plan)
         state = opened.run(return_state=True)
     from rbench.flows.benchmark import summary_of  # after the server's start: it loads the flow's modules
 
@@ -114,7 +113,7 @@ class Results:
 
     def table(self) -> str:
         """The metrics table, one line per (dataset, retriever, metric), one column per k."""
-        from rbench.report import metrics_table
+        from rbench.console_tables import metrics_table
 
         return metrics_table(self.aggregate.to_dicts())
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from rbench.core import settings
-from rbench.core.errors import PENDING_EXIT, ConfigError, DataError, RbenchError
+from rbench.core.errors import PENDING_EXIT, RbenchError
 from rbench.core.locations import rbench_command
 from rbench.core.secrets import redact
 
@@ -27,7 +27,7 @@ def _setup_environment() -> None:
 
 
 def _print_metrics(metrics: list[dict]) -> None:
-    from rbench.report import metrics_table
+    from rbench.console_tables import metrics_table
 
     if metrics:
         print()
@@ -88,8 +88,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     from rbench.door import open_experiment
 
     with open_experiment("embeddings" if args.command == "embeddings" else "benchmark", args.config,
-                         _door(args)) as opened:
+                         _door(args), check=not args.plan) as opened:
+        if args.plan:
+            return print_plan(opened)
         return run_opened(opened, force_flow=args.force_flow if args.command == "run" else True)
+
+
+def print_plan(opened) -> int:
+    """``rbench run --plan``: the plan of the opened experiment (its stages below a dataset that
+    is not prepared yet are keyed once it is), with no data phase, no flow and no check."""
+    from rbench.core.store import Store
+    from rbench.orchestration.plan import plan_experiment
+
+    cfg = opened.config
+    plan = plan_experiment(cfg)
+    print(f"rbench: the plan of experiment {cfg.name!r} on store {cfg.store} (nothing runs)")
+    print(f"{'stage':<9} {'label':<40} {'key':<12} status")
+    print("\n".join(plan.lines(Store(cfg.store))))
+    return 0
 
 
 def run_opened(opened, force_flow: bool = False) -> int:
@@ -347,7 +363,7 @@ def _tracking_uri(args: argparse.Namespace) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from rbench.report import measures_table, metrics_table
+    from rbench.console_tables import measures_table, metrics_table
     from rbench.tracking.read import load_chunking_table, load_results
 
     uri = _tracking_uri(args)
@@ -385,82 +401,37 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from rbench.evaluation.report import write_report
-    from rbench.evaluation.report_experiment import experiment_tables, table_text
-    from rbench.systems import RunFile, gather, parse_measures
-    from rbench.tracking.read import differing_params, load_costs_and_traces, load_reproductions, log_report
+    from rbench.evaluation.report_experiment import table_text
+    from rbench.verbs import report
 
-    uri = _tracking_uri(args) if args.runs else None
-    measures = parse_measures(args.measures) if args.measures else []
-    files = [RunFile.parse(text) for text in args.run_file]
-    systems = gather(measures, args.runs, files, Path(args.qrels) if args.qrels else None, args.dataset, uri,
-                     args.experiment, _store(args))
-    if not measures:
-        top = max(r["k"] for r in systems.rows)
-        measures = [(metric, top) for metric in ("recall", "ndcg", "mrr")]
-    runs = differing_params(uri, args.runs, args.experiment) if args.runs else []
-    try:
-        tables = experiment_tables(systems.scores, measures, args.baseline, args.test, args.trials, args.alpha,
-                                   args.correction, args.seed)
-    except ValueError as e:
-        raise ConfigError(f"{e}: choose with --baseline and --measures") from None
-    title = "rbench report: " + ", ".join([*(f"{p.info.run_name} ({p.info.run_id[:8]})" for p in systems.parents),
-                                           *(f"{f.name} ({f.path.name})" for f in files)])
-    costs, traces = load_costs_and_traces(uri, args.runs, args.experiment) if args.runs else ([], [])
-    reproductions = load_reproductions(uri, args.runs, args.experiment) if args.runs else []
-    md, page = write_report(title, systems.rows, tables, Path(args.out), costs=costs, traces=traces,
-                            reproductions=reproductions, runs=runs)
-    for run in runs:
+    written = report(*args.runs, run_files=args.run_file, qrels=args.qrels, dataset=args.dataset, out=args.out,
+                     measures=args.measures or (), baseline=args.baseline, test=args.test, trials=args.trials,
+                     alpha=args.alpha, correction=args.correction, seed=args.seed, log=not args.no_log,
+                     experiment=args.experiment, tracking_uri=_tracking_uri(args) if args.runs else None,
+                     store=_store(args))
+    for run in written.runs:
         differ = ", ".join(f"{k}={v}" for k, v in run.items() if k not in ("run", "run_id")) or "no parameter differs"
         print(f"run {run['run']} ({run['run_id']}): {differ}")
-    for table in tables:
+    for table in written.tables:
         print(table_text(table) + "\n")
-    print(f"wrote {md}, {page} and {md.with_name('experiment.tex')}")
-    if systems.parents and not args.no_log:
-        ids = [p.info.run_id for p in systems.parents]
-        name = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-{args.test}"
-        folder = log_report(uri, ids, Path(args.out), name)
-        print(f"logged them to MLflow run{'s' * (len(ids) > 1)} {', '.join(ids)} as {folder}/ (--no-log does not)")
+    print(f"wrote {written.markdown}, {written.html} and {written.latex}")
+    if written.logged:
+        ids = written.logged_to
+        print(f"logged them to MLflow run{'s' * (len(ids) > 1)} {', '.join(ids)} as {written.logged}/ (--no-log "
+              "does not)")
     return 0
 
 
 def cmd_fuse(args: argparse.Namespace) -> int:
-    from rbench.core.store import write_atomic
-    from rbench.evaluation.runs import read_trec_run
-    from rbench.evaluation.runs_fusion import fuse, fused_trec
+    from rbench.verbs import fuse, names_a_run
 
-    rankings, names = [], []
-    for given in args.inputs:
-        path = Path(given)
-        if path.is_file():
-            try:
-                rankings.append(read_trec_run(path.read_text(encoding="utf-8"), str(path)))
-            except ValueError as e:
-                raise DataError(str(e)) from None
-            names.append(str(path))
-            continue
-        from rbench.tracking.read import load_run_files
-
-        if path.suffix in (".trec", ".txt", ".run") or "/" in given:
-            raise DataError(f"run file {given} does not exist: give TREC run files or MLflow run ids")
-        files = load_run_files(_tracking_uri(args), [given], args.experiment, _store(args))
-        datasets = sorted({d for d, _ in files})
-        dataset = args.dataset or (datasets[0] if len(datasets) == 1 else None)
-        if dataset not in datasets:
-            raise ConfigError(f"run {given} holds datasets {datasets}: name the one to fuse with --dataset")
-        for (d, system), (text, _) in sorted(files.items()):
-            if d == dataset:
-                rankings.append(read_trec_run(text, f"{given}: {d}/{system} run.trec"))
-                names.append(f"{given}:{system}")
-    try:
-        fused = fuse(rankings, args.method, args.k, args.depth)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-    out = Path(args.out)
-    write_atomic(out, fused_trec(fused, args.name or args.method))
-    print(f"fused {len(rankings)} runs by {args.method}" + (f" (k={args.k:g})" if args.method == "rrf" else "")
-          + f": {', '.join(names)}")
-    print(f"wrote {out}: {len(fused):,} queries, {sum(len(d) for d in fused.values()):,} lines")
+    uri = _tracking_uri(args) if any(names_a_run(given) for given in args.inputs) else None
+    fused = fuse(*args.inputs, method=args.method, k=args.k, depth=args.depth, dataset=args.dataset,
+                 experiment=args.experiment, tracking_uri=uri, store=_store(args) if uri else None)
+    out = fused.write(args.out, args.name)
+    print(f"fused {len(fused.inputs)} runs by {args.method}" + (f" (k={args.k:g})" if args.method == "rrf" else "")
+          + f": {', '.join(fused.inputs)}")
+    print(f"wrote {out}: {len(fused.run):,} queries, {sum(len(d) for d in fused.run.values()):,} lines")
     return 0
 
 
@@ -764,6 +735,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--store", help="artifact store folder (default: $RBENCH_STORE, else the config's)")
         _door_flags(p)
         p.set_defaults(func=cmd_run, force_flow=False)
+        p.add_argument("--plan", action="store_true",
+                       help="print the run's plan (each stage, its key, cached or to run, the runner) and run nothing")
     run.add_argument("--force-flow", action="store_true",
                      help="start the flow (and log a new MLflow run) even when every stage is cached and MLflow "
                      "holds these results already")

@@ -120,6 +120,7 @@ class OpenedExperiment:
                  corpora: list[str] | None = None):
         self.kind, self.config_path, self.config, self.search, self.corpora = kind, config_path, config, search, corpora
         self.checked = False
+        self._plan = None
         self.store_followed = self.store_defaulted = False
         """Whether the store is the one this file's last run used (:func:`rbench.experiment.followed_store`),
         and whether nothing named one (the working folder's ``.rbench``)."""
@@ -159,6 +160,16 @@ class OpenedExperiment:
             remember_store(self.config_path, self.store, defaulted=self.store_followed or self.store_defaulted)
         self.checked = True
 
+    def plan(self):
+        """The run's :class:`~rbench.orchestration.plan.ExperimentPlan`, made once, after the data
+        phase (the datasets are downloaded and prepared here); the flow :meth:`run` starts gets it."""
+        if self._plan is None:
+            from rbench.orchestration.graph import planned
+
+            self.check()
+            self._plan = planned(self.config)
+        return self._plan
+
     def _opened(self) -> Any:
         return (self.config, self.search) if self.kind == "search" else self.config
 
@@ -182,7 +193,9 @@ class OpenedExperiment:
             from rbench.flows.chunking_grid import chunking_grid as flow_fn
         if self.config_path is None:  # a structured config: the flow's experiment parameter
             parameters["experiment"] = self.config
-        with opened_config(self.kind, self.config_path, self._opened()):
+        from rbench.orchestration.plan import handed
+
+        with opened_config(self.kind, self.config_path, self._opened()), handed(self._plan):
             return run_flow(flow_fn, config_path=self.config_path, **parameters)
 
 

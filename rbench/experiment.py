@@ -302,7 +302,10 @@ def _probe_tracking_server(uri: str, experiment: str) -> None:
 
 
 def config_text(cfg: ExperimentConfig, config_path: str | None) -> str:
-    """The experiment as the user wrote it (the file), or the resolved config as YAML."""
+    """The experiment as the user wrote it (the file, as it was read when the run opened it), or
+    the resolved config as YAML."""
+    if config_path is not None and cfg.file_text is not None:
+        return cfg.file_text
     if config_path is not None and Path(config_path).is_file():
         return Path(config_path).read_text(encoding="utf-8")
     return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
@@ -321,12 +324,18 @@ def run_name() -> str:
     if experiment is not None:
         name = getattr(experiment, "name", None) or (experiment.get("name") if isinstance(experiment, dict) else None) or name
     elif params.get("config_path"):
-        try:
-            raw = yaml.safe_load(Path(params["config_path"]).read_text(encoding="utf-8"))
-            name = raw.get("name", Path(params["config_path"]).stem) if isinstance(raw, dict) else name
-        except (OSError, yaml.YAMLError):
-            name = Path(params["config_path"]).stem
+        opened = reopened("benchmark", params["config_path"])
+        name = opened.name if opened is not None else _name_in(params["config_path"])
     current = flow_run.name or ""
     if re.fullmatch(rf"{re.escape(name)}-\d{{8}}-\d{{6}}", current):
         return current
     return f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _name_in(config_path: str) -> str:
+    """The ``name`` of an experiment file (a deployed run's, read on its worker), else the file's stem."""
+    try:
+        raw = yaml.safe_load(Path(config_path).read_text(encoding="utf-8"))
+        return raw.get("name", Path(config_path).stem) if isinstance(raw, dict) else "experiment"
+    except (OSError, yaml.YAMLError):
+        return Path(config_path).stem

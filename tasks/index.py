@@ -28,10 +28,11 @@ class IndexConfig(BaseModel):
     models: list[str] = []
 
     @classmethod
-    def all_of(cls, retriever: RetrieverConfig) -> list["IndexConfig"]:
+    def all_of(cls, retriever: RetrieverConfig, instance: Any = None) -> list["IndexConfig"]:
         """The indexes a configured retriever searches: its own, or its components' (in order).
-        A component's index has the same key as that retriever's own, so it is shared."""
-        instance = retriever.build()
+        A component's index has the same key as that retriever's own, so it is shared.
+        ``instance``: the retriever built from ``retriever`` already (else built here)."""
+        instance = instance if instance is not None else retriever.build()
         return [cls(retriever=leaf.name, version=leaf.code_identity(leaf.index_version), params=leaf.index_params(),
                     models=leaf.model_identities()) for leaf in instance.leaves()]
 

@@ -50,9 +50,9 @@ class RetrieveConfig(BaseModel):
     contents: dict[str, str] = {}
 
     @classmethod
-    def of(cls, retriever: RetrieverConfig, depth: int) -> "RetrieveConfig":
-        """The retrieve config of a configured retriever."""
-        instance = retriever.build()
+    def of(cls, retriever: RetrieverConfig, depth: int, instance: Any = None) -> "RetrieveConfig":
+        """The retrieve config of a configured retriever (``instance``: built from it already, else built here)."""
+        instance = instance if instance is not None else retriever.build()
         return cls(retriever=retriever.name, params=retriever.params, depth=depth,
                    versions=instance.code_versions(), models=instance.model_identities(),
                    contents=instance.content_digests())

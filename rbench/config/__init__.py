@@ -10,6 +10,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     StrictInt,
     ValidationError,
     ValidationInfo,
@@ -17,7 +18,13 @@ from pydantic import (
     model_validator,
 )
 
-from rbench.core.configfile import ConfigPath, count_values, format_validation_error, load_mapping, validate_params
+from rbench.core.configfile import (
+    ConfigPath,
+    count_values,
+    format_validation_error,
+    load_mapping_text,
+    validate_params,
+)
 from rbench.core.errors import ConfigError
 from rbench.core.locations import DEFAULT_STORE, default_tracking_uri
 from rbench.core.secrets import redact
@@ -315,6 +322,7 @@ class ExperimentConfig(Strict):
     ``protocol``: ``standard`` (IR's usual definitions, the settings as given) or a named
     protocol of :data:`PROTOCOLS` that fixes depth and the metric definitions at once."""
 
+    _text: str | None = PrivateAttr(default=None)
     name: SafeName = "experiment"
     """The experiment's name: the MLflow parent run and the Prefect flow run are named after it."""
     protocol: Literal["standard", "arm"] = "standard"
@@ -447,6 +455,11 @@ class ExperimentConfig(Strict):
         """The MLflow tracking URI: the configured one, or sqlite inside the store."""
         return self.mlflow.tracking_uri or default_tracking_uri(self.store)
 
+    @property
+    def file_text(self) -> str | None:
+        """The YAML text this experiment was read from (:func:`load_config`), else None."""
+        return self._text
+
     def overridden(self, tracking_uri: str | None = None, runner: str | None = None,
                    address: str | None = None) -> "ExperimentConfig":
         """This experiment with a tracking URI, a runner and a cluster address given from outside
@@ -474,8 +487,10 @@ def load_config(
     and ``store`` arguments override the file's values.
     """
     path = Path(path)
-    raw = load_mapping(path, "experiment config", " with keys such as 'datasets' and 'retrievers'")
-    return parse_config(raw, base=path.resolve().parent, source=str(path), mirror=mirror, store=store)
+    raw, text = load_mapping_text(path, "experiment config", " with keys such as 'datasets' and 'retrievers'")
+    cfg = parse_config(raw, base=path.resolve().parent, source=str(path), mirror=mirror, store=store)
+    cfg._text = text
+    return cfg
 
 
 def parse_config(

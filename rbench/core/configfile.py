@@ -40,6 +40,11 @@ every YAML alias is expanded (an "anchor bomb" of a few lines expands to billion
 def read_yaml(path: Path) -> Any:
     """Parse a YAML file, refusing duplicate keys and files past :data:`MAX_FILE_BYTES` or
     :data:`MAX_VALUES`; errors name the file and line."""
+    return read_yaml_text(path)[0]
+
+
+def read_yaml_text(path: Path) -> tuple[Any, str]:
+    """:func:`read_yaml`'s value and the text it was parsed from (the file is read once)."""
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         raise ConfigError(f"{path} is {size / 1e6:.1f} MB: a settings file holds at most {MAX_FILE_BYTES >> 20} MiB; "
@@ -50,9 +55,9 @@ def read_yaml(path: Path) -> Any:
     try:
         node = loader.get_single_node()
         if node is None:
-            return None
+            return None, text
         _count_values(node, path)
-        return loader.construct_document(node)
+        return loader.construct_document(node), text
     except RecursionError:
         raise ConfigError(f"{path} is nested too deeply to be a settings file") from None
     finally:
@@ -112,11 +117,16 @@ def _expanded(root: Any, children: Callable[[Any], list | None], where: Callable
 def load_mapping(path: Path | str, what: str, hint: str = "") -> dict:
     """Read ``path`` as a YAML mapping; every problem is one :class:`ConfigError` naming the
     file (and the line where YAML gives one). ``what`` names the kind of file in messages."""
+    return load_mapping_text(path, what, hint)[0]
+
+
+def load_mapping_text(path: Path | str, what: str, hint: str = "") -> tuple[dict, str]:
+    """:func:`load_mapping`'s mapping and the text it was parsed from (the file is read once)."""
     path = Path(path)
     if path.is_dir():
         raise ConfigError(f"{what} {path} is a folder: pass the path of a YAML file inside it")
     try:
-        raw = read_yaml(path)
+        raw, text = read_yaml_text(path)
     except FileNotFoundError:
         raise ConfigError(f"{what} {path} does not exist: pass the path of a YAML file") from None
     except UnicodeDecodeError as e:
@@ -126,7 +136,7 @@ def load_mapping(path: Path | str, what: str, hint: str = "") -> dict:
         raise ConfigError(f"{what} {path} is not valid YAML: {e}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{what} {path} must be a YAML mapping{hint}, got {type(raw).__name__}")
-    return raw
+    return raw, text
 
 
 def _fields_at(model: type[BaseModel] | None, loc: tuple) -> list[str]:

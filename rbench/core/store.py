@@ -550,21 +550,30 @@ class Stage:
 
     def key(self, inputs: Sequence[Artifact], config: Any) -> str:
         """Store key for this stage given its inputs and resolved config."""
-        parts = dict(self.input_parts)
+        return self.key_of([a.digest(self.part_of(a.stage)) for a in inputs], config)
+
+    def part_of(self, stage: str) -> str | None:
+        """The part of an input of ``stage`` this stage reads (its key follows that part's content), or None."""
+        return dict(self.input_parts).get(stage)
+
+    def key_of(self, digests: Sequence[str], config: Any) -> str:
+        """Store key for this stage given what its key follows of each input (:meth:`Artifact.digest`
+        of the part it reads) and its resolved config: the one derivation of a key, which
+        :class:`rbench.orchestration.plan.ExperimentPlan` makes before any stage runs."""
         view = self.key_view(config) if self.key_view is not None else config
         module = getattr(self.build, "__module__", None)
-        return stage_key(self.name, self.version, view, [a.digest(parts.get(a.stage)) for a in inputs],
-                         code_digest(module) if module else "")
+        return stage_key(self.name, self.version, view, list(digests), code_digest(module) if module else "")
 
     def run(
         self, store: Store, inputs: Sequence[Artifact], config: Any, *,
-        call: Callable[..., Any] | None = None, **options: Any
+        call: Callable[..., Any] | None = None, key: str | None = None, **options: Any
     ) -> Artifact:
         """Return the cached artifact when intact, else build it. Plain function; no Prefect.
         ``call(build, *args, **kwargs)`` runs the build elsewhere (a stage process,
         :func:`rbench.core.processes.call_in_process`) while this process holds the lease and
-        publishes the artifact; by default it runs here."""
-        key = self.key(inputs, config)
+        publishes the artifact; by default it runs here. ``key``: the key a plan made for these
+        inputs and config (by default derived here)."""
+        key = key or self.key(inputs, config)
         if self.uses_store:
             options = {**options, "store": store}
         run = functools.partial(call, self.build) if call is not None else self.build

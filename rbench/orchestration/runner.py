@@ -17,7 +17,6 @@ import contextlib
 import functools
 import logging
 import os
-import queue
 import signal
 import threading
 import time
@@ -177,30 +176,16 @@ class Submitted:
     future: PrefectFuture
 
 
-_BUILT_FOR_THE_FLOW: set[tuple[str, str]] = set()
-
-
-@contextlib.contextmanager
-def built_for_the_flow(built: frozenset[tuple[str, str]]):
-    """While the block runs, the flow reports the artifacts ``built`` (``(stage, key)``) as ran,
-    not cached: ``rbench run`` downloads and prepares the datasets before its flow starts, so
-    that a bad input line is one error, and a first run into an empty store said ``cached``."""
-    _BUILT_FOR_THE_FLOW.update(built)
-    try:
-        yield
-    finally:
-        _BUILT_FOR_THE_FLOW.difference_update(built)
-
-
-def describe(stage: str, label: str, state) -> dict:
+def describe(stage: str, label: str, state, prebuilt: frozenset[tuple[str, str]] = frozenset()) -> dict:
     """The report row of a finished stage task: key, status (ran, cached, failed, skipped),
     build seconds (with ``finished``, the epoch second it was seen to end, for a stage that
-    ran), and the error or the artifact's summary."""
+    ran), and the error or the artifact's summary. ``prebuilt``: ``(stage, key)`` of what this
+    run built before its flow (:func:`rbench.orchestration.graph.check_data`), reported ran."""
     row = {"stage": stage, "label": label, "key": None, "status": "failed", "seconds": None}
     if state.is_completed():
         artifact: Artifact = state.result()
         row["key"] = artifact.key
-        fresh = artifact.built or (artifact.stage, artifact.key) in _BUILT_FOR_THE_FLOW
+        fresh = artifact.built or (artifact.stage, artifact.key) in prebuilt
         row["status"] = "ran" if fresh else "cached"
         row["seconds"] = artifact.info.get("build_seconds") if row["status"] == "ran" else 0.0
         if row["status"] == "ran":
@@ -281,23 +266,26 @@ class Submitter:
     in a notebook's cell), and reports how each ended. Against a Prefect server of one's own,
     rbench's progress records go to the run's logs too (:func:`forward_logs_to_prefect`)."""
 
-    def __init__(self, store: str, execution: ExecutionConfig):
+    def __init__(self, store: str, execution: ExecutionConfig, prebuilt: frozenset[tuple[str, str]] = frozenset()):
         self.store = Store(store)
         self.execution = execution
+        self.prebuilt = prebuilt
         self.submitted: list[Submitted] = []
         self._logger = get_run_logger()
         self._in_a_notebook = in_a_notebook()
         forward_logs_to_prefect()
 
     def submit(self, stage: Stage, inputs: Sequence[Any], config: Any, label: str, gpu: bool = False,
-               **options: Any) -> PrefectFuture:
-        """Submit a stage's task; ``inputs`` may be artifacts or futures of artifacts."""
+               key: str | None = None, **options: Any) -> PrefectFuture:
+        """Submit a stage's task; ``inputs`` may be artifacts or futures of artifacts; ``key``: its
+        plan's key (:class:`rbench.orchestration.plan.PlanNode`)."""
         stage_tsk = stage_task(stage)
         named = stage_tsk.with_options(task_run_name=f"{stage_tsk.name}[{label}]")
         slots = self.execution.gpus if gpu and self.execution.in_process() else 0
         processes = self.execution.native_builds_apart()
         with _gpu_placement(self.execution) if gpu else contextlib.nullcontext():
-            future = named.submit(str(self.store.root), list(inputs), config, options, slots, processes)
+            future = named.submit(str(self.store.root), list(inputs), config, {**options, "key": key}, slots,
+                                  processes)
         self.submitted.append(Submitted(stage_tsk.name, label, future))
         future.add_done_callback(lambda f, stage=stage_tsk.name: self._progress(stage, label, f))
         return future
@@ -305,27 +293,12 @@ class Submitter:
     def _progress(self, stage: str, label: str, future: PrefectFuture) -> None:
         if not settle(future):  # a stop cancelled it: the stop's own line says so
             return
-        row = describe(stage, label, future.state)
+        row = describe(stage, label, future.state, self.prebuilt)
         level = logging.INFO if row["status"] in ("ran", "cached") else logging.WARNING
         line = f"{stage:<9} {label:<32} {row['status']:<7} {row.get('summary') or row.get('error')}"
         self._logger.log(level, "%s", line)
         if self._in_a_notebook:  # Prefect's console records stay out of a cell (rbench.door): the line goes there
             print(line, flush=True)
-
-    def as_completed(self, futures: Sequence[PrefectFuture]):
-        """The futures as they finish (waiting in short steps, see :func:`wait_for`)."""
-        finished: queue.SimpleQueue = queue.SimpleQueue()
-        for future in futures:
-            future.add_done_callback(finished.put)
-        for _ in futures:
-            while True:
-                try:
-                    future = finished.get(timeout=WAKE_SECONDS)
-                    break
-                except queue.Empty:
-                    continue
-            settle(future)
-            yield future
 
     def artifact(self, future: PrefectFuture) -> Artifact | None:
         """The future's artifact in this store, or None when its task failed or never ran."""
@@ -339,7 +312,7 @@ class Submitter:
         rows = []
         for s in self.submitted:
             wait_for(s.future)
-            row = describe(s.stage, s.label, s.future.state)
+            row = describe(s.stage, s.label, s.future.state, self.prebuilt)
             row.pop("summary", None)
             rows.append(row)
         return rows

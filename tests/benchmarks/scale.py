@@ -142,34 +142,25 @@ def run_stage(raw: str, stage: str) -> None:
     in the store) and print a JSON line of seconds and bytes written."""
     from rbench.config import ExperimentConfig
     from rbench.core.store import Store
-    from rbench.flows.benchmark_stages import experiment_stages
-    from rbench.orchestration.graph import CachedOnly, NotCached
+    from rbench.orchestration.plan import plan_experiment
 
     cfg = ExperimentConfig.model_validate(json.loads(raw))
-
-    class OneStage(CachedOnly):
-        def __init__(self, store: Store):
-            super().__init__(store)
-            self.built: list = []
-
-        def submit(self, s, inputs, config, label, gpu=False, **options):
-            if s.name != stage:
-                return super().submit(s, inputs, config, label, gpu, **options)
-            artifact = s.run(self.store, inputs, config, **options)
-            self.built.append(artifact)
-            return artifact
-
-    submitter = OneStage(Store(cfg.store))
-    try:
-        experiment_stages(cfg, submitter)
-    except NotCached:
-        pass
-    seconds = sum(a.info.get("build_seconds") or 0.0 for a in submitter.built)
-    size = sum(f.stat().st_size for a in submitter.built for f in Path(a.path).rglob("*") if f.is_file())
-    quality = {k: v for a in submitter.built for k, v in a.info.items() if k in ("recall@10", "index_bytes")}
-    runs = [str(Path(a.path) / "run.parquet") for a in submitter.built if (Path(a.path) / "run.parquet").exists()]
-    print(json.dumps({"seconds": seconds, "bytes": size, "built": len(submitter.built),
-                      "cached": not any(a.built for a in submitter.built), **quality, "runs": runs}))
+    store = Store(cfg.store)
+    plan = plan_experiment(cfg)
+    artifacts = plan.in_store(store)
+    built = []
+    for n, node in enumerate(plan.nodes):
+        inputs = [artifacts[i] for i in node.inputs]
+        if node.stage.name != stage or node.key is None or any(a is None for a in inputs):
+            continue
+        artifacts[n] = node.stage.run(store, inputs, node.config, key=node.key, **dict(node.options))
+        built.append(artifacts[n])
+    seconds = sum(a.info.get("build_seconds") or 0.0 for a in built)
+    size = sum(f.stat().st_size for a in built for f in Path(a.path).rglob("*") if f.is_file())
+    quality = {k: v for a in built for k, v in a.info.items() if k in ("recall@10", "index_bytes")}
+    runs = [str(Path(a.path) / "run.parquet") for a in built if (Path(a.path) / "run.parquet").exists()]
+    print(json.dumps({"seconds": seconds, "bytes": size, "built": len(built),
+                      "cached": not any(a.built for a in built), **quality, "runs": runs}))
 
 
 def ann_overlap(exact: str, approximate: str, k: int = 10) -> float:

@@ -534,7 +534,7 @@ def test_a_disk_that_fills_during_the_preflight_prepare_is_one_message(tmp_path,
     class FullDisk:
         name = "prepare"
 
-        def run(self, store, inputs, config, call=None):
+        def run(self, store, inputs, config, call=None, key=None):
             raise OSError(errno.ENOSPC, "No space left on device", str(store.root / "prepare" / ".tmp-x"))
 
     monkeypatch.setattr(graph, "PREPARE", FullDisk())

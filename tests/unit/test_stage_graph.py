@@ -1,7 +1,8 @@
-"""The stage graph without Prefect (issue 58, item 7): :class:`ExperimentGraph` submits to a fake
-submitter that records each submission and fails the stages it is told to, so that index
-sharing, shard counts, repeated labels and which stage a failed pair names are checked in
-milliseconds; the system tests keep one case each for what needs Prefect itself."""
+"""The stage graph without Prefect (issue 58, item 7; issue 67, item 1): the experiment's plan
+(:func:`plan_experiment`) is submitted to a fake submitter that records each submission and fails
+the stages it is told to, so that index sharing, shard counts, repeated labels and which stage a
+failed pair names are checked in milliseconds; the system tests keep one case each for what needs
+Prefect itself."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from rbench.config import parse_config
-from rbench.flows.benchmark_stages import experiment_stages
+from rbench.core.store import Artifact
+from rbench.orchestration.plan import plan_experiment, run_plan
 from tests.conftest import tiny_dataset
 
 MODEL = "tiny/dense:tokenlearn-static-64d"  # the label of a static-64d index on dataset "tiny"
@@ -28,33 +30,25 @@ class Handle:
     label: str
     inputs: list
     gpu: bool
-    corpus: Path
     failed: bool = False
     options: dict = field(default_factory=dict)
-
-    def file(self, name: str) -> Path:
-        assert name == "corpus.parquet", name  # the graph reads the corpus's row count only
-        return self.corpus
 
 
 class FakeSubmitter:
     """Runs nothing: every stage succeeds at once except those in ``failing`` (``(stage, label)``),
     whose dependants are skipped, as Prefect reports them."""
 
-    def __init__(self, corpus: Path, failing: set[tuple[str, str]] = frozenset()):
-        self.corpus, self.failing, self.rows, self.handles = corpus, failing, [], []
+    def __init__(self, failing: set[tuple[str, str]] = frozenset()):
+        self.failing, self.rows, self.handles = failing, [], []
 
-    def submit(self, stage, inputs, config, label, gpu=False, **options) -> Handle:
+    def submit(self, stage, inputs, config, label, gpu=False, key=None, **options) -> Handle:
         upstream = any(isinstance(i, Handle) and i.failed for i in inputs)
         here = (stage.name, label) in self.failing
-        handle = Handle(stage.name, label, list(inputs), gpu, self.corpus, upstream or here, options)
+        handle = Handle(stage.name, label, list(inputs), gpu, upstream or here, options)
         self.handles.append(handle)
         row = {"stage": stage.name, "label": label, "status": "failed" if here else "skipped" if upstream else "ran"}
         self.rows.append({**row, **({"error": "boom"} if here else {})})
         return handle
-
-    def as_completed(self, handles):
-        return iter(handles)
 
     def artifact(self, handle: Handle) -> Handle | None:
         return None if handle.failed else handle
@@ -79,8 +73,9 @@ def _graph(tmp_path, tiny_files, corpus, retrievers, failing=frozenset(), **exec
     cfg = parse_config({"store": str(tmp_path / "store"), "depth": 10, "metrics": {"k": [1, 3]},
                         "datasets": [tiny_dataset(*files)], "retrievers": retrievers,
                         "execution": {"shard_size": 150, **execution}})
-    sub = FakeSubmitter(corpus, set(failing))
-    results, failures, report = experiment_stages(cfg, sub)
+    sub = FakeSubmitter(set(failing))
+    prepared = Artifact("prepare", "k", corpus.parent, {"digests": {"corpus": "c", "queries": "q"}})
+    results, failures, report = run_plan(plan_experiment(cfg, {"tiny": prepared}), sub)
     return sub, results, failures, report
 
 
@@ -123,9 +118,9 @@ def test_a_failed_pair_names_the_first_stage_that_failed_under_it(tmp_path, tiny
 
 
 def test_a_failed_prepare_fails_every_pair_of_its_dataset_by_name(tmp_path, tiny_files, corpus):
-    sub, results, failures, _ = _graph(tmp_path, tiny_files, corpus, [{"name": "bm25s"}, DENSE],
+    sub, results, failures, report = _graph(tmp_path, tiny_files, corpus, [{"name": "bm25s"}, DENSE],
                                        failing={("prepare", "tiny")})
-    assert not results and not sub.submitted("index")
+    assert not results and {row["status"] for row in report if row["stage"] in ("index", "retrieve")} == {"skipped"}
     assert failures == [{"dataset": "tiny", "retriever": r, "error": "prepare[tiny]: boom"} for r in ("bm25s", "dense")]
 
 
@@ -149,15 +144,15 @@ def test_a_run_warms_up_only_the_indexes_it_will_build_here(tmp_path, tiny_files
                              "execution": execution})
 
     cfg = config()
-    assert warm_up_index_builds(cfg, {}) == 0 and warmed == []  # nothing prepared yet: the flow builds it all
+    assert warm_up_index_builds(plan_experiment(cfg)) == 0 and warmed == []  # nothing prepared yet: no key to look up
     corpora = check_data(cfg).corpora
-    assert warm_up_index_builds(cfg, corpora) == 2 and warmed == ["bm25s", "bm25"]  # fusion's are the same two
+    assert warm_up_index_builds(plan_experiment(cfg, corpora)) == 2 and warmed == ["bm25s", "bm25"]  # fusion's too
     warmed.clear()
     (corpus,) = corpora.values()
     INDEX.run(Store(cfg.store), [corpus], IndexConfig.all_of(cfg.retrievers[0])[0])  # bm25s's index is stored now
-    assert warm_up_index_builds(cfg, corpora) == 1 and warmed == ["bm25"]
+    assert warm_up_index_builds(plan_experiment(cfg, corpora)) == 1 and warmed == ["bm25"]
     warmed.clear()
-    assert warm_up_index_builds(config(runner="dask"), corpora) == 0 and warmed == []
+    assert warm_up_index_builds(plan_experiment(config(runner="dask"), corpora)) == 0 and warmed == []
 
 
 def test_each_failed_pair_names_its_own_failure_not_an_earlier_pairs(tmp_path, tiny_files, corpus):

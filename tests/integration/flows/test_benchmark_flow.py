@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import rbench
 from rbench.flows.benchmark import benchmark, summary_of
 from tests.conftest import CORPUS, QUERIES, tiny_dataset, write_jsonl
 
@@ -308,9 +309,7 @@ def test_a_run_where_no_pair_finished_logs_no_mlflow_run(tmp_path, tiny_files):
     corpus, queries = tiny_files
     corpus.write_text(corpus.read_text() + "{broken\n")
     state = benchmark(_config(tmp_path, corpus, queries), return_state=True)
-    assert state.is_failed() and "is not valid JSON" in state.message
-    summary = summary_of(state)
-    assert summary.mlflow_run_id is None and summary.metrics == () and summary.mlflow_error is None
+    assert state.is_failed() and "is not valid JSON" in state.message  # the data phase's error, before any stage
     assert not (tmp_path / "store" / "mlflow.db").exists()
 
 
@@ -477,6 +476,10 @@ def test_a_run_file_from_elsewhere_shares_the_report_table_and_its_t_tests_match
                  "P@3 AP nDCG@3", "recall@3", "--test", "t-test", "--baseline", "pyserini", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "paired t-test" in printed and "seed" not in printed.split("paired t-test")[1].split("\n")[0]
+    called = rbench.report(run_id, tracking_uri=uri, run_files=[f"pyserini={outside}"], test="t-test", log=False,
+                           measures=["P@3", "AP", "nDCG@3", "recall@3"], baseline="pyserini", out=tmp_path / "api")
+    assert called.markdown.read_text() == (out / "report.md").read_text().replace(str(out), str(tmp_path / "api"))
+    assert called.logged is None and [t["dataset"] for t in called.tables] == ["tiny"]
 
     qrels = read_qrels(export / "tiny.qrels")
     runs = {"pyserini": read_trec_run(outside), **{s: read_trec_run(export / f"tiny.{s}.trec") for s in ("bm25", "dense")}}
@@ -577,6 +580,7 @@ def test_rbench_fuse_equals_ranx_on_run_files_and_on_a_logged_run(finished, tmp_
         for inputs in (files, [run_id]):
             out = tmp_path / f"{method}-{len(inputs)}.trec"
             assert main(["fuse", *inputs, "--method", method, "--tracking-uri", uri, "--out", str(out)]) == 0
+            assert rbench.fuse(*inputs, method=method, tracking_uri=uri).trec() == out.read_text()  # the command's verb
             mine = read_trec_run(out)
             assert mine.keys() == theirs.keys()
             for qid in theirs:

@@ -148,6 +148,53 @@ def test_one_run_resolves_its_file_once_and_checks_it_once(tmp_path, tiny_files,
     assert calls == {"load_config": 1, "preflight": 1}
 
 
+def test_a_cold_run_plans_once_builds_each_retriever_twice_and_reads_its_file_once(tmp_path, tiny_files, monkeypatch,
+                                                                                  capsys):
+    """Issue 67, item 1: one cold ``rbench run`` of one dataset x two retrievers makes its plan once,
+    builds each retriever twice (the pre-flight, the plan) and reads its YAML file once; ``rbench
+    run --plan`` then prints the plan, every stage cached, without starting a flow. On 6e8e733: the
+    stage graph built twice plus two hand re-derivations, six builds per retriever, three reads."""
+    import builtins
+    from collections import Counter
+
+    import rbench.door
+    from rbench.orchestration import graph
+    from rbench.retrievers.base import RetrieverSpec
+
+    retrievers = [{"name": "bm25s"}, {"name": "bm25s", "label": "bm25s-k1", "params": {"k1": 1.2}}]
+    config = _config(tmp_path, "run", tiny_files, store=str(tmp_path / "store"), retrievers=retrievers).resolve()
+    plans, builds, reads = [], Counter(), []
+    plan_experiment, build, read_text, open_file = graph.plan_experiment, RetrieverSpec.build, Path.read_text, open
+
+    def counted_read(path, *args, **kwargs):
+        reads.extend(["read_text"] if Path(path).resolve() == config else [])
+        return read_text(path, *args, **kwargs)
+
+    def counted_open(file, *args, **kwargs):
+        reads.extend(["open"] if isinstance(file, (str, Path)) and Path(file).resolve() == config else [])
+        return open_file(file, *args, **kwargs)
+
+    monkeypatch.setattr(graph, "plan_experiment", lambda *a, **k: plans.append(1) or plan_experiment(*a, **k))
+    monkeypatch.setattr(RetrieverSpec, "build", lambda self: builds.update([self.label]) or build(self))
+    monkeypatch.setattr(Path, "read_text", counted_read)
+    monkeypatch.setattr(builtins, "open", counted_open)
+    assert main(["run", str(config)]) == 0
+    assert len(plans) == 1 and builds == {"bm25s": 2, "bm25s-k1": 2} and reads == ["read_text"]
+    capsys.readouterr()
+    flows = []
+    monkeypatch.setattr(rbench.door, "run_flow", lambda *a, **k: flows.append(a))
+    assert main(["run", str(config), "--plan"]) == 0
+    out = capsys.readouterr().out
+    assert not flows and "nothing runs" in out
+    rows = [line.split() for line in out.splitlines() if line.split()[:1] and line.split()[0] in
+            ("download", "prepare", "subsample", "index", "retrieve", "evaluate")]
+    assert [r[:2] for r in rows] == [["download", "tiny"], ["prepare", "tiny"], ["subsample", "tiny"],
+                                     ["index", "tiny/bm25s"], ["retrieve", "tiny/bm25s"], ["evaluate", "tiny/bm25s"],
+                                     ["index", "tiny/bm25s#2"], ["retrieve", "tiny/bm25s-k1"],
+                                     ["evaluate", "tiny/bm25s-k1"]]  # bm25s's k1 shapes its index: a second one
+    assert {r[3] for r in rows} == {"cached"} and "9 stages: 9 cached, 0 to run; 2 dataset x retriever pairs" in out
+
+
 def test_rbench_run_takes_what_a_notebook_holds_a_mapping_or_an_experiment_config(tmp_path, tiny_files,
                                                                                   monkeypatch):
     """Issue 67, item 7: ``rbench.run`` takes a mapping or an ``ExperimentConfig`` as it takes a file
