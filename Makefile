@@ -11,7 +11,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export TOKENIZERS_PARALLELISM ?= false
 export NO_MKDOCS_2_WARNING ?= 1
 
-.PHONY: setup run test test-fast docs docs-serve clean vllm-env vllm-serve browser
+.PHONY: setup run test test-fast typecheck docs docs-serve clean vllm-env vllm-serve browser
 
 # --no-compile: pip would byte-compile every module of both environments (torch, vLLM, Ray, ...) at install, most
 # of setup's CPU; Python compiles the modules a run imports, once, on first import (56 s for both, from 2.5 min).
@@ -55,6 +55,13 @@ run: setup
 test-fast: setup
 	$(BIN)/pytest -ra tests/unit
 
+# mypy (~40 s): strict on the run's typed records, its plan, the data phase and the Python API; the orchestration
+# layer (Prefect's task runners, the deployments' pull step) as written.
+STRICT := rbench/results.py rbench/orchestration/plan.py rbench/orchestration/graph.py rbench/api.py rbench/verbs.py
+typecheck: setup
+	$(BIN)/mypy --strict $(STRICT)
+	$(BIN)/mypy rbench/orchestration
+
 # The documentation site, into site/: strict, so a broken link, a missing page or any warning fails it.
 docs: setup
 	$(BIN)/mkdocs build --strict --clean
@@ -70,7 +77,7 @@ docs-serve: setup
 # more than half fails the target.
 # Beside other workers, torch takes one thread and a run two stage threads (tests/conftest.py).
 TEST_WORKERS ?= 3
-test: setup vllm-env browser
+test: setup vllm-env browser typecheck
 	$(BIN)/pytest -ra -n $(TEST_WORKERS) --dist loadgroup --durations=40 --junitxml=test-results/junit.xml \
 		tests/unit tests/integration tests/system
 	$(BIN)/python -m tests.durations test-results/junit.xml --out test-results/durations-by-file.txt \

@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
 from rbench.core.errors import RbenchError
 from rbench.core.secrets import redact
 from rbench.door import DoorSettings, OpenedExperiment, open_experiment
-from rbench.results import FlowSummary
+from rbench.results import Failure, FlowSummary
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from rbench.config import ExperimentConfig
 
 log = logging.getLogger("rbench")
@@ -74,11 +76,11 @@ class Results:
     mlflow_run_id: str | None
     tracking_uri: str
     store: Path
-    aggregate: Any
-    per_query: Any
-    stages: Any
+    aggregate: pl.DataFrame
+    per_query: pl.DataFrame
+    stages: pl.DataFrame
     run_files: dict[tuple[str, str], dict[str, Path]] = field(default_factory=dict)
-    failures: list[dict] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
 
     @classmethod
     def from_summary(cls, summary: FlowSummary, store: Path, tracking_uri: str) -> "Results":
@@ -92,12 +94,12 @@ class Results:
         evaluations = [s for s in summary.stages if s["stage"] == "evaluate" and s["status"] in ("ran", "cached")]
         pairs = {f"{m['dataset']}/{m['retriever']}": (m["dataset"], m["retriever"]) for m in summary.metrics}
         for stage in evaluations:
-            artifact = Store(store).load("evaluate", stage["key"])
+            artifact = Store(store).load("evaluate", str(stage["key"]))
             if artifact is None or stage["label"] not in pairs:
                 raise RbenchError(f"the evaluation of {stage['label']} is not in the store {store} any more")
             dataset, retriever = pairs[stage["label"]]  # a dataset's name may hold '/' (beir/scifact)
             files[(dataset, retriever)] = {"run": artifact.file("run.trec"), "qrels": artifact.file("qrels.trec")}
-            table = pl.from_arrow(pq.read_table(artifact.file("per_query.parquet")))
+            table = pl.DataFrame(pq.read_table(artifact.file("per_query.parquet")))
             per_query.append(table.select(pl.lit(dataset).alias("dataset"), pl.lit(retriever).alias("retriever"),
                                           "query_id", "metric", "k", "value"))
         schema = {"dataset": pl.String, "retriever": pl.String, "query_id": pl.String, "metric": pl.String,
@@ -119,7 +121,7 @@ class Results:
 
     def scores(self) -> dict[tuple[str, str], dict[tuple[str, int, str], float]]:
         """The per-query values keyed as :func:`rbench.evaluation.report_experiment.experiment_tables` reads them."""
-        out: dict = {}
+        out: dict[tuple[str, str], dict[tuple[str, int, str], float]] = {}
         for row in self.per_query.iter_rows(named=True):
             out.setdefault((row["dataset"], row["retriever"]), {})[(row["metric"], row["k"], row["query_id"])] = \
                 row["value"]
@@ -159,7 +161,8 @@ def run(config: str | Path | Mapping[str, Any] | ExperimentConfig, *, mirror: st
                 raise RbenchError(f"rbench.run({argument}=...) takes {base.__name__} subclasses (the class, not an "
                                   f"instance); got {cls!r}")
             registry.register(cls)
-    given = DoorSettings(*(str(v) if v is not None else None for v in (mirror, store, tracking_uri)), runner, address)
+    given = DoorSettings(mirror=None if mirror is None else str(mirror), store=None if store is None else str(store),
+                         tracking_uri=tracking_uri, runner=runner, address=address)
     with open_experiment("benchmark", config, given) as opened:
         summary = None if force_flow else logged_summary(opened)
         if summary is None:
@@ -182,9 +185,9 @@ class Comparison:
     dataset; ``repr`` prints them (a notebook shows them as HTML), :meth:`frame` gives every cell
     as a polars DataFrame, :meth:`latex` as LaTeX."""
 
-    tables: list[dict]
+    tables: list[dict[str, Any]]
 
-    def frame(self):
+    def frame(self) -> pl.DataFrame:
         """A row per (dataset, system, measure): ``mean``, and against the baseline ``difference``,
         ``low`` and ``high`` (its 95% interval), ``effect`` (Cohen's d), ``wins``, ``ties``,
         ``losses``, ``p``, ``p_corrected``, ``significant``; ``baseline`` says which system it is."""
@@ -250,7 +253,7 @@ def compare(*runs: Results | str | Path, measures: Sequence[str] = ("recall@5", 
     logged_runs = [item for item in runs if not isinstance(item, Path)]
     outside = [RunFile.parse(str(item)) for item in runs if isinstance(item, Path)]
     read_files = bool(outside) or any(is_ir_measure(m) for m in parsed)
-    scores: dict = {}
+    scores: dict[tuple[str, str], dict[tuple[str, int, str], float]] = {}
     judged: dict[str, str] = {}  # qrels text by dataset, for the run files
     for n, item in enumerate(logged_runs):
         if isinstance(item, Results):

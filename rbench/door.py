@@ -26,11 +26,14 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Iterator, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Literal, Mapping
 
 from rbench.core.errors import ConfigError
 from rbench.core.locations import DoorSettings, door
 from rbench.core.stopping import in_a_notebook
+
+if TYPE_CHECKING:
+    from rbench.orchestration.plan import ExperimentPlan
 
 Kind = Literal["benchmark", "embeddings", "search", "chunking"]
 FLOW_TAG = "rbench"  # every flow run rbench starts carries it (deployments add rbench-heartbeat)
@@ -120,7 +123,7 @@ class OpenedExperiment:
                  corpora: list[str] | None = None):
         self.kind, self.config_path, self.config, self.search, self.corpora = kind, config_path, config, search, corpora
         self.checked = False
-        self._plan = None
+        self._plan: ExperimentPlan | None = None
         self.store_followed = self.store_defaulted = False
         """Whether the store is the one this file's last run used (:func:`rbench.experiment.followed_store`),
         and whether nothing named one (the working folder's ``.rbench``)."""
@@ -160,7 +163,7 @@ class OpenedExperiment:
             remember_store(self.config_path, self.store, defaulted=self.store_followed or self.store_defaulted)
         self.checked = True
 
-    def plan(self):
+    def plan(self) -> ExperimentPlan:
         """The run's :class:`~rbench.orchestration.plan.ExperimentPlan`, made once, after the data
         phase (the datasets are downloaded and prepared here); the flow :meth:`run` starts gets it."""
         if self._plan is None:

@@ -4,9 +4,46 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, NotRequired, TypedDict
 
 from rbench.config import RetrieverConfig
 from rbench.core.store import Artifact
+
+
+class StageRow(TypedDict):
+    """What one stage did: its ``status`` is ``ran``, ``cached``, ``failed`` or ``skipped``;
+    ``seconds`` its build's (0 when cached, None when it did not finish); ``finished`` the epoch
+    second a stage that ran was seen to end; ``summary`` its artifact's one-line summary (the
+    progress line's), ``error`` why it failed or was skipped."""
+
+    stage: str
+    label: str
+    key: str | None
+    status: str
+    seconds: float | None
+    finished: NotRequired[float]
+    summary: NotRequired[str]
+    error: NotRequired[str]
+
+
+class Failure(TypedDict):
+    """A dataset x retriever pair that did not finish, and the first failed stage it depends on."""
+
+    dataset: str
+    retriever: str
+    error: str
+
+
+class MetricRow(TypedDict):
+    """One aggregated metric of a pair: the mean ``value`` of ``metric`` at ``k`` over ``queries``
+    (further keys: the evaluate stage's own counts)."""
+
+    dataset: str
+    retriever: str
+    metric: str
+    k: int
+    value: float
+    queries: int
 
 
 @dataclass(frozen=True)
@@ -43,13 +80,13 @@ class FlowSummary:
     the embeddings flow adds its ``models`` table and ``report_folder``."""
 
     tracking_uri: str
-    metrics: tuple[dict, ...] = ()
-    stages: tuple[dict, ...] = ()
-    failures: tuple[dict, ...] = ()
+    metrics: tuple[MetricRow, ...] = ()
+    stages: tuple[StageRow, ...] = ()
+    failures: tuple[Failure, ...] = ()
     mlflow_run_id: str | None = None
     mlflow_error: str | None = None
     mlflow_pending: str | None = None
-    models: tuple[dict, ...] = ()
+    models: tuple[dict[str, Any], ...] = ()
     report_folder: str | None = None
 
     def stage_count(self, status: str) -> int:
@@ -64,9 +101,9 @@ class SearchSummary:
     the best of them, the stage rows (a chunking search's), and the MLflow run that logged them
     (``rbench search``'s; its tracking URI with any password masked)."""
 
-    best: dict
-    trials: tuple[dict, ...]
-    stages: tuple[dict, ...] = ()
+    best: dict[str, Any]
+    trials: tuple[dict[str, Any], ...]
+    stages: tuple[StageRow, ...] = ()
     mlflow_run_id: str | None = None
     tracking_uri: str | None = None
 
@@ -77,8 +114,8 @@ class GridSummary:
     span-level measures and its ``per_question`` file, the best cell per measure, the folder of
     its table and figures, the stage rows and the MLflow run."""
 
-    results: tuple[dict, ...]
-    best: dict
+    results: tuple[dict[str, Any], ...]
+    best: dict[str, Any]
     report_folder: str
-    stages: tuple[dict, ...] = ()
+    stages: tuple[StageRow, ...] = ()
     mlflow_run_id: str | None = None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Any, Literal, Sequence
 
 from rbench.core.errors import ConfigError, DataError
 
@@ -30,7 +30,8 @@ class Fused:
         """The fused run as a TREC run file tagged ``name`` (default: the method)."""
         from rbench.evaluation.runs_fusion import fused_trec
 
-        return fused_trec(self.run, name or self.method)
+        text: str = fused_trec(self.run, name or self.method)
+        return text
 
     def write(self, path: str | Path, name: str | None = None) -> Path:
         """Write :meth:`trec` to ``path`` atomically; returns the path."""
@@ -65,7 +66,8 @@ def fuse(*runs: str | Path, method: Method = "rrf", k: float = 60, depth: int | 
         from rbench.core.locations import resolve_tracking_uri
         from rbench.tracking.read import load_run_files
 
-        files = load_run_files(tracking_uri or resolve_tracking_uri(None, store=store), [given], experiment, store)
+        files = load_run_files(tracking_uri or resolve_tracking_uri(None, store=store), [given], experiment,
+                               Path(store) if store else None)
         datasets = sorted({d for d, _ in files})
         chosen = dataset or (datasets[0] if len(datasets) == 1 else None)
         if chosen not in datasets:
@@ -93,11 +95,11 @@ class Report:
     and ``latex`` files, the parameters that differ between the runs (``runs``, a row per run),
     and ``logged``, the MLflow artifact folder it was logged to (None when not logged)."""
 
-    tables: list[dict]
+    tables: list[dict[str, Any]]
     markdown: Path
     html: Path
     latex: Path
-    runs: list[dict]
+    runs: list[dict[str, Any]]
     logged: str | None
     logged_to: tuple[str, ...] = ()
 
@@ -118,10 +120,10 @@ def report(*runs: str, run_files: Sequence[str] = (), qrels: str | Path | None =
     from rbench.systems import RunFile, gather, parse_measures
     from rbench.tracking.read import differing_params, load_costs_and_traces, load_reproductions, log_report
 
-    uri = (tracking_uri or resolve_tracking_uri(None, store=store)) if runs else None
+    uri = (tracking_uri or resolve_tracking_uri(None, store=store)) if runs else ""
     chosen = parse_measures(measures) if measures else []
     files = [RunFile.parse(text) for text in run_files]
-    systems = gather(chosen, list(runs), files, Path(qrels) if qrels else None, dataset, uri, experiment,
+    systems = gather(chosen, list(runs), files, Path(qrels) if qrels else None, dataset, uri or None, experiment,
                      Path(store) if store else None)
     if not chosen:
         top = max(r["k"] for r in systems.rows)

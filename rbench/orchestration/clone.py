@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import os
 import subprocess
+from typing import Any, cast
 
 from rbench.core import settings
 from rbench.core.errors import RbenchError
 from rbench.core.secrets import redact
 
 
-def git_clone(repository: str, commit_sha: str | None = None, branch: str | None = None, **options) -> dict[str, str]:
+def git_clone(repository: str, commit_sha: str | None = None, branch: str | None = None,
+              **options: Any) -> dict[str, str]:
     """Clone ``repository`` at ``commit_sha`` (or ``branch``) into the working directory, as
     ``prefect.deployments.steps.git_clone`` does with the same arguments; return its result.
     On failure the current flow run is set Failed with the repository (credentials hidden),
@@ -20,7 +22,8 @@ def git_clone(repository: str, commit_sha: str | None = None, branch: str | None
     from prefect.deployments.steps import git_clone as prefect_git_clone
 
     try:
-        result = prefect_git_clone(repository=repository, commit_sha=commit_sha, branch=branch, **options)
+        result = cast("dict[str, str]", prefect_git_clone(  # called outside an event loop: the dict, not a coroutine
+            repository=repository, commit_sha=commit_sha, branch=branch, **options))
     except (subprocess.CalledProcessError, RuntimeError, ValueError, OSError) as e:
         message = (f"could not clone {redact(repository)} at {what_was_cloned(commit_sha, branch)}: "
                    f"{_git_error(e)}. Push that commit to the repository the workers clone (or deploy a "

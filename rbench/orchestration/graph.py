@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 import logging
 import time
-from typing import Callable
+from typing import Callable, Sequence
 
 from rbench.config import ExperimentConfig
 from rbench.core.errors import DataError
@@ -16,7 +16,7 @@ from rbench.core.processes import build_call
 from rbench.core.secrets import redact
 from rbench.core.store import Artifact, Stage, Store
 from rbench.orchestration.plan import ExperimentPlan, data_nodes, plan_experiment
-from rbench.results import FlowSummary, PairResult
+from rbench.results import Failure, FlowSummary, MetricRow, PairResult, StageRow
 from rbench.tasks.download import DOWNLOAD, source_of, unreachable
 from rbench.tasks.evaluate import read_aggregate
 from rbench.tasks.prepare import PREPARE
@@ -24,23 +24,23 @@ from rbench.tasks.prepare import PREPARE
 log = logging.getLogger("rbench")
 
 
-def summarize_results(cfg: ExperimentConfig, results: list[PairResult], report: list[dict], run_id: str | None,
-                      failures: list[dict] | None = None) -> FlowSummary:
+def summarize_results(cfg: ExperimentConfig, results: Sequence[PairResult], report: Sequence[StageRow],
+                      run_id: str | None, failures: Sequence[Failure] = ()) -> FlowSummary:
     """The flow's return value: MLflow run, metrics rows, the stage report and the failed pairs."""
     metrics = tuple(
-        {"dataset": r.dataset, "retriever": r.retriever.label, **row}
+        MetricRow(dataset=r.dataset, retriever=str(r.retriever.label), metric=row["metric"], k=row["k"],
+                  value=row["value"], queries=row["queries"])
         for r in results
         for row in read_aggregate(r.evaluation)
     )
     return FlowSummary(tracking_uri=redact(cfg.tracking_uri()), metrics=metrics, stages=tuple(report),
-                       failures=tuple(failures or ()), mlflow_run_id=run_id)
+                       failures=tuple(failures), mlflow_run_id=run_id)
 
 
 @dataclass(frozen=True)
 class CheckedData:
     """What :func:`check_data` did: ``built``, ``(stage, key)`` of what it built (for
-    :func:`rbench.orchestration.runner.built_for_the_flow`), and ``corpora``, the prepared corpus
-    of each dataset whose files were at hand, by dataset name."""
+    the plan's ``prebuilt``), and ``corpora``, the prepared corpus of each dataset, by dataset name."""
 
     built: frozenset[tuple[str, str]]
     corpora: dict[str, Artifact]
@@ -62,7 +62,7 @@ def check_data(cfg: ExperimentConfig) -> CheckedData:
         files = download.config
         data.append((ds, download, prepare))
         at_hand = all(f.local is not None or f.in_mirror(cfg.mirror) is not None for f in files.all_files(cfg.mirror))
-        if not at_hand and store.load(DOWNLOAD.name, download.key) is None:
+        if not at_hand and store.load(DOWNLOAD.name, str(download.key)) is None:
             problems += [f"  dataset {ds.name!r}: {spec.name} from {source_of(spec)}: {why}"
                          for spec, why in unreachable(files, cfg.mirror)]
     if problems and cfg.mirror is not None and not Path(cfg.mirror).is_dir():

@@ -21,11 +21,12 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import pyarrow.parquet as pq
 
-from rbench.config import ExperimentConfig, RetrieverConfig
+from rbench.config import DatasetConfig, ExperimentConfig, RetrieverConfig
 from rbench.core.hashing import canonical_json
 from rbench.core.store import Artifact, Stage, Store
 from rbench.dataset_adapters.base import get_adapter
-from rbench.results import PairResult
+from rbench.retrievers.base import Retriever
+from rbench.results import Failure, PairResult, StageRow
 from rbench.tasks.download import DOWNLOAD, DownloadConfig
 from rbench.tasks.evaluate import EVALUATE
 from rbench.tasks.index import ENCODE, INDEX, IndexConfig
@@ -93,7 +94,7 @@ class ExperimentPlan:
         """Each node's artifact in ``store`` (intact and fresh, as a cache hit in the flow), or None."""
         return [store.load(node.stage.name, node.key) if node.key is not None else None for node in self.nodes]
 
-    def cached(self, store: Store) -> tuple[list[PairResult], list[dict]] | None:
+    def cached(self, store: Store) -> tuple[list[PairResult], list[StageRow]] | None:
         """``(results, report)`` when every stage is in ``store`` (and passes its stage's check), else None."""
         from rbench.core.errors import RbenchError
 
@@ -107,7 +108,7 @@ class ExperimentPlan:
                 except RbenchError:  # refused by a check: the flow reports it
                     return None
             artifacts.append(artifact)
-        report = [{"stage": n.stage.name, "label": n.label, "key": n.key, "status": "cached", "seconds": 0.0}
+        report = [StageRow(stage=n.stage.name, label=n.label, key=n.key, status="cached", seconds=0.0)
                   for n in self.nodes]
         return [self.result(pair, artifacts) for pair in self.pairs], report
 
@@ -118,7 +119,8 @@ class ExperimentPlan:
 
     def to_warm_up(self, store: Store) -> list[PlanNode]:
         """The index builds this run will make in this process (not in the store), one per key."""
-        keys, out = set(), []
+        keys: set[str] = set()
+        out = []
         for node in self.nodes:
             if node.warm is not None and node.key is not None and node.key not in keys and \
                     store.load(node.stage.name, node.key) is None:
@@ -144,16 +146,16 @@ class ExperimentPlan:
         return out
 
 
-def _stages_view(cfg: ExperimentConfig) -> dict:
+def _stages_view(cfg: ExperimentConfig) -> dict[str, Any]:
     return cfg.model_dump(mode="json", exclude={"mlflow"})
 
 
-def data_nodes(cfg: ExperimentConfig, ds) -> tuple[PlanNode, PlanNode]:
+def data_nodes(cfg: ExperimentConfig, ds: DatasetConfig) -> tuple[PlanNode, PlanNode]:
     """The download and prepare nodes of dataset ``ds`` (their keys need no prepared data)."""
     files = DownloadConfig.of(ds, cfg.mirror)
-    download = PlanNode(DOWNLOAD, files, ds.name, DOWNLOAD.key_of([], files), ds.name,
-                        options=(("mirror", cfg.mirror),))
-    prepare = PlanNode(PREPARE, ds, ds.name, PREPARE.key_of([download.key], ds), ds.name)
+    download_key = DOWNLOAD.key_of([], files)
+    download = PlanNode(DOWNLOAD, files, ds.name, download_key, ds.name, options=(("mirror", cfg.mirror),))
+    prepare = PlanNode(PREPARE, ds, ds.name, PREPARE.key_of([download_key], ds), ds.name)
     return download, prepare
 
 
@@ -162,7 +164,7 @@ def prepared_in_store(cfg: ExperimentConfig) -> dict[str, Artifact]:
     store, out = Store(cfg.store), {}
     for ds in cfg.datasets:
         _, prepare = data_nodes(cfg, ds)
-        artifact = store.load(PREPARE.name, prepare.key)
+        artifact = store.load(PREPARE.name, prepare.key) if prepare.key is not None else None
         if artifact is not None:
             out[ds.name] = artifact
     return out
@@ -182,7 +184,8 @@ class _Planner:
     def add(self, stage: Stage, config: Any, label: str, dataset: str, inputs: Sequence[int] = (),
             gpu: bool = False, options: Mapping[str, Any] | None = None, warm: Any = None) -> int:
         digests = [self.digest(i, stage) for i in inputs]
-        key = None if any(d is None for d in digests) else stage.key_of(digests, config)
+        known = [d for d in digests if d is not None]
+        key = stage.key_of(known, config) if len(known) == len(digests) else None
         self.nodes.append(PlanNode(stage, config, label, key, dataset, tuple(inputs), gpu,
                                    tuple((options or {}).items()), warm))
         return len(self.nodes) - 1
@@ -201,10 +204,10 @@ class _Planner:
         artifact = self.artifacts.get(i)
         return artifact.digest(part) if artifact is not None else None
 
-    def retriever(self, r: RetrieverConfig):
-        if r.label not in self.built:
-            self.built[r.label] = r.build()
-        return self.built[r.label]
+    def retriever(self, r: RetrieverConfig) -> Retriever:
+        if str(r.label) not in self.built:
+            self.built[str(r.label)] = r.build()
+        return self.built[str(r.label)]
 
     def unique(self, dataset: str, label: str, key: str) -> str:
         """``label``, or ``label#2``, ``#3``... when another configuration of this dataset (two LLMs
@@ -217,10 +220,12 @@ class _Planner:
             candidate = f"{label}#{n}"
         return candidate
 
-    def indexes(self, ds, r: RetrieverConfig, prepared: int, rows: int | None) -> tuple[list[int], set[int]]:
+    def indexes(self, ds: DatasetConfig, r: RetrieverConfig, prepared: int, rows: int | None,
+                ) -> tuple[list[int], set[int]]:
         """The index nodes the retriever searches (with their encode shards), and every node they add."""
         execution, instance = self.cfg.execution, self.retriever(r)
-        built, needs = [], set()
+        built: list[int] = []
+        needs: set[int] = set()
         for leaf, leaf_cfg in zip(instance.leaves(), IndexConfig.all_of(r, instance)):
             shared = (ds.name, "index", canonical_json(leaf_cfg))
             if shared not in self.shared:
@@ -239,7 +244,7 @@ class _Planner:
             needs |= set(added)
         return built, needs
 
-    def rewrites(self, ds, r: RetrieverConfig, queries: int) -> list[int]:
+    def rewrites(self, ds: DatasetConfig, r: RetrieverConfig, queries: int) -> list[int]:
         """The LLM rewrite nodes of the queries the retriever reads."""
         out = []
         for spec in self.retriever(r).rewrites():
@@ -253,7 +258,7 @@ class _Planner:
         return out
 
 
-def _index_label(dataset: str, leaf) -> str:
+def _index_label(dataset: str, leaf: Retriever) -> str:
     model = leaf.model()
     return f"{dataset}/{leaf.name}" + (f":{model.rsplit('/', 1)[-1]}" if model else "")
 
@@ -263,7 +268,7 @@ def plan_experiment(cfg: ExperimentConfig, corpora: Mapping[str, Artifact] | Non
     """The plan of every dataset x retriever of ``cfg``; ``corpora``: the prepared corpus of each
     dataset by name (default: those the store holds). Each retriever is built once here."""
     corpora = prepared_in_store(cfg) if corpora is None else corpora
-    planner, data = _Planner(cfg, corpora), {}
+    planner, data = _Planner(cfg, corpora), {}  # dataset -> its download, prepare and subsample nodes
     for ds in cfg.datasets:
         download, prepare = data_nodes(cfg, ds)
         first = planner.add_node(download)
@@ -289,8 +294,8 @@ def plan_experiment(cfg: ExperimentConfig, corpora: Mapping[str, Artifact] | Non
     return ExperimentPlan(cfg, tuple(planner.nodes), tuple(pairs), prebuilt)
 
 
-def run_plan(plan: ExperimentPlan, sub, while_waiting: Callable[[], None] | None = None,
-             ) -> tuple[list[PairResult], list[dict], list[dict]]:
+def run_plan(plan: ExperimentPlan, sub: Any, while_waiting: Callable[[], None] | None = None,
+             ) -> tuple[list[PairResult], list[Failure], list[StageRow]]:
     """Submit every node of a complete plan to ``sub`` (Prefect tasks), each once its inputs'
     handles exist; returns (results, failures, stage report) once every stage has ended.
     ``while_waiting`` is called once every stage is submitted, as the wait for them begins.
@@ -306,14 +311,15 @@ def run_plan(plan: ExperimentPlan, sub, while_waiting: Callable[[], None] | None
                                   gpu=node.gpu, key=node.key, **dict(node.options)))
     if while_waiting is not None:
         while_waiting()
-    report = sub.report()
+    report: list[StageRow] = sub.report()
     artifacts = [sub.artifact(h) for h in handles]
-    results, failures = [], []
+    results: list[PairResult] = []
+    failures: list[Failure] = []
     for pair in plan.pairs:
         if artifacts[pair.evaluation] is None:
             first = next((report[i] for i in pair.needs if report[i]["status"] == "failed"), None)
-            error = f"{first['stage']}[{first['label']}]: {first['error']}" if first else "not run"
-            failures.append({"dataset": pair.dataset, "retriever": pair.retriever.label, "error": error})
+            error = f"{first['stage']}[{first['label']}]: {first.get('error')}" if first else "not run"
+            failures.append(Failure(dataset=pair.dataset, retriever=str(pair.retriever.label), error=error))
             continue
         results.append(plan.result(pair, artifacts))
     return results, failures, report

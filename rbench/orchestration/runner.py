@@ -34,6 +34,7 @@ from rbench.core.errors import MissingExtraError
 from rbench.core.processes import build_call
 from rbench.core.stopping import in_a_notebook, stopping, wait_for_the_end
 from rbench.core.store import Artifact, Stage, Store, summarize
+from rbench.results import StageRow
 
 WAKE_SECONDS = 0.5
 log = logging.getLogger("rbench")
@@ -73,11 +74,11 @@ def stage_task(stage: Stage):
                 wait_for_the_end()
             raise
 
-    retrying = {}
+    retrying: dict[str, Any] = {}
     if stage.retries:
         retrying = {"retries": stage.retries, "retry_delay_seconds": list(stage.retry_delays),
                     "retry_condition_fn": _failed_with(stage.transient)}
-    return task(run, name=stage.name, cache_policy=NO_CACHE, persist_result=False, **retrying)
+    return task(name=stage.name, cache_policy=NO_CACHE, persist_result=False, **retrying)(run)
 
 
 def _failed_with(errors: tuple[type[BaseException], ...]):
@@ -137,7 +138,9 @@ def task_runner(execution: ExecutionConfig):
         from prefect_ray import RayTaskRunner
     except ImportError:
         raise MissingExtraError("prefect-ray", "ray", "the ray task runner") from None
-    init = {"num_cpus": execution.max_workers} if execution.max_workers and not execution.address else {}
+    init: dict[str, Any] = {}
+    if execution.max_workers and not execution.address:
+        init["num_cpus"] = execution.max_workers
     if execution.gpus and not execution.address:
         init["num_gpus"] = execution.gpus
     if not execution.address:
@@ -176,12 +179,12 @@ class Submitted:
     future: PrefectFuture
 
 
-def describe(stage: str, label: str, state, prebuilt: frozenset[tuple[str, str]] = frozenset()) -> dict:
+def describe(stage: str, label: str, state: Any, prebuilt: frozenset[tuple[str, str]] = frozenset()) -> StageRow:
     """The report row of a finished stage task: key, status (ran, cached, failed, skipped),
     build seconds (with ``finished``, the epoch second it was seen to end, for a stage that
     ran), and the error or the artifact's summary. ``prebuilt``: ``(stage, key)`` of what this
     run built before its flow (:func:`rbench.orchestration.graph.check_data`), reported ran."""
-    row = {"stage": stage, "label": label, "key": None, "status": "failed", "seconds": None}
+    row = StageRow(stage=stage, label=label, key=None, status="failed", seconds=None)
     if state.is_completed():
         artifact: Artifact = state.result()
         row["key"] = artifact.key
@@ -307,7 +310,7 @@ class Submitter:
             return None
         return self.store.attach(future.state.result())
 
-    def report(self) -> list[dict]:
+    def report(self) -> list[StageRow]:
         """One row per submitted task, in submission order (waits for all of them)."""
         rows = []
         for s in self.submitted:
@@ -353,11 +356,11 @@ def _state_message(state) -> str:
     return state.message or state.name
 
 
-def call_stage(stage: Stage, store: str, inputs: Sequence[Artifact], config: Any, label: str, report: list[dict],
-               **options: Any) -> Artifact:
+def call_stage(stage: Stage, store: str, inputs: Sequence[Artifact], config: Any, label: str,
+               report: list[StageRow], **options: Any) -> Artifact:
     """Run one stage's task and wait for it (for loops whose next step depends on this one);
     append its report row; re-raise its error."""
-    sub = Submitter(store, ExecutionConfig())
+    sub = Submitter(store, ExecutionConfig.model_validate({}))
     future = sub.submit(stage, inputs, config, label, **options)
     report.extend(sub.report())
     return sub.store.attach(future.result())
