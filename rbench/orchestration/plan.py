@@ -142,7 +142,7 @@ class ExperimentPlan:
         execution = self.experiment.execution
         apart = ", native builds in stage processes" if execution.native_builds_apart() else ""
         out.append(f"{len(self.nodes)} stages: {cached} cached, {len(self.nodes) - cached} to run; "
-                   f"{len(self.pairs)} dataset x retriever pairs; runner {execution.runner}{apart}")
+                   f"{len(self.pairs)} dataset x retriever pair{'s' * (len(self.pairs) != 1)}; runner {execution.runner}{apart}")
         return out
 
 
