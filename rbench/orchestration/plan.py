@@ -141,8 +141,9 @@ class ExperimentPlan:
         cached = sum(a is not None for a in artifacts)
         execution = self.experiment.execution
         apart = ", native builds in stage processes" if execution.native_builds_apart() else ""
-        out.append(f"{len(self.nodes)} stages: {cached} cached, {len(self.nodes) - cached} to run; "
-                   f"{len(self.pairs)} dataset x retriever pair{'s' * (len(self.pairs) != 1)}; runner {execution.runner}{apart}")
+        pairs = f"{len(self.pairs)} dataset x retriever pair{'s' * (len(self.pairs) != 1)}"
+        out.append(f"{len(self.nodes)} stages: {cached} cached, {len(self.nodes) - cached} to run; {pairs}; "
+                   f"runner {execution.runner}{apart}")
         return out
 
 
