@@ -20,7 +20,7 @@ from rbench.orchestration.attempts import bury_earlier_attempts
 from rbench.orchestration.graph import planned, summarize_results
 from rbench.orchestration.plan import ExperimentPlan, handed, handed_plan, run_plan
 from rbench.orchestration.runner import StoppableThreads, Submitter, ended_by_termination, task_runner
-from rbench.results import FlowSummary
+from rbench.results import Failure, FlowSummary, PairResult, StageRow
 from rbench.tracking.logged import remember_logged
 from rbench.tracking.pending import log_pending_for, save_pending
 from rbench.tracking.write import log_experiment, publish_run_link, warm_up
@@ -29,7 +29,7 @@ log_to_mlflow = task(log_experiment, name="mlflow")
 LOGGING_PENDING = "LoggingPending"
 
 
-def run_stages(plan: ExperimentPlan) -> tuple[list, list[dict], list[dict]]:
+def run_stages(plan: ExperimentPlan) -> tuple[list[PairResult], list[Failure], list[StageRow]]:
     """Every stage of the plan as Prefect tasks on this flow's task runner; returns (results,
     failures, stage report). What the MLflow logging imports loads while the stages run."""
     cfg = plan.experiment
@@ -48,7 +48,7 @@ def run_experiment(cfg: ExperimentConfig) -> dict:
     return {"results": results, "failures": failures, "stages": report}
 
 
-def run_with_runner(cfg: ExperimentConfig) -> tuple[list, list[dict], list[dict]]:
+def run_with_runner(cfg: ExperimentConfig) -> tuple[list[PairResult], list[Failure], list[StageRow]]:
     """Run :func:`run_experiment` as a subflow on the configured task runner, named after the run
     that calls it (``<run>-stages``) and with its tags: a deployment's ``rbench-heartbeat`` among
     them, so that the zombie automation crashes the subflow too when its node dies (it stayed
