@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import pyarrow.parquet as pq
@@ -273,7 +273,7 @@ def plan_experiment(cfg: ExperimentConfig, corpora: Mapping[str, Artifact] | Non
     for ds in cfg.datasets:
         download, prepare = data_nodes(cfg, ds)
         first = planner.add_node(download)
-        prepared = planner.add_node(prepare, corpora.get(ds.name))
+        prepared = planner.add_node(replace(prepare, inputs=(first,)), corpora.get(ds.name))
         sample = cfg.subsample.for_dataset(get_adapter(ds.adapter).every_query)
         data[ds.name] = (first, prepared, planner.add(SUBSAMPLE, sample, ds.name, ds.name, (prepared,)))
     pairs = []

@@ -117,6 +117,15 @@ def test_a_failed_pair_names_the_first_stage_that_failed_under_it(tmp_path, tiny
     assert ("index", MODEL) in skipped and ("evaluate", "tiny/fusion") in skipped
 
 
+def test_every_stage_reads_the_stages_before_it(tmp_path, tiny_files, corpus):
+    """Each node of the plan gets its inputs' handles: prepare reads the download (the plan's data
+    nodes come from :func:`data_nodes`, which knows no positions), and so on down to evaluate."""
+    sub, *_ = _graph(tmp_path, tiny_files, corpus, [{"name": "bm25s"}])
+    inputs = {h.stage: [i.stage for i in h.inputs] for h in sub.handles}
+    assert inputs == {"download": [], "prepare": ["download"], "subsample": ["prepare"], "index": ["prepare"],
+                      "retrieve": ["prepare", "subsample", "index"], "evaluate": ["subsample", "retrieve"]}
+
+
 def test_a_failed_prepare_fails_every_pair_of_its_dataset_by_name(tmp_path, tiny_files, corpus):
     sub, results, failures, report = _graph(tmp_path, tiny_files, corpus, [{"name": "bm25s"}, DENSE],
                                        failing={("prepare", "tiny")})
