@@ -70,8 +70,10 @@ class Results:
     """One run's results. ``aggregate``: a row per (dataset, retriever, metric, k) with the mean
     ``value`` over ``queries``; ``per_query``: a row per (dataset, retriever, query_id, metric,
     k); ``run_files``: each (dataset, retriever)'s TREC run file and qrels in the store;
-    ``stages``: what each stage did (``ran`` or ``cached``); ``failures``: pairs that did not
-    finish. ``repr`` prints the metrics table ``rbench run`` prints."""
+    ``stages``: what each stage did (:class:`~rbench.results.StageRow`'s columns: ``ran`` or
+    ``cached``, its seconds, an error); ``failures``: pairs that did not finish. All three frames
+    have their declared columns, a run with no row too. ``repr`` prints the metrics table
+    ``rbench run`` prints."""
 
     mlflow_run_id: str | None
     tracking_uri: str
@@ -106,11 +108,13 @@ class Results:
                   "k": pl.Int64, "value": pl.Float64}
         aggregate = {"dataset": pl.String, "retriever": pl.String, "metric": pl.String, "k": pl.Int64,
                      "value": pl.Float64, "queries": pl.Int64}
+        stages = {"stage": pl.String, "label": pl.String, "key": pl.String, "status": pl.String,
+                  "seconds": pl.Float64, "finished": pl.Float64, "error": pl.String}
         return cls(
             mlflow_run_id=summary.mlflow_run_id, tracking_uri=tracking_uri, store=Path(store),
             aggregate=pl.DataFrame(list(summary.metrics), schema=aggregate),
             per_query=pl.concat(per_query) if per_query else pl.DataFrame(schema=schema),
-            stages=pl.DataFrame(list(summary.stages)), run_files=files, failures=list(summary.failures),
+            stages=pl.DataFrame(list(summary.stages), schema=stages), run_files=files, failures=list(summary.failures),
         )
 
     def table(self) -> str:
