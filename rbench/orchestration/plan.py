@@ -174,8 +174,8 @@ def prepared_in_store(cfg: ExperimentConfig) -> dict[str, Artifact]:
 class _Planner:
     """Adds nodes in order, each index and rewrite once per dataset, and keys each from its inputs."""
 
-    def __init__(self, cfg: ExperimentConfig, corpora: Mapping[str, Artifact]):
-        self.cfg, self.corpora = cfg, corpora
+    def __init__(self, cfg: ExperimentConfig):
+        self.cfg = cfg
         self.nodes: list[PlanNode] = []
         self.artifacts: dict[int, Artifact] = {}
         self.shared: dict[tuple[str, str, str], tuple[int, tuple[int, ...]]] = {}
@@ -269,7 +269,7 @@ def plan_experiment(cfg: ExperimentConfig, corpora: Mapping[str, Artifact] | Non
     """The plan of every dataset x retriever of ``cfg``; ``corpora``: the prepared corpus of each
     dataset by name (default: those the store holds). Each retriever is built once here."""
     corpora = prepared_in_store(cfg) if corpora is None else corpora
-    planner, data = _Planner(cfg, corpora), {}  # dataset -> its download, prepare and subsample nodes
+    planner, data = _Planner(cfg), {}  # dataset -> its download, prepare and subsample nodes
     for ds in cfg.datasets:
         download, prepare = data_nodes(cfg, ds)
         first = planner.add_node(download)
