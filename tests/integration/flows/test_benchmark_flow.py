@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 import rbench
-from rbench.flows.benchmark import benchmark, summary_of
+from rbench.flows.benchmark import benchmark
 from tests.conftest import CORPUS, QUERIES, tiny_dataset, write_jsonl
 
 pytestmark = pytest.mark.usefixtures("prefect_server")  # one Prefect test server per session
