@@ -3,6 +3,15 @@
 Per benchmark: ``assets/all_data/serialized_data/<name>.jsonl`` (``object``, ``page_title``,
 ``source``) and ``assets/all_data/benchmarks/<name>.json`` (entries with ``query`` and
 ``document_ids``). Document ids are ``page_title + "_" + source``, as the release builds them.
+
+``bird_schema`` and ``spider_schema`` are the corpora the report's Table 6 searched for BIRD and
+Spider: one metadata object per table, written beside the row files by
+``scripts/run_extract_schemas.py`` (apostolhskouk/ARM at 5a6cb92, lines 5-6: ``<base>_schema.jsonl``),
+indexed with every file of ``serialized_data`` (``scripts/run_all_indexing.py`` lines 7, 25),
+evaluated as ``bird_schema.json`` and ``spider_schema.json`` (``scripts/run_all_evaluation.py`` lines
+33-34; ``bird.json`` is commented out at line 24), sampled from ``benchmarks/``
+(``scripts/run_benchmark_subsampling.py`` lines 4-13) and uploaded with both folders
+(``scripts/run_upload_data.sh`` lines 14-16).
 """
 
 from __future__ import annotations
@@ -25,12 +34,14 @@ from rbench.dataset_adapters.base import (
 
 REPO = "ApostolosK/arm_reproduction_data_processed"
 Benchmark = Literal[
-    "bird", "fetaqa", "feverous", "mt_raig", "multi_hop_rag", "ottqa", "spider", "tabfact", "table_bench"
+    "bird", "bird_schema", "fetaqa", "feverous", "mt_raig", "multi_hop_rag", "ottqa", "spider", "spider_schema",
+    "tabfact", "table_bench"
 ]
 
 
 class ArmParams(BaseModel):
-    """``benchmark``: one of the nine; ``revision``: a commit of the release (pin it for stable keys)."""
+    """``benchmark``: one of the nine (BIRD and Spider as rows, or as the ``_schema`` corpora Table 6
+    searched); ``revision``: a commit of the release (pin it for stable keys)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -47,7 +58,8 @@ class Arm(Adapter):
     """All nine ARM benchmarks from one release; the objects come pre-serialized."""
 
     name = "arm"
-    description = f"ARM reproduction release ({REPO}): bird, fetaqa, feverous, mt_raig, multi_hop_rag, ottqa, spider, tabfact, table_bench"
+    description = (f"ARM reproduction release ({REPO}): bird, bird_schema, fetaqa, feverous, mt_raig, multi_hop_rag, "
+                   "ottqa, spider, spider_schema, tabfact, table_bench")
     Params = ArmParams
 
     def files(self, params: ArmParams) -> list[FileSpec]:
@@ -63,7 +75,8 @@ class Arm(Adapter):
             title, source = str(record["page_title"]), str(record["source"])
             doc = f"{title}_{source}"
             positions[doc] = positions.get(doc, -1) + 1
-            modality = "table" if source.lower().startswith("table") else "text"
+            modality = ("schema" if params.benchmark.endswith("_schema")
+                        else "table" if source.lower().startswith("table") else "text")
             yield CorpusObject(text=str(record["object"]), doc_id=doc, page_title=title, source=source,
                                modality=modality, position=positions[doc])
 

@@ -68,6 +68,28 @@ class Erratum(BaseModel):
     text: str = Field(min_length=1)
 
 
+class Rounded(BaseModel):
+    """A printed cell that rounds another table's already rounded value: ``metric`` (``metric@k``)
+    of ``system`` on ``dataset`` is ``value`` as ``source`` printed it at ``decimals``. Rounding twice
+    can move a value by a unit (a mean of .0947 is printed .095, then .10, where it rounds to .09 at
+    once), so a run is compared with ``value`` at ``decimals``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    system: str = Field(min_length=1)
+    dataset: str = Field(min_length=1)
+    metric: str
+    value: float = Field(ge=0, le=1)
+    decimals: int = Field(ge=1, le=6)
+    source: str = Field(min_length=1)
+
+    @field_validator("metric")
+    @classmethod
+    def _metric_at_k(cls, metric: str) -> str:
+        parse_cell(metric)
+        return metric
+
+
 class Requirement(BaseModel):
     """What a published system or dataset was: a ``description``, and the run parameters (as
     MLflow logs them on a child run, e.g. ``retriever.params.model``) that must all hold for a
@@ -113,6 +135,7 @@ class PublishedTable(BaseModel):
     averages: dict[str, dict[str, float]] = Field(default_factory=dict)
     qps: dict[str, dict[str, float | None]] = Field(default_factory=dict)
     errata: list[Erratum] = Field(default_factory=list)
+    rounded: list[Rounded] = Field(default_factory=list)
 
     @field_validator("values")
     @classmethod
@@ -140,7 +163,15 @@ class PublishedTable(BaseModel):
         for system, cells in self.averages.items():
             for name in cells:
                 parse_cell(name)
+        for r in self.rounded:
+            if r.metric not in self.values.get(r.system, {}).get(r.dataset, {}):
+                raise ValueError(f"rounded names {r.system}/{r.dataset}/{r.metric}, which the table does not print")
         return self
+
+    def rounded_from(self, system: str, dataset: str, metric: str, k: int) -> "Rounded | None":
+        """The value a printed cell rounds again, where the table lists one."""
+        return next((r for r in self.rounded if (r.system, r.dataset, r.metric) == (system, dataset, f"{metric}@{k}")),
+                    None)
 
     def sample(self, dataset: str) -> Sample | None:
         """The published sample of ``dataset``'s cells (its own entry, else ``*``), or None."""
@@ -373,16 +404,25 @@ def compare(table: PublishedTable, scores: Mapping[tuple[str, str], Mapping[tupl
         exact = (not reason and table.decimals is not None and sample is not None and not sample.inferred
                  and len(per_query) == sample.n and same_computation(table.systems.get(system), child)
                  and same_computation(table.datasets.get(dataset), child))
+        again = table.rounded_from(system, dataset, metric, k)
         if exact:
             verdict, off_by = exact_verdict(per_query, published, table.decimals)
+            why = ""
+            if off_by and again and exact_verdict(per_query, again.value, again.decimals)[1] == 0:
+                verdict, off_by = "equal", 0
+                why = (f"the printed {published:g} rounds {again.source}'s {again.value:g}, which the run's mean "
+                       f"{measured:.4f} rounds to at {again.decimals} decimals")
             out.append(Cell(**base, measured=measured, delta=measured - published, ci_low=low, ci_high=high,
-                            inside=off_by == 0, queries=len(per_query), verdict=verdict, exact=True, off_by=off_by))
+                            inside=off_by == 0, queries=len(per_query), verdict=verdict, exact=True, off_by=off_by,
+                            reason=why))
             continue
+        value, rounding = (again.value, 0.5 * 10.0 ** -again.decimals) if again else (published, table.rounding())
         if sample is not None:
-            diff_low, diff_high = difference_interval(per_query, published, sample.n, table.rounding())
-            held = diff_low <= 0 <= diff_high
+            low_value, high_value = difference_interval(per_query, value, sample.n, rounding)
+            held = low_value <= 0 <= high_value
+            diff_low, diff_high = low_value + value - published, high_value + value - published
         else:
-            held = low - table.rounding() <= published <= high + table.rounding()
+            held = low - rounding <= value <= high + rounding
         verdict = "not comparable" if reason else ("inside" if held else "outside")
         out.append(Cell(**base, measured=measured, delta=measured - published, ci_low=low, ci_high=high,
                         inside=held, queries=len(per_query), diff_low=diff_low, diff_high=diff_high,

@@ -147,7 +147,8 @@ def test_the_seed_chunking_grid_is_whole_and_consistent():
                                          ("arm-table4-gpu", "arm-report-table4"), ("arm-table9-gpu", "arm-report-table9")])
 def test_each_gpu_study_runs_what_its_published_table_requires(study, name):
     """The report's own settings: every retriever of the study meets its published system's
-    requirements (model, reranker, LLM), so a cluster run's cells are comparable."""
+    requirements (model, reranker, LLM) and every dataset its published dataset's, so a cluster
+    run's cells are comparable."""
     from rbench.config import load_config
     from rbench.evaluation.reproduction import unmet
     from rbench.tracking.write import flatten
@@ -163,3 +164,29 @@ def test_each_gpu_study_runs_what_its_published_table_requires(study, name):
             assert unmet(table.systems[r.label], params, r.label) == ""
     datasets = {d.name for d in cfg.datasets}
     assert {d for ds in table.values.values() for d in ds} <= datasets
+    for d in cfg.datasets:  # each dataset is the corpus the published cells searched (BIRD, Spider: by table)
+        params = {k: str(v) for k, v in flatten("dataset", d.model_dump(mode="json")).items()}
+        assert unmet(table.datasets.get(d.name), params, d.name) == "", d.name
+
+
+def test_cells_rounded_from_table6_name_its_value_and_every_half_is_listed():
+    """Table 7's baselines and Table 9's metadata-only ones print Table 6's cells rounded to two
+    decimals; each listed value is Table 6's, rounds half up to the printed one, and every Table 7
+    cell whose Table 6 value ends in 5 (where rounding twice can differ from once) is listed."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    t6 = load_published("arm-report-table6")
+    halves = set()
+    for name, dataset_of in (("arm-report-table7", lambda d: d), ("arm-report-table9", lambda d: d.split("[")[0])):
+        table = load_published(name)
+        for r in table.rounded:
+            assert r.source == "arm-report-table6" and r.decimals == 3
+            assert r.value == t6.values[r.system][dataset_of(r.dataset)][r.metric], r
+            printed = float(Decimal(str(r.value)).quantize(Decimal("0.01"), ROUND_HALF_UP))
+            assert printed == table.values[r.system][r.dataset][r.metric], r
+        if name == "arm-report-table7":
+            listed = {(r.system, r.dataset, r.metric) for r in table.rounded}
+            halves = {(s, d, c) for s, ds in t6.values.items() for d, cs in ds.items() for c, v in cs.items()
+                      if c.endswith("@5") and f"{v:.3f}".endswith("5")}
+            assert listed == halves
+    assert ("bm25", "tablebench", "precision@5") in halves and len(halves) == 9

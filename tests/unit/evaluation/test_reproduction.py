@@ -418,3 +418,31 @@ def test_a_reproduction_page_lines_up_each_published_cell_with_its_command(tmp_p
     with pytest.raises(ConfigError, match="no reproduction named 'arm'; rbench ships arm-report"):
         load_reproduction("arm")
     assert Study(config="/abs/x.yaml").path() == Path("/abs/x.yaml")
+
+
+def test_a_cell_printed_from_another_tables_rounded_value_is_compared_with_that_value(tmp_path):
+    """Table 7 prints TableBench's BM25 P@5 as .10, Table 6's .095 rounded again; a mean of .0947
+    rounds to .095 and so is the printed cell, though it rounds to .09 at once (issue 69, item 5)."""
+    rounded = [{"system": "bm25", "dataset": "biology", "metric": "precision@5", "value": 0.095, "decimals": 3,
+                "source": "table-6"}]
+    raw = dict(protocol="arm", decimals=2, queries={"*": {"n": 100, "basis": "the code samples 100"}},
+               systems={"bm25": {"requires": {"retriever.name": "bm25"}, "exact": [{}]}},
+               datasets={"biology": {"exact": [{}]}}, values={"bm25": {"biology": {"precision@5": 0.10}}})
+    params = {("biology", "bm25"): {"retriever.name": "bm25"}}
+
+    def verdict(mean: float, **changes):
+        table = load_published(str(_table(tmp_path, **{**raw, **changes})))
+        scores = {("biology", "bm25"): {("precision", 5, f"q{i}"): mean for i in range(100)}}
+        (cell,) = compare(table, scores, trials=50, params=params, protocol="arm")
+        return cell
+
+    assert verdict(0.0947).verdict == "off by 1 of 100 queries"  # the table without its rounded list
+    cell = verdict(0.0947, rounded=rounded)
+    assert (cell.verdict, cell.off_by, cell.exact) == ("equal", 0, True)
+    assert "the printed 0.1 rounds table-6's 0.095" in cell.reason and "0.0947" in cell.reason
+    assert verdict(0.0940, rounded=rounded).verdict == "off by 1 of 100 queries"  # .094: neither .095 nor .10
+    assert verdict(0.1010, rounded=rounded).verdict == "equal" and not verdict(0.1010, rounded=rounded).reason
+    stand_in = {**raw, "systems": {"bm25": {"requires": {"retriever.name": "bm25"}}}}
+    assert verdict(0.0947, **stand_in, rounded=rounded).diff_low is not None  # an interval, around .095
+    with pytest.raises(ConfigError, match="rounded names bm25/biology/recall@5"):
+        verdict(0.1, rounded=[{**rounded[0], "metric": "recall@5"}])
