@@ -42,10 +42,11 @@ def row_hashes(batch: pa.RecordBatch, columns: list[str]) -> np.ndarray:
 
 
 def validate(corpus: Path, queries: Path, dataset: str, empty_skipped: int, keys: np.ndarray,
-             records: np.ndarray) -> dict:
+             records: np.ndarray) -> tuple[dict, dict[str, int]]:
     """Report duplicate object ids (``keys``: see :func:`duplicate_ids`), repeated records
     (``records``: the :func:`row_hashes` of every object's document and text; both arrays are
-    sorted in place), empty texts and queries whose gold documents are absent.
+    sorted in place), empty texts and queries whose gold documents are absent; and, per query
+    with gold documents, how many of them the corpus has.
 
     Raises DataError when the corpus or the query set is empty, object ids repeat, every
     query's gold list is empty, or no query has a gold document in the corpus (the share a
@@ -62,7 +63,7 @@ def validate(corpus: Path, queries: Path, dataset: str, empty_skipped: int, keys
                   .select("query_id").collect(engine="streaming")["query_id"].to_list())
     docs = objects.select("doc_id").unique()
     gold = (pl.scan_parquet(queries).filter(pl.col("gold_doc_ids").list.len() > 0)
-            .select("query_id", "gold_doc_ids").explode("gold_doc_ids"))
+            .select("query_id", "gold_doc_ids").explode("gold_doc_ids").unique())
     found = (
         gold.join(docs.with_columns(pl.lit(True).alias("present")), left_on="gold_doc_ids", right_on="doc_id",
                   how="left")
@@ -92,7 +93,7 @@ def validate(corpus: Path, queries: Path, dataset: str, empty_skipped: int, keys
         ],
     }
     _refuse(report, dataset)
-    return report
+    return report, dict(zip(found["query_id"].to_list(), found["found"].to_list()))
 
 
 def _refuse(report: dict, dataset: str) -> None:

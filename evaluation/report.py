@@ -10,7 +10,8 @@ from rbench.evaluation.metrics import METRICS
 from rbench.evaluation.metrics_trec import STANDARD, cut_label, cut_order
 from rbench.evaluation.report_experiment import table_html, table_latex, table_markdown
 from rbench.evaluation.report_plots import difference_plot, recall_curves
-from rbench.evaluation.reproduction_text import HEADER, cell_notes, not_in_the_run, reproduction_caption, summary
+from rbench.evaluation.reproduction_text import (HEADER, ceilings_line, cell_notes, not_in_the_run,
+                                                 reproduction_caption, summary)
 from rbench.evaluation.reproduction_text import rows as repro_rows
 
 
@@ -28,13 +29,14 @@ def _reproduction(doc: dict, fmt: Literal["md", "html"], all_cells: bool = True)
     ``all_cells``, the cells the run lacks are one line after the summary, not rows."""
     heading = f"Against published {doc['against']}: {doc['title']}"
     notes = [f"Note: {n}" for n in cell_notes(doc)]
+    ceilings = [line + "." for line in [ceilings_line(doc.get("ceilings") or {})] if line]
     if fmt == "md":
         absent = [] if all_cells else [line for line in [not_in_the_run(doc)] if line]
         return [f"## {heading}", reproduction_caption(doc), _table(HEADER, repro_rows(doc, missing=all_cells), fmt),
-                summary(doc) + ".", *absent, *notes]
+                summary(doc) + ".", *ceilings, *absent, *notes]
     return [f"<h2>{html.escape(heading)}</h2>", f"<p>{html.escape(reproduction_caption(doc))}</p>",
             _table(HEADER, repro_rows(doc), fmt), f"<p>{html.escape(summary(doc))}.</p>",
-            *(f"<p>{html.escape(n)}</p>" for n in notes)]
+            *(f"<p>{html.escape(n)}</p>" for n in ceilings + notes)]
 
 
 def reproduction_markdown(doc: dict) -> str:

@@ -478,8 +478,13 @@ def load_notes(table: PublishedTable) -> list[Note]:
     return list(notes.notes)
 
 
-def document(table: PublishedTable, cells: Sequence[Cell], run: str, trials: int, seed: int) -> dict:
-    """The comparison as one JSON-able document (logged to MLflow as ``reproduction/<name>.json``)."""
+def document(table: PublishedTable, cells: Sequence[Cell], run: str, trials: int, seed: int,
+             ceilings: Mapping[str, Mapping[str, float | None]] | None = None) -> dict:
+    """The comparison as one JSON-able document (logged to MLflow as ``reproduction/<name>.json``);
+    ``ceilings``: per run dataset, what its evaluated queries' gold outside the corpus leaves a
+    retriever (kept for the datasets the cells measured)."""
+    measured = {c.run_dataset for c in cells if c.measured is not None}
     return {"run": run, "against": table.name, "title": table.title, "source": table.source.model_dump(mode="json"),
             "decimals": table.decimals, "bootstrap": {"trials": trials, "seed": seed, "level": 0.95},
-            "cells": [asdict(c) for c in cells]}
+            "cells": [asdict(c) for c in cells],
+            "ceilings": {d: dict(v) for d, v in (ceilings or {}).items() if d in measured}}

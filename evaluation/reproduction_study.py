@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rbench.core.configfile import validate_file
 from rbench.evaluation.reproduction import PUBLISHED, shipped_file
+from rbench.evaluation.reproduction_text import ceilings_line
 
 REPRODUCTIONS = PUBLISHED / "reproductions"
 REPO = Path(__file__).resolve().parents[1]
@@ -74,8 +75,11 @@ def matrix(repro: Reproduction, docs: Sequence[Mapping], study_pairs: Mapping[st
     measured and verdict; measured None where no run has it), the study config that produces the
     row and its command, and that study's status here (``ran``, or why not)."""
     by_table: dict[str, dict[tuple[str, str], dict[str, dict]]] = {}
+    ceilings: dict[tuple[str, str], Mapping] = {}
     for doc in docs:
         for c in doc["cells"]:
+            if c["run_dataset"] in doc.get("ceilings", {}):
+                ceilings[(doc["against"], c["dataset"])] = doc["ceilings"][c["run_dataset"]]
             cell = by_table.setdefault(doc["against"], {}).setdefault((c["dataset"], c["system"]), {})
             key = f"{c['metric']}@{c['k']}"
             if c["measured"] is not None or key not in cell:
@@ -87,7 +91,7 @@ def matrix(repro: Reproduction, docs: Sequence[Mapping], study_pairs: Mapping[st
             config = _covers(study_pairs, dataset, system)
             command = f"{commands[config]} && rbench compare latest --against {table}" if config in commands else ""
             rows.append({"table": table, "dataset": dataset, "system": system, "cells": cells, "study": config,
-                         "command": command,
+                         "command": command, "ceiling": ceilings.get((table, dataset)),
                          "status": status.get(config, "no study config runs it") if config
                          else "no study config runs it"})
     return rows
@@ -137,8 +141,10 @@ def page(repro: Reproduction, rows: Sequence[Mapping], studies: Sequence[tuple[S
             body.append(f"<tr><td>{html.escape(r['dataset'])}</td><td>{html.escape(r['system'])}</td>"
                         + "".join(f"<td>{html.escape(t)}</td>" for t in texts)
                         + f"<td><code>{html.escape(command)}</code></td></tr>")
+        counted = ceilings_line({r["dataset"]: r["ceiling"] for r in mine if r.get("ceiling")})
+        md += ["", counted + "."] if counted else []
         md.append("")
-        body.append("</table>")
+        body.append("</table>" + (f"<p>{html.escape(counted)}.</p>" if counted else ""))
     md += ["## Study configs", "", "| config | where | here |", "|---|---|---|"]
     body.append("<h2>Study configs</h2><table><tr><th>config</th><th>where</th><th>here</th></tr>")
     for study, state in studies:

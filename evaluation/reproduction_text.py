@@ -63,6 +63,23 @@ def cell_notes(doc: Mapping) -> list[str]:
     return seen
 
 
+def ceilings_line(ceilings: Mapping[str, Mapping]) -> str:
+    """One line on each dataset's evaluated queries whose gold documents are not all in the corpus,
+    with the recall and perfect recall no retriever can pass ("" when no dataset was counted)."""
+    if not ceilings:
+        return ""
+    parts = []
+    for dataset, c in ceilings.items():
+        queries = f" of {c['queries']:.0f}" if c.get("queries") is not None else ""
+        if not c.get("gold_outside_corpus"):
+            parts.append(f"{dataset}: none{queries}")
+        else:
+            parts.append(f"{dataset}: {c['gold_outside_corpus']:.0f}{queries} queries (recall ceiling "
+                         f"{c['recall_ceiling']:.3f}, perfect recall ceiling {c['perfect_recall_ceiling']:.3f})")
+    return ("Gold outside the corpus (queries some of whose gold documents the corpus lacks, and what no retriever "
+            "can pass): " + "; ".join(parts))
+
+
 def summary(doc: Mapping) -> str:
     """One line: how many measured cells equal the published value or are off by some queries (the
     same computation), how many hold it in their interval or are outside, not comparable, or not

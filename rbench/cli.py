@@ -442,10 +442,11 @@ def _compare_run(uri: str, run: str, experiment: str, tables: list, maps: list[s
     from rbench.tracking.read import load_results, load_run_params
 
     (parent,), _, scores = load_results(uri, [run], experiment, per_query=True)
-    protocol, params = load_run_params(uri, parent.info.run_id, experiment)
+    protocol, params, ceilings = load_run_params(uri, parent.info.run_id, experiment)
     name = f"{parent.info.run_name} ({parent.info.run_id[:8]})"
     return parent, [document(table, compare(table, scores, maps, trials, seed, params=params, protocol=protocol,
-                                            notes=load_notes(table)), name, trials, seed) for table in tables]
+                                            notes=load_notes(table)), name, trials, seed, ceilings)
+                    for table in tables]
 
 
 def _log_comparisons(uri: str, run_id: str, tables: list, docs: list[dict], out: Path) -> None:

@@ -44,11 +44,25 @@ def build_evaluate(folder: Path, inputs: list[Artifact], config: MetricsConfig) 
     write_atomic(folder / "run.trec", to_trec(ranking, "rbench"))
     write_atomic(folder / "qrels.trec", to_trec_qrels(to_qrels(gold, grades, nonrelevant)))
     short = sum(1 for q in gold if len(ranking.get(q, [])) < max(config.k))
+    found = queries.column("gold_found").to_pylist() if "gold_found" in queries.column_names else None
     return {
         **{f"recall@{a['k']}": round(a["value"], 4) for a in aggregate if a["metric"] == "recall"},
         "queries": len(gold), "queries_with_fewer_docs_than_max_k": short,
         **({"excluded_documents_dropped": dropped} if excluded else {}),
+        **(ceilings(gold, dict(zip(gold, found))) if found is not None else {}),
     }
+
+
+def ceilings(gold: dict[str, list[str]], found: dict[str, int]) -> dict:
+    """What no retriever can pass where gold documents are not in the corpus, over the queries with
+    gold: ``gold_outside_corpus`` (queries missing some), ``recall_ceiling`` (the mean share of a
+    query's gold documents the corpus has: recall when all of them are found) and
+    ``perfect_recall_ceiling`` (the share of queries whose gold the corpus has whole)."""
+    shares = [found[q] / len(set(g)) for q, g in gold.items() if g]
+    if not shares:
+        return {}
+    return {"gold_outside_corpus": sum(s < 1 for s in shares), "recall_ceiling": round(sum(shares) / len(shares), 4),
+            "perfect_recall_ceiling": round(sum(s == 1 for s in shares) / len(shares), 4)}
 
 
 EVALUATE = Stage("evaluate", 3, build_evaluate)

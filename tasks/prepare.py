@@ -44,6 +44,8 @@ QUERY_SCHEMA = pa.schema(
 GRADES = pa.field("gold_grades", pa.list_(pa.int32()))
 EXCLUDED = pa.field("excluded_doc_ids", pa.list_(pa.string()))
 NONRELEVANT = pa.field("nonrelevant_doc_ids", pa.list_(pa.string()))
+GOLD_FOUND = pa.field("gold_found", pa.int32())
+"""How many of a query's gold documents (listed once each) the corpus has: what no retriever can pass."""
 PLACES = "_places.parquet"  # (hash, doc_id, position, origin) of every object, removed once checked
 PLACES_SCHEMA = pa.schema([("key", pa.int64()), ("doc_id", pa.string()), ("position", pa.int64()),
                            ("origin", pa.string())])
@@ -123,9 +125,13 @@ def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -
     if not pq.ParquetFile(folder / "queries.parquet").metadata.num_rows:
         raise DataError(f"dataset {config.name!r} has no queries in {sources(params, raw, ('queries', 'topics'))}: "
                         "check the queries file (one query per line; for jsonl: query_id_field and text_field)")
+    report, found = validate(corpus, folder / "queries.parquet", config.name, empty, keys, records)
+    with_found = pq.read_table(folder / "queries.parquet")
+    with_found = with_found.append_column(GOLD_FOUND, pa.array(
+        [found.get(q, 0) for q in with_found.column("query_id").to_pylist()], pa.int32()))
+    pq.write_table(with_found, folder / "queries.parquet")
     digests = {"corpus": corpus_digest,
-               "queries": table_digest(folder / "queries.parquet", query_schema.names)}
-    report = validate(corpus, folder / "queries.parquet", config.name, empty, keys, records)
+               "queries": table_digest(folder / "queries.parquet", with_found.schema.names)}
     report["blank_queries"], report["blank_query_examples"] = len(blank), blank[:5]
     write_atomic(folder / "validation.json", json.dumps(report, indent=2, ensure_ascii=False))
     if blank:
@@ -293,4 +299,4 @@ def chunks_with_a_model(config: DatasetConfig) -> bool:
     return getattr(chunker, "kind", None) == "chonky"
 
 
-PREPARE = Stage("prepare", 6, build_prepare, key_view=prepare_key, check=check_prepared, native=chunks_with_a_model)
+PREPARE = Stage("prepare", 7, build_prepare, key_view=prepare_key, check=check_prepared, native=chunks_with_a_model)

@@ -201,15 +201,25 @@ def load_results(tracking_uri: str, runs: Sequence[str], experiment: str | None 
     return parents, metrics, scores
 
 
-def load_run_params(tracking_uri: str, run: str, experiment: str | None = None) -> tuple[str, dict]:
+CEILING_KEYS = ("queries", "gold_outside_corpus", "recall_ceiling", "perfect_recall_ceiling")
+
+
+def load_run_params(tracking_uri: str, run: str, experiment: str | None = None) -> tuple[str, dict, dict]:
     """A parent run's evaluation protocol (``standard`` for runs logged before protocols were
-    logged) and its child runs' logged parameters per ``(dataset, retriever label)``."""
+    logged), its child runs' logged parameters per ``(dataset, retriever label)``, and per dataset
+    the ceilings its evaluated queries put on recall (:data:`CEILING_KEYS`, from the evaluate
+    stage; none for runs logged before it counted them)."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=tracking_uri)
     ((parent, children),) = _parents_and_children(client, tracking_uri, [run], experiment)
+    ceilings = {}
+    for child, dataset, _ in children:
+        found = {key: child.data.metrics.get(f"evaluate.{key}") for key in CEILING_KEYS}
+        if dataset not in ceilings and found["recall_ceiling"] is not None:
+            ceilings[dataset] = found
     return (parent.data.params.get("protocol", "standard"),
-            {(dataset, label): dict(child.data.params) for child, dataset, label in children})
+            {(dataset, label): dict(child.data.params) for child, dataset, label in children}, ceilings)
 
 
 COST_KEYS = ("queries_per_second", "search_seconds", "llm_calls", "llm_calls_cached", "llm_prompt_tokens",

@@ -160,7 +160,7 @@ def test_beir_fixture(tmp_path, caplog):
                      "none": ["Cats purr.", "Dogs bark."]}
     assert _table(prepared.file("queries.parquet")) == [
         {"query_id": "1", "text": "do cats purr", "gold_doc_ids": ["d1"], "gold_grades": [1],
-         "nonrelevant_doc_ids": ["d2"], "excluded_doc_ids": ["1"]}]
+         "nonrelevant_doc_ids": ["d2"], "excluded_doc_ids": ["1"], "gold_found": 1}]
     assert "1 queries of the qrels (such as '2') have no document graded > 0" in caplog.text
     with pytest.raises(ValueError, match="lacks"):
         DatasetConfig.model_validate({"name": "x", "adapter": "beir", "params": {"path": str(tmp_path)}})
@@ -182,7 +182,7 @@ def test_beir_grades_reach_ndcg_and_trec_qrels_read_and_write_with_grade_0_kept(
     prepared = PREPARE.run(store, [DOWNLOAD.run(store, [], DownloadConfig.of(cfg))], cfg)
     assert _table(prepared.file("queries.parquet")) == [
         {"query_id": "q", "text": "which", "gold_doc_ids": ["a", "b"], "gold_grades": [3, 1],
-         "nonrelevant_doc_ids": ["c"], "excluded_doc_ids": ["q"]}]
+         "nonrelevant_doc_ids": ["c"], "excluded_doc_ids": ["q"], "gold_found": 2}]
     run_folder = tmp_path / "run"
     run_folder.mkdir()
     pq.write_table(pa.table({"query_id": ["q", "q", "q"], "object_id": ["ob", "oc", "oa"], "doc_id": ["b", "c", "a"],
@@ -206,6 +206,21 @@ def test_validation_reports_partial_gold_and_honours_the_threshold(tmp_path):
     report = json.loads(prepared.file("validation.json").read_text())
     assert report["queries_with_some_gold_missing"] == 1 and report["queries_without_gold_in_corpus"] == 0
     assert report["missing_gold_examples"] == [{"query_id": "q1", "absent": ["Missing Page :: passage"]}]
+    queries = {q["query_id"]: q for q in _table(prepared.file("queries.parquet"))}
+    assert queries["q1"]["gold_found"] == len(set(queries["q1"]["gold_doc_ids"])) - 1  # the ceiling's count
+    assert all(q["gold_found"] == len(set(q["gold_doc_ids"])) for qid, q in queries.items() if qid != "q1")
+
+
+def test_ceilings_hand_computed():
+    """Issue 69, item 4: with 1 of 2 gold documents in the corpus, then 0 of 1, then 3 of 3 (one
+    listed twice), no retriever passes recall (0.5 + 0 + 1) / 3 = 0.5 or perfect recall 1/3; a
+    query with no gold is not scored."""
+    from rbench.tasks.evaluate import ceilings
+
+    gold = {"a": ["x", "y"], "b": ["z"], "c": ["u", "v", "w", "u"], "d": []}
+    assert ceilings(gold, {"a": 1, "b": 0, "c": 3, "d": 0}) == {
+        "gold_outside_corpus": 2, "recall_ceiling": 0.5, "perfect_recall_ceiling": 0.3333}
+    assert ceilings({"d": []}, {"d": 0}) == {}
 
 
 def test_schema_granularity_serialization():

@@ -72,9 +72,9 @@ def test_documents_and_examples_are_read_with_their_excluded_ids(tmp_path):
         (d, t, "text") for d, t in DOCUMENTS.items()]
     assert pq.read_table(prepared.file("queries.parquet")).to_pylist() == [
         {"query_id": "0", "text": "Where is ATP made?",
-         "gold_doc_ids": ["biology/page_a/0.txt", "biology/page_a/1.txt"], "excluded_doc_ids": []},
+         "gold_doc_ids": ["biology/page_a/0.txt", "biology/page_a/1.txt"], "excluded_doc_ids": [], "gold_found": 2},
         {"query_id": "1", "text": "What captures light?", "gold_doc_ids": ["biology/page_b/0.txt"],
-         "excluded_doc_ids": ["biology/q2_post/0.txt"]}]
+         "excluded_doc_ids": ["biology/q2_post/0.txt"], "gold_found": 1}]
 
 
 def test_long_documents_come_from_the_mirror_with_their_own_gold(tmp_path):
@@ -165,9 +165,9 @@ def test_the_anserini_layout_reads_topics_qrels_and_drops_the_querys_own_id_and_
     assert [(o["doc_id"], o["text"]) for o in corpus] == [(d["id"], d["contents"]) for d in ANSERINI_DOCS]
     assert pq.read_table(prepared.file("queries.parquet")).to_pylist() == [
         {"query_id": "0", "text": "Where is ATP made?", "gold_doc_ids": ["page_a/0.txt", "page_a/1.txt"],
-         "excluded_doc_ids": ["0"]},
+         "excluded_doc_ids": ["0"], "gold_found": 2},
         {"query_id": "1", "text": "What captures light?", "gold_doc_ids": ["page_b/0.txt"],
-         "excluded_doc_ids": ["1", "q2_post/0.txt"]}]
+         "excluded_doc_ids": ["1", "q2_post/0.txt"], "gold_found": 1}]
     ranked = {"1": ["1", "q2_post/0.txt", "page_c/0.txt", "page_b/0.txt"], "0": ["page_a/1.txt", "page_c/0.txt"]}
     evaluated, per_query = _evaluate(tmp_path, prepared, ranked)
     # query 1: its own id and its excluded post leave the ranking, the gold moves from rank 4 to rank 2

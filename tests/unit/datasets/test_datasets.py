@@ -65,7 +65,8 @@ def test_fetaqa_adapter_dedups_tables_and_serializes_rows(tmp_path):
     ]
     assert {c["doc_id"] for c in corpus} == {"Andy Karl :: Awards"}
     assert corpus[0]["modality"] == "row" and json.loads(corpus[1]["metadata"]) == {"row": 1}
-    assert queries[0] == {"query_id": "7", "text": "Which award in 2017?", "gold_doc_ids": ["Andy Karl :: Awards"]}
+    assert queries[0] == {"query_id": "7", "text": "Which award in 2017?", "gold_doc_ids": ["Andy Karl :: Awards"],
+                          "gold_found": 1}
     assert prepared.info["objects"] == 2 and prepared.info["queries"] == 2
 
 

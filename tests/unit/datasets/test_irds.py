@@ -48,8 +48,9 @@ def test_a_locally_registered_dataset_is_read_with_its_grades(tmp_path, caplog):
     assert [(o["doc_id"], o["text"]) for o in corpus] == [("d1", "Cats purr."), ("d2", "Dogs bark.")]
     assert pq.read_table(prepared.file("queries.parquet")).to_pylist() == [
         {"query_id": "q1", "text": "do cats purr", "gold_doc_ids": ["d1"], "gold_grades": [2],
-         "nonrelevant_doc_ids": ["d2"]},
-        {"query_id": "q2", "text": "who barks", "gold_doc_ids": ["d2"], "gold_grades": [1], "nonrelevant_doc_ids": []}]
+         "nonrelevant_doc_ids": ["d2"], "gold_found": 1},
+        {"query_id": "q2", "text": "who barks", "gold_doc_ids": ["d2"], "gold_grades": [1], "nonrelevant_doc_ids": [],
+         "gold_found": 1}]
     assert "1 queries have no document graded > 0 and are left out" in caplog.text
 
 

@@ -64,9 +64,9 @@ def test_segments_collapse_on_their_documents_with_the_best_segment_grade(tmp_pa
     assert len(corpus) == 5 and prepared.info["documents"] == 3
     assert pq.read_table(prepared.file("queries.parquet")).to_pylist() == [
         {"query_id": "2024-1", "text": "what escapes a volcano", "gold_doc_ids": ["msmarco_v2.1_doc_00_0"],
-         "gold_grades": [3], "nonrelevant_doc_ids": ["msmarco_v2.1_doc_00_77"]},
+         "gold_grades": [3], "nonrelevant_doc_ids": ["msmarco_v2.1_doc_00_77"], "gold_found": 1},
         {"query_id": "2024-2", "text": "how many squares on a chess board", "gold_doc_ids": ["msmarco_v2.1_doc_01_5"],
-         "gold_grades": [2], "nonrelevant_doc_ids": []}]
+         "gold_grades": [2], "nonrelevant_doc_ids": [], "gold_found": 1}]
 
     hits = [("2024-1", "msmarco_v2.1_doc_00_77"), ("2024-1", "msmarco_v2.1_doc_00_0"),
             ("2024-1", "msmarco_v2.1_doc_00_0"), ("2024-2", "msmarco_v2.1_doc_01_5")]

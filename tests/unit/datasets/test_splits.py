@@ -150,7 +150,8 @@ def test_tabfact_full_split_with_its_own_tables_and_title_options(tmp_path, titl
     (row,) = _table(prepared.file("corpus.parquet"))
     assert row["text"] == f"{head} [SEP] [H] rank : 1 , [H] team : lions"
     assert _table(prepared.file("queries.parquet")) == [
-        {"query_id": "1-1-1.html.csv#0", "text": "the lions rank first", "gold_doc_ids": ["league table :: 1-1-1.html.csv"]}]
+        {"query_id": "1-1-1.html.csv#0", "text": "the lions rank first", "gold_doc_ids": ["league table :: 1-1-1.html.csv"],
+         "gold_found": 1}]
 
 
 def test_tabfact_full_split_over_all_tables_names_a_missing_table(tmp_path):

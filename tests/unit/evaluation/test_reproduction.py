@@ -401,10 +401,12 @@ def test_a_reproduction_page_lines_up_each_published_cell_with_its_command(tmp_p
     assert splits.missing(tmp_path) == ["fetaqa/fetaQA-v1_test.jsonl", "tabfact/test_examples.json"]
     assert splits.missing(None) == []  # without a mirror the files are downloaded
     doc = {"against": "arm-report-table7", "cells": [
-        {"dataset": "ottqa", "system": "bm25", "metric": "recall", "k": 5, "published": 0.65, "measured": 0.65,
-         "verdict": "equal"},
-        {"dataset": "bird", "system": "bm25", "metric": "recall", "k": 5, "published": 0.73, "measured": None,
-         "verdict": "missing"}]}
+        {"dataset": "ottqa", "run_dataset": "ottqa-dev", "system": "bm25", "metric": "recall", "k": 5,
+         "published": 0.65, "measured": 0.65, "verdict": "equal"},
+        {"dataset": "bird", "run_dataset": "bird", "system": "bm25", "metric": "recall", "k": 5, "published": 0.73,
+         "measured": None, "verdict": "missing"}],
+        "ceilings": {"ottqa-dev": {"queries": 100, "gold_outside_corpus": 36, "recall_ceiling": 0.64,
+                                   "perfect_recall_ceiling": 0.64}}}
     pairs = {local.config: {("ottqa", "bm25")}, cluster.config: {("ottqa", "bm25"), ("bird", "bm25")}}
     commands = {local.config: local.command("../shared/data"), cluster.config: cluster.command("../shared/data")}
     rows = matrix(repro, [doc], pairs, commands, {local.config: "ran: MLflow run abc", cluster.config: "cluster"})
@@ -415,6 +417,8 @@ def test_a_reproduction_page_lines_up_each_published_cell_with_its_command(tmp_p
     md, html = page(repro, rows, [(s, "x") for s in repro.studies], "../shared/data")
     assert "| ottqa | bm25 | 0.650 / 0.6500 equal |" in md and "| bird | bm25 | 0.730 / - |" in md
     assert "1 of 2 published cells measured here: 1 equal" in md and "<td>0.650 / 0.6500 equal</td>" in html
+    ceiling = "ottqa: 36 of 100 queries (recall ceiling 0.640, perfect recall ceiling 0.640)"  # under its own name
+    assert ceiling in md and ceiling in html and "bird:" not in md.split("Gold outside the corpus")[1]
     with pytest.raises(ConfigError, match="no reproduction named 'arm'; rbench ships arm-report"):
         load_reproduction("arm")
     assert Study(config="/abs/x.yaml").path() == Path("/abs/x.yaml")
