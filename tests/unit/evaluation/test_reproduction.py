@@ -396,8 +396,10 @@ def test_a_reproduction_page_lines_up_each_published_cell_with_its_command(tmp_p
 
     repro = load_reproduction("arm-report")
     assert repro.tables == ["arm-report-table6", "arm-report-table7"]
-    local, splits, cluster = repro.studies
+    local, splits, release, cluster = repro.studies
     assert (local.where, cluster.where) == ("local", "cluster") and all(s.path().is_file() for s in repro.studies)
+    assert release.missing(tmp_path)[:2] == ["assets/all_data/serialized_data/bird_schema.jsonl",
+                                             "assets/all_data/benchmarks/bird_schema.json"]
     assert splits.missing(tmp_path) == ["fetaqa/fetaQA-v1_test.jsonl", "tabfact/test_examples.json"]
     assert splits.missing(None) == []  # without a mirror the files are downloaded
     doc = {"against": "arm-report-table7", "cells": [
