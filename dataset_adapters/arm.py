@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Iterator, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from rbench.core.errors import DataError
 from rbench.dataset_adapters.base import (
@@ -31,6 +31,7 @@ from rbench.dataset_adapters.base import (
     Query,
     read_jsonl,
 )
+from rbench.dataset_adapters.serialize import serialize_schema_arm
 
 REPO = "ApostolosK/arm_reproduction_data_processed"
 Benchmark = Literal[
@@ -41,16 +42,56 @@ Benchmark = Literal[
 
 class ArmParams(BaseModel):
     """``benchmark``: one of the nine (BIRD and Spider as rows, or as the ``_schema`` corpora Table 6
-    searched); ``revision``: a commit of the release (pin it for stable keys)."""
+    searched); ``revision``: a commit of the release (pin it for stable keys); ``schema_from``: for
+    ``bird_schema`` and ``spider_schema``, read the release's ``_schema`` files (``release``, default:
+    what ARM's evaluation read), or make the metadata objects from the row file (``rows``: the 2.0 GB
+    ``bird.jsonl``) as ``scripts/run_extract_schemas.py`` does, with the row benchmark's queries (the
+    same document ids), for a copy of the release without the ``_schema`` files (its README's file
+    table lists none)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     benchmark: Benchmark
     revision: str = "main"
+    schema_from: Literal["release", "rows"] = "release"
+
+    @model_validator(mode="after")
+    def _schema_only(self) -> "ArmParams":
+        if self.schema_from == "rows" and not self.benchmark.endswith("_schema"):
+            raise ValueError(f"schema_from: rows makes the metadata objects of bird_schema or spider_schema; "
+                             f"benchmark {self.benchmark!r} has its own objects: leave schema_from out")
+        return self
+
+    @property
+    def from_rows(self) -> bool:
+        """Whether the metadata objects are made here from the row file."""
+        return self.schema_from == "rows"
+
+    def paths(self) -> tuple[str, str]:
+        """The objects file and the benchmark file read from the release."""
+        name = self.benchmark.removesuffix("_schema") if self.from_rows else self.benchmark
+        return f"assets/all_data/serialized_data/{name}.jsonl", f"assets/all_data/benchmarks/{name}.json"
 
 
-def _paths(benchmark: str) -> tuple[str, str]:
-    return (f"assets/all_data/serialized_data/{benchmark}.jsonl", f"assets/all_data/benchmarks/{benchmark}.json")
+def released(path: Path) -> Iterator[tuple[str, str, str]]:
+    """``(page_title, source, object)`` of each line of a release's objects file."""
+    for line_no, record in read_jsonl(path):
+        missing = [k for k in ("object", "page_title", "source") if k not in record]
+        if missing:
+            raise DataError(f"{path}:{line_no} lacks ARM field(s) {missing}; found {sorted(record)}")
+        yield str(record["page_title"]), str(record["source"]), str(record["object"])
+
+
+def schema_objects(rows: Iterator[tuple[str, str, str]]) -> Iterator[tuple[str, str, str]]:
+    """Each table's metadata object from its row objects (:func:`released`), as
+    ``scripts/run_extract_schemas.py`` (apostolhskouk/ARM at 5a6cb92) writes it: one per ``(page_title,
+    source)``, from the table's first row (lines 9-16, 35), the table name the source without ``table_``
+    (line 17, every occurrence), the columns the text between ``[H]`` and the first ``:`` (lines 19-20)."""
+    seen: set[tuple[str, str]] = set()
+    for title, source, text in rows:
+        if (title, source) not in seen:
+            seen.add((title, source))
+            yield title, source, serialize_schema_arm(title, source.replace("table_", ""), text)
 
 
 @ADAPTERS.register
@@ -63,25 +104,22 @@ class Arm(Adapter):
     Params = ArmParams
 
     def files(self, params: ArmParams) -> list[FileSpec]:
-        return [FileSpec(name=p, hf_repo=REPO, revision=params.revision) for p in _paths(params.benchmark)]
+        return [FileSpec(name=p, hf_repo=REPO, revision=params.revision) for p in params.paths()]
 
     def objects(self, raw: Path, params: ArmParams) -> Iterator[CorpusObject]:
-        path = raw / _paths(params.benchmark)[0]
+        path = raw / params.paths()[0]
         positions: dict[str, int] = {}
-        for line_no, record in read_jsonl(path):
-            missing = [k for k in ("object", "page_title", "source") if k not in record]
-            if missing:
-                raise DataError(f"{path}:{line_no} lacks ARM field(s) {missing}; found {sorted(record)}")
-            title, source = str(record["page_title"]), str(record["source"])
+        rows = released(path)
+        for title, source, text in schema_objects(rows) if params.from_rows else rows:
             doc = f"{title}_{source}"
             positions[doc] = positions.get(doc, -1) + 1
             modality = ("schema" if params.benchmark.endswith("_schema")
                         else "table" if source.lower().startswith("table") else "text")
-            yield CorpusObject(text=str(record["object"]), doc_id=doc, page_title=title, source=source,
-                               modality=modality, position=positions[doc])
+            yield CorpusObject(text=text, doc_id=doc, page_title=title, source=source, modality=modality,
+                               position=positions[doc])
 
     def queries(self, raw: Path, params: ArmParams) -> Iterator[Query]:
-        path = raw / _paths(params.benchmark)[1]
+        path = raw / params.paths()[1]
         try:
             entries = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:

@@ -39,6 +39,49 @@ def test_arms_metadata_text_cuts_a_column_at_its_first_colon():
     assert serialize_schema_arm("concert", "singer", first) == "concert [SEP] singer [SEP] [H] name [H] age"
 
 
+BIRD_ROWS = [
+    {"page_title": "concert_singer", "source": "table_singer",
+     "object": "singer [SEP] [H] Singer_ID: 1 , [H] Name: Joe , [H] Time: 10:30"},
+    {"page_title": "concert_singer", "source": "table_singer",
+     "object": "singer [SEP] [H] Singer_ID: 2 , [H] Name: Ann , [H] Time: 11:00"},
+    {"page_title": "concert_singer", "source": "table_table_x", "object": "table_x [SEP] [H] ratio:a: 5 , [H] b: [H] c"},
+    {"page_title": "pets", "source": "table_singer", "object": "singer [SEP] [H] pet: cat"},
+]
+# What ARM's scripts/run_extract_schemas.py (apostolhskouk/ARM at 5a6cb92, its create_schema_file run
+# unchanged, 2026-11-29) wrote for BIRD_ROWS as bird.jsonl: bird_schema.jsonl's lines.
+BIRD_SCHEMA = [
+    {"page_title": "concert_singer", "source": "table_singer",
+     "object": "concert_singer [SEP] singer [SEP] [H] Singer_ID [H] Name [H] Time"},
+    {"page_title": "concert_singer", "source": "table_table_x", "object": "concert_singer [SEP] x [SEP] [H] ratio [H] b [H] c"},
+    {"page_title": "pets", "source": "table_singer", "object": "pets [SEP] singer [SEP] [H] pet"},
+]
+
+
+def test_bird_schema_from_the_release_rows_is_what_run_extract_schemas_writes(tmp_path):
+    """Issue 69, item 2: ``schema_from: rows`` makes the metadata objects of the release's row file as
+    ARM's script does (one per table, the first row's columns cut at their first colon, every
+    ``table_`` dropped from the name), the same prepared corpus as the release's ``_schema`` files."""
+    release = tmp_path / "release"
+    for folder in ("serialized_data", "benchmarks"):
+        (release / "assets/all_data" / folder).mkdir(parents=True)
+    write_jsonl(release / "assets/all_data/serialized_data/bird.jsonl", BIRD_ROWS)
+    write_jsonl(release / "assets/all_data/serialized_data/bird_schema.jsonl", BIRD_SCHEMA)
+    gold = [{"query": "How old is Joe?", "document_ids": ["concert_singer_table_singer"]}]
+    for name in ("bird.json", "bird_schema.json"):
+        (release / "assets/all_data/benchmarks" / name).write_text(json.dumps(gold))
+    made = _prepare(tmp_path / "rows", release, {"name": "bird", "adapter": "arm",
+                                                 "params": {"benchmark": "bird_schema", "schema_from": "rows"}})
+    read = _prepare(tmp_path / "read", release, {"name": "bird", "adapter": "arm", "params": {"benchmark": "bird_schema"}})
+    corpus = _table(made.file("corpus.parquet"))
+    assert [{"page_title": c["page_title"], "source": c["source"], "object": c["text"]} for c in corpus] == BIRD_SCHEMA
+    assert [c["modality"] for c in corpus] == ["schema"] * 3
+    assert corpus == _table(read.file("corpus.parquet"))
+    assert _table(made.file("queries.parquet")) == _table(read.file("queries.parquet"))
+    with pytest.raises(ValueError, match="benchmark 'bird' has its own objects"):
+        _prepare(tmp_path / "bad", release, {"name": "bird", "adapter": "arm",
+                                             "params": {"benchmark": "bird", "schema_from": "rows"}})
+
+
 def test_ottqa_in_targets_form(tmp_path):
     raw = tmp_path / "raw"
     _ottqa_fixture(raw)
