@@ -313,6 +313,7 @@ class Adapter(ABC):
     experiment sets a ``subsample.size`` (BEIR's own evaluation scores them all).
     ``repeated_record`` says what two records at one place mean in its data. ``where_from`` says,
     for ``rbench list datasets``, where the files of an adapter with required params come from.
+    ``runs_a_model``: making its objects runs a model (torch), so the prepare stage runs apart.
     """
 
     name: ClassVar[str]
@@ -323,6 +324,7 @@ class Adapter(ABC):
     excludes: ClassVar[bool] = False
     unique_positions: ClassVar[bool] = False
     every_query: ClassVar[bool] = False
+    runs_a_model: ClassVar[bool] = False
     repeated_record: ClassVar[str] = ("two records share the document id {doc_id!r}; give each document its own id "
                                       "(or merge the records into one)")
     """The error for two records at one position of one document (``{doc_id}``, ``{position}``),

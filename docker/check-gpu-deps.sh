@@ -8,7 +8,7 @@ report=$(mktemp)
 trap 'rm -f "$report"' EXIT
 env -u PIP_FIND_LINKS PIP_CONFIG_FILE=/dev/null python3 -m pip install --quiet --dry-run --ignore-installed \
   --report "$report" -c docker/gpu-constraints.txt torch \
-  ".[bm25,bm25s,dense-gpu,models,chonky,chunking,hub,irds,search,dask,ray,llm,arm,onnx]" 2>/dev/null
+  ".[bm25,bm25s,dense-gpu,models,chonky,markup,chunking,hub,irds,search,dask,ray,llm,arm,onnx]" 2>/dev/null
 python3 - "$report" <<'PY'
 import json, re, sys
 packages = {i["metadata"]["name"]: i["metadata"]["version"] for i in json.load(open(sys.argv[1]))["install"]}

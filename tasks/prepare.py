@@ -293,10 +293,10 @@ def check_prepared(artifact: Artifact, config: DatasetConfig) -> None:
 
 
 def chunks_with_a_model(config: DatasetConfig) -> bool:
-    """Whether preparing this dataset runs a model: the chonky chunker (torch)."""
+    """Whether preparing this dataset runs a model (torch): an adapter that always does, or the chonky chunker."""
     adapter = get_adapter(config.adapter)
     chunker = getattr(adapter.Params.model_validate(config.params), "chunker", None)
-    return getattr(chunker, "kind", None) == "chonky"
+    return adapter.runs_a_model or getattr(chunker, "kind", None) == "chonky"
 
 
 PREPARE = Stage("prepare", 7, build_prepare, key_view=prepare_key, check=check_prepared, native=chunks_with_a_model)

@@ -271,7 +271,7 @@ def write_arm_release(mirror: Path) -> None:
     so that BM25's hits are known by hand: q1's one word is in its one gold object only; q2's two
     words are each in one of its two gold objects; q3's gold is not in the corpus (as 296 of
     TableBench's 886 questions are after ARM's own steps) and its word is in no object."""
-    for name, benchmark in NINE.items():
+    for name, release_name in NINE.items():
         w = name.replace("-", "")
         rows = [{"object": f"{w}alpha [SEP] [H] c: {w}apple", "page_title": f"{w}db", "source": "table_a"},
                 {"object": f"{w}beta [SEP] [H] c: {w}banana", "page_title": f"{w}db", "source": "table_b"},
@@ -280,11 +280,11 @@ def write_arm_release(mirror: Path) -> None:
         queries = [{"query": f"{w}apple", "document_ids": [f"{w}db_table_a"]},
                    {"query": f"{w}banana {w}cherry", "document_ids": [f"{w}db_table_b", f"{w}db_table_c"]},
                    {"query": f"{w}elderberry", "document_ids": [f"{w}db_table_z"]}]
-        serialized = mirror / "assets/all_data/serialized_data" / f"{benchmark}.jsonl"
+        serialized = mirror / "assets/all_data/serialized_data" / f"{release_name}.jsonl"
         serialized.parent.mkdir(parents=True, exist_ok=True)
         serialized.write_text("".join(json.dumps(r) + "\n" for r in rows))
         (mirror / "assets/all_data/benchmarks").mkdir(parents=True, exist_ok=True)
-        (mirror / "assets/all_data/benchmarks" / f"{benchmark}.json").write_text(json.dumps(queries))
+        (mirror / "assets/all_data/benchmarks" / f"{release_name}.json").write_text(json.dumps(queries))
 
 
 def test_all_nine_arm_benchmarks_are_the_same_computation_as_the_report(tmp_path, capsys):

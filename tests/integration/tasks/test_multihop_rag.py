@@ -1,0 +1,69 @@
+"""MultiHop-RAG from its upstream files, as the ARM reproduction's chunking.py and
+generate_benchmark_all.py turn them into the release's corpus and benchmark (issue 69, item 3),
+with a tiny local chonky model standing in for mirth/chonky_modernbert_base_1. ~10 s (torch)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rbench.core.errors import DataError
+from rbench.dataset_adapters.chunking import chonky_splitter
+from tests.integration.tasks.test_chonky import _tiny_model
+from tests.unit.datasets.test_adapters import _prepare, _table
+
+ARTICLES = [
+    {"title": "Cats. And dogs", "author": "A", "source": "Wired", "published_at": "2023-10-01", "category": "pets",
+     "url": "https://example.org/1", "body": "<p>the cat sat on the mat .</p>\n<p>the dog ran in the park .</p>"},
+    {"title": "Dawn chorus", "author": "B", "source": "The Verge", "published_at": "2023-10-02", "category": "birds",
+     "url": "https://example.org/2", "body": "birds sing at dawn .\n\nthe  park\tat dawn ."},
+    {"title": "Empty", "author": "C", "source": "Wired", "published_at": "2023-10-03", "category": "none",
+     "url": "https://example.org/3", "body": ""},
+]
+QUERIES = [
+    {"query": "Do cats and birds both like the park?", "answer": "Yes", "question_type": "comparison_query",
+     "evidence_list": [{"title": "Cats. And dogs", "source": "Wired", "fact": "the dog ran"},
+                       {"title": "Dawn chorus", "source": "The Verge", "fact": "birds sing"}]},
+    {"query": "Who sings at dawn?", "answer": "birds", "question_type": "inference_query",
+     "evidence_list": [{"title": "Dawn chorus", "source": "The Verge", "fact": "birds sing"}]},
+]
+# What ARM's scripts/MultiiHopRag/chunking.py (apostolhskouk/ARM at 5a6cb92; run 2026-11-29 with only
+# its model id and device changed: the tiny model below, with separators everywhere, on the CPU; magika
+# 1.0.3) wrote for ARTICLES: a chunk per separator run and the empty rest, the markup identified as
+# plain text and only its whitespace folded.
+ARM_OBJECTS = [
+    {"page_title": "Wired", "source": "sentence_Cats. And dogs",
+     "object": "Cats. And dogs [SEP] <p>the cat sat on the mat .</p> <p>the dog ran in the park .</p>"},
+    {"page_title": "Wired", "source": "sentence_Cats. And dogs", "object": "Cats. And dogs [SEP] "},
+    {"page_title": "The Verge", "source": "sentence_Dawn chorus", "object": "Dawn chorus [SEP] birds sing at dawn . the park at dawn ."},
+    {"page_title": "The Verge", "source": "sentence_Dawn chorus", "object": "Dawn chorus [SEP] "},
+]
+
+
+@pytest.fixture()
+def upstream(tmp_path) -> Path:
+    raw = tmp_path / "raw" / "multihop_rag"
+    raw.mkdir(parents=True)
+    (raw / "corpus.json").write_text(json.dumps(ARTICLES))
+    (raw / "MultiHopRAG.json").write_text(json.dumps(QUERIES))
+    return raw.parent
+
+
+def test_multihop_rag_from_the_upstream_files_writes_what_arms_scripts_write(tmp_path, upstream):
+    chonky_splitter.cache_clear()
+    model = _tiny_model(tmp_path / "separators", separator_bias=5.0)
+    prepared = _prepare(tmp_path, upstream, {"name": "mhr", "adapter": "multihop_rag", "params": {"model": model}})
+    corpus = _table(prepared.file("corpus.parquet"))
+    assert [{"page_title": c["page_title"], "source": c["source"], "object": c["text"]} for c in corpus] == ARM_OBJECTS
+    queries = _table(prepared.file("queries.parquet"))
+    assert [q["text"] for q in queries] == [q["query"] for q in QUERIES]
+    assert [q["gold_doc_ids"] for q in queries] == [["Wired_sentence_Cats. And dogs", "The Verge_sentence_Dawn chorus"],
+                                                    ["The Verge_sentence_Dawn chorus"]]
+    assert [q["gold_found"] for q in queries] == [2, 1]  # ids: agree, the title as chunking.py keeps it
+
+    # ARM's HEAD: generate_benchmark_all.py slugs the title (line 20), chunking.py does not: no gold is found
+    with pytest.raises(DataError, match=r"2 of 2 queries have no gold document in the corpus.*Cats__And_dogs"):
+        _prepare(tmp_path / "head", upstream, {"name": "mhr", "adapter": "multihop_rag", "max_missing_gold": 1.0,
+                                               "params": {"model": model, "ids": "arm_head"}})
