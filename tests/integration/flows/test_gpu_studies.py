@@ -16,7 +16,7 @@ from rbench.cli import main
 from rbench.config import load_config
 from rbench.flows.benchmark import benchmark
 from tests.conftest import tiny_cross_encoder, write_jsonl
-from tests.unit.datasets.test_adapters import write_target
+from tests.unit.datasets.test_adapters import write_target_text2sql
 
 REPO = Path(__file__).resolve().parents[3]
 STUDIES = {"arm-table6-gpu.yaml": "arm-report-table6", "arm-table4-gpu.yaml": "arm-report-table4",
@@ -63,11 +63,11 @@ def test_a_gpu_study_validates_and_runs_on_tiny_fixtures_with_stand_ins(tmp_path
         if d.get("adapter") == "arm" and d["name"] in KEEP:
             write_arm_release(mirror, d["params"]["benchmark"])
     if any(d.get("adapter") == "target" for d in raw["datasets"]):
-        write_target(mirror, "spider", {
+        write_target_text2sql(mirror, "spider", "test", {
             "database_id": ["zoo", "zoo", "zoo"], "table_id": ["lions", "tigers", "keepers"],
             "table": [[["name", "rank"], ["Leo", "1"]], [["name", "stripes"], ["Tia", "many"]],
                       [["keeper", "age"], ["Ann", "31"]]],
-            "context": [{"note": ""}] * 3},
+            "context": [{}] * 3},
             {"query_id": ["q2"], "query": ["How old is the keeper?"], "database_id": ["zoo"],
              "table_id": ["keepers"], "answer": ["31"]})
     raw["datasets"] = [d for d in raw["datasets"] if d.get("adapter") != "arm" or d["name"] in KEEP]

@@ -117,6 +117,17 @@ def write_target(raw: Path, benchmark: str, corpus: dict, queries: dict) -> None
         pq.write_table(pa.table(columns), folder / "train-00000-of-00001.parquet")
 
 
+def write_target_text2sql(raw: Path, benchmark: str, split: str, corpus: dict, queries: dict) -> None:
+    """A TARGET Text2SQL dataset in the hub layout TARGET's loader reads: the corpus one JSON file of
+    columns (``<name>-corpus-<split>.json``), the queries a Parquet dataset."""
+    folder = raw / "target" / f"{benchmark}-corpus-{split}"
+    folder.mkdir(parents=True)
+    (folder / f"{benchmark}-corpus-{split}.json").write_text(json.dumps(corpus))
+    folder = raw / "target" / f"{benchmark}-queries-{split}" / "data"
+    folder.mkdir(parents=True)
+    pq.write_table(pa.table(queries), folder / f"{split}-00000-of-00001.parquet")
+
+
 def test_target_fixture_rows_and_schema(tmp_path):
     raw = tmp_path / "raw"
     write_target(raw, "spider", {
@@ -128,12 +139,13 @@ def test_target_fixture_rows_and_schema(tmp_path):
         "database_id": ["concert", "concert"], "table_id": [["singer"], ["singer", "stadium"]],
         "answer": ["52", "?"],
     })
-    rows = _prepare(tmp_path / "r", raw, {"name": "spider", "adapter": "target", "params": {"benchmark": "spider"}})
+    rows = _prepare(tmp_path / "r", raw, {"name": "spider", "adapter": "target",
+                                          "params": {"benchmark": "spider", "layout": "parquet"}})
     assert [c["text"] for c in _table(rows.file("corpus.parquet"))] == [
         "singer [SEP] [H] name : Joe , [H] age : 52", "singer [SEP] [H] name : Ann , [H] age : 31",
         "stadium [SEP] [H] stadium_id : 1 , [H] capacity : 4000"]
     schema = _prepare(tmp_path / "s", raw, {"name": "spider", "adapter": "target",
-                                            "params": {"benchmark": "spider", "granularity": "schema"}})
+                                            "params": {"benchmark": "spider", "granularity": "schema", "layout": "parquet"}})
     assert [c["text"] for c in _table(schema.file("corpus.parquet"))] == [
         "singer [SEP] [H] name , [H] age", "stadium [SEP] [H] stadium_id , [H] capacity"]
     queries = _table(schema.file("queries.parquet"))

@@ -19,7 +19,7 @@ from rbench.dataset_adapters.serialize import arm_row_objects, serialize_row_arm
 from rbench.tasks import subsample
 from rbench.tasks.subsample import SUBSAMPLE, select_queries_arm
 from tests.conftest import write_jsonl
-from tests.unit.datasets.test_adapters import _ottqa_fixture, _prepare, _table, write_target
+from tests.unit.datasets.test_adapters import _ottqa_fixture, _prepare, _table, write_target, write_target_text2sql
 
 
 def test_arms_row_text_byte_for_byte():
@@ -154,13 +154,42 @@ def test_target_in_arms_form_names_rows_by_context_else_the_table_id(tmp_path):
     }, {"query_id": [0], "query": ["How old is Joe?"], "database_id": ["concert"], "table_id": [["singer"]],
         "answer": ["52"]})
     rows = _prepare(tmp_path / "r", raw, {"name": "spider", "adapter": "target",
-                                          "params": {"benchmark": "spider", "form": "target"}})
+                                          "params": {"benchmark": "spider", "form": "target", "layout": "parquet"}})
     assert [c["text"] for c in _table(rows.file("corpus.parquet"))] == [
         "Singers [SEP] [H] name: Joe , [H] age: 52", "stadium [SEP] [H] stadium_id: 1 , [H] capacity: 4000"]
-    params = {"benchmark": "spider", "form": "target", "granularity": "schema"}
+    params = {"benchmark": "spider", "form": "target", "granularity": "schema", "layout": "parquet"}
     schema = _prepare(tmp_path / "s", raw, {"name": "spider", "adapter": "target", "params": params})
     assert [c["text"] for c in _table(schema.file("corpus.parquet"))] == [
         "concert [SEP] singer [SEP] [H] name [H] age", "concert [SEP] stadium [SEP] [H] stadium_id [H] capacity"]
+
+
+def test_spider_from_targets_text2sql_files_is_arms_metadata_objects(tmp_path):
+    """Issue 69, item 2: Spider as ARM read it, TARGET's Text2SQL test split (a JSON file of columns),
+    and as Table 6 searched it: the objects ARM's scripts/run_extract_schemas.py (run unchanged,
+    2026-11-29) wrote from the rows scripts/target/serialize_tables.py makes of these tables (named by
+    their ids, empty ones skipped, a row of the wrong length skipped)."""
+    raw = tmp_path / "raw"
+    write_target_text2sql(raw, "spider", "test", {
+        "database_id": ["concert", "concert", "concert"], "table_id": ["singer", "table_stage", "empty"],
+        "table": [[["name", "age"], ["Joe", "52"], ["Ann", "31"]], [["time: start", "hall"], ["x"], ["10", "A"]], []],
+        "context": [{}, {}, {}]},
+        {"query_id": ["0", "1"], "query": ["How old is Joe?", "Where does Joe sing?"],
+         "database_id": ["concert", "concert"], "table_id": [["singer"], ["singer", "table_stage"]],
+         "answer": ["52", "A"]})
+    params = {"benchmark": "spider", "form": "target", "granularity": "schema"}
+    schema = _prepare(tmp_path / "s", raw, {"name": "spider", "adapter": "target", "params": params})
+    assert [c["text"] for c in _table(schema.file("corpus.parquet"))] == [
+        "concert [SEP] singer [SEP] [H] name [H] age", "concert [SEP] stage [SEP] [H] time [H] hall"]
+    queries = _table(schema.file("queries.parquet"))
+    assert [q["gold_found"] for q in queries] == [1, 2]
+    rows = _prepare(tmp_path / "r", raw, {"name": "spider", "adapter": "target",
+                                          "params": {"benchmark": "spider", "form": "target"}})
+    assert [c["text"] for c in _table(rows.file("corpus.parquet"))] == [
+        "singer [SEP] [H] name: Joe , [H] age: 52", "singer [SEP] [H] name: Ann , [H] age: 31",
+        "table_stage [SEP] [H] time: start: 10 , [H] hall: A"]
+    with pytest.raises(ValueError, match="layout text2sql and split are for spider and bird"):
+        _prepare(tmp_path / "x", raw, {"name": "ottqa", "adapter": "target",
+                                       "params": {"benchmark": "ottqa", "split": "test"}})
 
 
 def _plain_sample_queries(items: list[dict], k: int) -> list[dict]:
