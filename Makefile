@@ -55,12 +55,11 @@ run: setup
 test-fast: setup
 	$(BIN)/pytest -ra tests/unit
 
-# mypy (~40 s): strict on the run's typed records, its plan, the data phase and the Python API; the orchestration
-# layer (Prefect's task runners, the deployments' pull step) as written.
-STRICT := rbench/results.py rbench/orchestration/plan.py rbench/orchestration/graph.py rbench/api.py rbench/verbs.py
+# mypy (~40 s): strict on the run's typed records, the whole orchestration layer (the plan, the data phase,
+# Prefect's task runners, the deployments' pull step) and the Python API.
+STRICT := rbench/results.py rbench/orchestration rbench/api.py rbench/verbs.py
 typecheck: setup
 	$(BIN)/mypy --strict $(STRICT)
-	$(BIN)/mypy rbench/orchestration
 
 # The documentation site, into site/: strict, so a broken link, a missing page or any warning fails it.
 docs: setup

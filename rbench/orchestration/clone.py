@@ -19,7 +19,7 @@ def git_clone(repository: str, commit_sha: str | None = None, branch: str | None
     ``prefect.deployments.steps.git_clone`` does with the same arguments; return its result.
     On failure the current flow run is set Failed with the repository (credentials hidden),
     the commit and git's last error line, and RbenchError is raised."""
-    from prefect.deployments.steps import git_clone as prefect_git_clone
+    from prefect.deployments.steps.pull import git_clone as prefect_git_clone
 
     try:
         result = cast("dict[str, str]", prefect_git_clone(  # called outside an event loop: the dict, not a coroutine

@@ -22,9 +22,9 @@ import threading
 import time
 from concurrent.futures import CancelledError
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, ContextManager, Iterator, Sequence, cast
 
-from prefect import get_run_logger, task
+from prefect import Task, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
 from prefect.task_runners import ThreadPoolTaskRunner
@@ -42,7 +42,7 @@ _GPU_SLOTS: dict[int, threading.BoundedSemaphore] = {}
 _GPU_LOCK = threading.Lock()
 
 
-def _gpu_slot(slots: int):
+def _gpu_slot(slots: int) -> ContextManager[Any]:
     """An in-process limit on concurrent GPU tasks (the thread runner's share of the GPUs)."""
     if slots <= 0:
         return contextlib.nullcontext()
@@ -52,7 +52,7 @@ def _gpu_slot(slots: int):
 
 
 @functools.cache
-def stage_task(stage: Stage):
+def stage_task(stage: Stage) -> Task[..., Artifact]:
     """Wrap a stage in a Prefect task (one task per stage), without Prefect caching or result
     persistence: the store decides what runs.
 
@@ -62,7 +62,7 @@ def stage_task(stage: Stage):
     (the stage's ``native``) runs in a stage process.
     """
 
-    def run(store: str, inputs: Sequence[Artifact], config: Any, options: dict, gpu_slots: int = 0,
+    def run(store: str, inputs: Sequence[Artifact], config: Any, options: dict[str, Any], gpu_slots: int = 0,
             processes: bool = False) -> Artifact:
         here = Store(store)
         call = build_call(stage, config, processes)
@@ -81,10 +81,10 @@ def stage_task(stage: Stage):
     return task(name=stage.name, cache_policy=NO_CACHE, persist_result=False, **retrying)(run)
 
 
-def _failed_with(errors: tuple[type[BaseException], ...]):
+def _failed_with(errors: tuple[type[BaseException], ...]) -> Callable[[Any, Any, Any], bool]:
     """Prefect's retry condition: the task run failed with one of ``errors``."""
 
-    def condition(task, task_run, state) -> bool:
+    def condition(task: Any, task_run: Any, state: Any) -> bool:
         try:
             state.result()
         except errors:
@@ -96,7 +96,7 @@ def _failed_with(errors: tuple[type[BaseException], ...]):
     return condition
 
 
-class StoppableThreads(ThreadPoolTaskRunner):
+class StoppableThreads(ThreadPoolTaskRunner[Any]):
     """Prefect's thread-pool runner, except that a stop does not wait for its threads.
 
     When Prefect turns a SIGTERM into ``TerminationSignal``, the flow engine cancels the
@@ -115,7 +115,7 @@ class StoppableThreads(ThreadPoolTaskRunner):
         self._executor = None
 
 
-def task_runner(execution: ExecutionConfig):
+def task_runner(execution: ExecutionConfig) -> Any:
     """The Prefect task runner an experiment's ``execution`` section asks for."""
     if execution.runner == "sequential":
         return StoppableThreads(max_workers=1)
@@ -123,7 +123,7 @@ def task_runner(execution: ExecutionConfig):
         return StoppableThreads(max_workers=execution.max_workers)
     if execution.runner == "dask":
         try:
-            from prefect_dask import DaskTaskRunner
+            from prefect_dask.task_runners import DaskTaskRunner
         except ImportError:
             raise MissingExtraError("prefect-dask", "dask", "the dask task runner") from None
         if execution.address:
@@ -155,18 +155,18 @@ def _thread_env(workers: int) -> dict[str, str]:
     return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "TOKENIZERS_PARALLELISM": "false"}
 
 
-def _gpu_placement(execution: ExecutionConfig):
+def _gpu_placement(execution: ExecutionConfig) -> ContextManager[Any]:
     """Context for submitting one GPU task: a Dask resource or a Ray ``num_gpus`` request."""
     if not execution.gpus:
         return contextlib.nullcontext()
     if execution.runner == "dask":
-        import dask
+        from dask.base import annotate
 
-        return dask.annotate(resources={"GPU": 1})
+        return cast("ContextManager[Any]", annotate(resources={"GPU": 1}))
     if execution.runner == "ray":
         from prefect_ray.context import remote_options
 
-        return remote_options(num_gpus=1)
+        return cast("ContextManager[Any]", remote_options(num_gpus=1))
     return contextlib.nullcontext()
 
 
@@ -176,7 +176,7 @@ class Submitted:
 
     stage: str
     label: str
-    future: PrefectFuture
+    future: PrefectFuture[Artifact]
 
 
 def describe(stage: str, label: str, state: Any, prebuilt: frozenset[tuple[str, str]] = frozenset()) -> StageRow:
@@ -279,7 +279,7 @@ class Submitter:
         forward_logs_to_prefect()
 
     def submit(self, stage: Stage, inputs: Sequence[Any], config: Any, label: str, gpu: bool = False,
-               key: str | None = None, **options: Any) -> PrefectFuture:
+               key: str | None = None, **options: Any) -> PrefectFuture[Artifact]:
         """Submit a stage's task; ``inputs`` may be artifacts or futures of artifacts; ``key``: its
         plan's key (:class:`rbench.orchestration.plan.PlanNode`)."""
         stage_tsk = stage_task(stage)
@@ -290,10 +290,11 @@ class Submitter:
             future = named.submit(str(self.store.root), list(inputs), config, {**options, "key": key}, slots,
                                   processes)
         self.submitted.append(Submitted(stage_tsk.name, label, future))
-        future.add_done_callback(lambda f, stage=stage_tsk.name: self._progress(stage, label, f))
+        name = stage_tsk.name
+        future.add_done_callback(lambda f: self._progress(name, label, f))
         return future
 
-    def _progress(self, stage: str, label: str, future: PrefectFuture) -> None:
+    def _progress(self, stage: str, label: str, future: PrefectFuture[Artifact]) -> None:
         if not settle(future):  # a stop cancelled it: the stop's own line says so
             return
         row = describe(stage, label, future.state, self.prebuilt)
@@ -303,7 +304,7 @@ class Submitter:
         if self._in_a_notebook:  # Prefect's console records stay out of a cell (rbench.door): the line goes there
             print(line, flush=True)
 
-    def artifact(self, future: PrefectFuture) -> Artifact | None:
+    def artifact(self, future: PrefectFuture[Artifact]) -> Artifact | None:
         """The future's artifact in this store, or None when its task failed or never ran."""
         wait_for(future)
         if not future.state.is_completed():
@@ -321,7 +322,7 @@ class Submitter:
         return rows
 
 
-def wait_for(future: PrefectFuture) -> None:
+def wait_for(future: PrefectFuture[Any]) -> None:
     """Wait for ``future`` in steps of ``WAKE_SECONDS``, so that the main thread runs Python code
     at least that often. A signal that the kernel delivers to a stage thread (torch's, say) sets
     Python's flag, but only the main thread runs the handler, and a main thread asleep in an
@@ -334,7 +335,7 @@ def wait_for(future: PrefectFuture) -> None:
     settle(future)
 
 
-def settle(future: PrefectFuture) -> bool:
+def settle(future: PrefectFuture[Any]) -> bool:
     """Fix a finished future's final state (the API may still say Running); False when a stop
     cancelled its task. Prefect cancels a task still queued in its thread pool with
     ``asyncio.CancelledError``, a BaseException: raised from a done-callback, it escaped the
@@ -346,14 +347,14 @@ def settle(future: PrefectFuture) -> bool:
     return True
 
 
-def _state_message(state) -> str:
+def _state_message(state: Any) -> str:
     """The error of a failed task state, one line."""
     try:
         state.result(raise_on_failure=True)
     except BaseException as e:  # the task's own exception, re-raised by Prefect
         text = f"{type(e).__name__}: {e}"
         return text.splitlines()[0] if text else type(e).__name__
-    return state.message or state.name
+    return str(state.message or state.name)
 
 
 def call_stage(stage: Stage, store: str, inputs: Sequence[Artifact], config: Any, label: str,
@@ -367,7 +368,7 @@ def call_stage(stage: Stage, store: str, inputs: Sequence[Artifact], config: Any
 
 
 @contextlib.contextmanager
-def ended_by_termination(grace_seconds: float = 5.0):
+def ended_by_termination(grace_seconds: float = 5.0) -> Iterator[None]:
     """Around a flow's work: when Prefect turns SIGTERM (a cancellation from the UI or ``prefect
     flow-run cancel``, a pod deletion, a worker's stop) into ``TerminationSignal``, leases are
     released and the process ends ``grace_seconds`` later, after Prefect has recorded the run's
