@@ -109,6 +109,23 @@ def test_arm_release_fixture_uses_its_doc_id_join(tmp_path):
     assert _table(prepared.file("queries.parquet"))[0]["gold_doc_ids"] == ["Lions_sentence_3", "Lions_table_0"]
 
 
+def write_release(release: Path, benchmark: str, objects: list[dict], entries: list[dict]) -> Path:
+    """One benchmark of the ARM release in its layout: its objects file and its benchmark file."""
+    for folder in ("serialized_data", "benchmarks"):
+        (release / "assets/all_data" / folder).mkdir(parents=True, exist_ok=True)
+    write_jsonl(release / f"assets/all_data/serialized_data/{benchmark}.jsonl", objects)
+    (release / f"assets/all_data/benchmarks/{benchmark}.json").write_text(json.dumps(entries, indent=2))
+    return release
+
+
+def same_prepared(first: Artifact, second: Artifact) -> None:
+    """Two prepared datasets hold the same objects, in the same order, and the same queries."""
+    keep = ("object_id", "text", "doc_id", "page_title", "source", "modality")
+    rows = [[{k: r[k] for k in keep} for r in _table(a.file("corpus.parquet"))] for a in (first, second)]
+    assert rows[0] == rows[1]
+    assert _table(first.file("queries.parquet")) == _table(second.file("queries.parquet"))
+
+
 def write_target(raw: Path, benchmark: str, corpus: dict, queries: dict) -> None:
     """A TARGET dataset's two Parquet folders in the hub layout, from column dicts."""
     for part, columns in (("corpus", corpus), ("queries", queries)):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rbench.core.errors import DataError
-from tests.unit.datasets.test_adapters import _prepare, _table
+from tests.unit.datasets.test_adapters import _prepare, _table, same_prepared, write_release
 
 LIONS = {"columns": ["year", "team", "score"], "data": [[1998, "Lions", 2.5], [1999, "Tigers", None]]}
 CAFES = {"columns": ["city", "caf\u00e9s"], "data": [["Oslo", 3], ["Bergen", True], ["short"]]}
@@ -70,22 +70,12 @@ def test_tablebench_from_the_upstream_file_writes_what_arms_scripts_write(tmp_pa
 def test_tablebench_from_the_upstream_file_is_the_arm_release_built_by_arms_scripts(tmp_path):
     """The same prepared corpus and queries as the ``arm`` adapter reading the release files ARM's
     scripts wrote: the same objects in the same order, so Lucene's ``doc_<n>`` ids match too."""
-    release = tmp_path / "release"
-    (release / "assets/all_data/serialized_data").mkdir(parents=True)
-    (release / "assets/all_data/benchmarks").mkdir(parents=True)
-    (release / "assets/all_data/serialized_data/table_bench.jsonl").write_text(
-        "".join(json.dumps(o) + "\n" for o in ARM_OBJECTS))
-    (release / "assets/all_data/benchmarks/table_bench.json").write_text(json.dumps(ARM_BENCHMARK, indent=2))
+    release = write_release(tmp_path / "release", "table_bench", ARM_OBJECTS, ARM_BENCHMARK)
     arm = _prepare(tmp_path / "a", release,
                    {"name": "tablebench", "adapter": "arm", "params": {"benchmark": "table_bench"}, **LENIENT})
     upstream = _prepare(tmp_path / "u", _upstream(tmp_path / "raw", QUESTIONS),
                         {"name": "tablebench", "adapter": "tablebench", **LENIENT})
-    keep = ("object_id", "text", "doc_id", "page_title", "source", "modality")
-    for name in ("corpus.parquet", "queries.parquet"):
-        rows = [_table(a.file(name)) for a in (arm, upstream)]
-        if name == "corpus.parquet":
-            rows = [[{k: r[k] for k in keep} for r in side] for side in rows]
-        assert rows[0] == rows[1], name
+    same_prepared(arm, upstream)
 
 
 def test_a_table_that_is_not_an_object_names_the_line(tmp_path):
