@@ -123,6 +123,18 @@ def text_value(value: Any, where: str, field: str, hint: str = "") -> str:
     return str(value)
 
 
+def read_json_list(path: Path, what: str) -> list[dict]:
+    """A JSON file holding a list of objects (``what`` names the file in errors, e.g. "an MT-RAIG Bench
+    file"); anything else is a DataError naming the file."""
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise DataError(f"{path} is not readable as {what} ({e})") from None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise DataError(f"{path} must hold a JSON list of objects, as {what} does")
+    return entries
+
+
 def read_jsonl(path: Path, shown: Path | None = None) -> Iterator[tuple[int, dict]]:
     """Stream ``(line_number, object)`` from a JSON-lines file; blank lines are skipped, a
     UTF-8 byte-order mark is accepted, and a malformed line or a byte that is not UTF-8 is a

@@ -17,33 +17,22 @@ files are not pinned by digest (their git blobs: ``c0a24752`` and ``106ff8ae`` a
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterator
 
 from pydantic import BaseModel, ConfigDict
 
-from rbench.core.errors import DataError
-from rbench.dataset_adapters.base import ADAPTERS, Adapter, CorpusObject, FileSpec, Query
+from rbench.dataset_adapters.base import ADAPTERS, Adapter, CorpusObject, FileSpec, Query, read_json_list
 
 COMMIT = "1c264a6c92e6e2d251486207692d5971c885d883"
 TABLES, QUESTIONS = "mt_raig/table_corpus.json", "mt_raig/benchmark.json"
+WHAT = "an MT-RAIG Bench file (mt_raig_bench/)"
 
 
 class MtRaigParams(BaseModel):
     """No settings: the corpus and the questions are MT-RAIG Bench's, as ARM's scripts serialize them."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _load(path: Path) -> list[dict]:
-    try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise DataError(f"{path} is not a readable MT-RAIG Bench file ({e})") from None
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise DataError(f"{path} must hold a JSON list of objects, as mt_raig_bench/ does")
-    return entries
 
 
 def _rows(tables: list[dict]) -> Iterator[tuple[object, str, str]]:
@@ -73,15 +62,15 @@ class MtRaig(Adapter):
 
     def objects(self, raw: Path, params: MtRaigParams) -> Iterator[CorpusObject]:
         positions: dict[str, int] = {}
-        for title, source, text in _rows(_load(raw / TABLES)):
+        for title, source, text in _rows(read_json_list(raw / TABLES, WHAT)):
             doc = f"{title}_{source}"
             positions[doc] = positions.get(doc, -1) + 1
             yield CorpusObject(text=text, doc_id=doc, page_title=str(title), source=source, modality="table",
                                position=positions[doc])
 
     def queries(self, raw: Path, params: MtRaigParams) -> Iterator[Query]:
-        titles = {source: title for title, source, _ in _rows(_load(raw / TABLES)) if title}
-        for i, entry in enumerate(_load(raw / QUESTIONS)):
+        titles = {source: title for title, source, _ in _rows(read_json_list(raw / TABLES, WHAT)) if title}
+        for i, entry in enumerate(read_json_list(raw / QUESTIONS, WHAT)):
             gold = {f"{titles[f'table_{t}']}_table_{t}" for t in entry.get("gold_table_id_set", [])
                     if f"table_{t}" in titles}
             yield Query(query_id=str(i), text=str(entry.get("question", "")), gold_doc_ids=sorted(gold))

@@ -20,20 +20,20 @@ boundary token's score can round the other way.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from rbench.core.errors import DataError, MissingExtraError
-from rbench.dataset_adapters.base import ADAPTERS, Adapter, CorpusObject, FileSpec, Query
+from rbench.core.errors import MissingExtraError
+from rbench.dataset_adapters.base import ADAPTERS, Adapter, CorpusObject, FileSpec, Query, read_json_list
 from rbench.dataset_adapters.chunking import chonky_splitter
 
 COMMIT = "3dd4d4e79fc9843008b8f832da99086a82f1a805"
 FILES = {"corpus": ("multihop_rag/corpus.json", "20b61b5ab84de84a927420c5d265b7ec8d859ae49980699958a787ade9e4d28f"),
          "queries": ("multihop_rag/MultiHopRAG.json",
                      "03cfb4926461f868684903aadc8024447bdda5bb3f6804741424cce338515bff")}
+WHAT = "a MultiHop-RAG file (dataset/)"
 
 
 class MultiHopRagParams(BaseModel):
@@ -45,16 +45,6 @@ class MultiHopRagParams(BaseModel):
 
     model: str = "mirth/chonky_modernbert_base_1"
     ids: Literal["agree", "arm_head"] = "agree"
-
-
-def _load(path: Path) -> list[dict]:
-    try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise DataError(f"{path} is not a readable MultiHop-RAG file ({e})") from None
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise DataError(f"{path} must hold a JSON list of objects, as MultiHop-RAG's dataset/ files do")
-    return entries
 
 
 def _markup_remover():
@@ -81,7 +71,7 @@ class MultiHopRag(Adapter):
     def objects(self, raw: Path, params: MultiHopRagParams) -> Iterator[CorpusObject]:
         remover, splitter = _markup_remover(), chonky_splitter(params.model)
         positions: dict[str, int] = {}
-        for article in _load(raw / FILES["corpus"][0]):
+        for article in read_json_list(raw / FILES["corpus"][0], WHAT):
             body = article.get("body", "")
             if not body:
                 continue
@@ -93,7 +83,7 @@ class MultiHopRag(Adapter):
                                    source=f"sentence_{title}", modality="text", position=positions[doc])
 
     def queries(self, raw: Path, params: MultiHopRagParams) -> Iterator[Query]:
-        for i, entry in enumerate(_load(raw / FILES["queries"][0])):
+        for i, entry in enumerate(read_json_list(raw / FILES["queries"][0], WHAT)):
             gold = []
             for evidence in entry.get("evidence_list", []):
                 title = evidence.get("title", "")
