@@ -116,8 +116,6 @@ def context_title(context) -> str:
     return " - ".join(values.values())
 
 
-
-
 def arm_name(context, table_id: str, benchmark: str) -> str:
     """The name ARM's ``scripts/target/serialize_tables.py`` heads a TARGET table's rows with (lines
     98-105): the context's ``table_page_title``, else ``section_title``, else ``title``, else
