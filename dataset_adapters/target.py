@@ -218,7 +218,7 @@ class Target(Adapter):
         for row in _rows(raw / "target" / params.repo("corpus"), CORPUS_COLUMNS):
             table = row["table"]
             if params.form == "target" and not (table and isinstance(table, list) and table[0]):
-                skipped += 1  # ARM's scripts/target/serialize_tables.py lines 88-90 skip it
+                skipped += 1  # ARM's scripts/target/serialize_tables.py lines 91-93 skip it
                 continue
             if not table or not isinstance(table, list):
                 raise DataError(f"TARGET table {row['table_id']!r} has no rows")
