@@ -16,7 +16,6 @@ evaluated as ``bird_schema.json`` and ``spider_schema.json`` (``scripts/run_all_
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterator, Literal
 
@@ -29,6 +28,7 @@ from rbench.dataset_adapters.base import (
     CorpusObject,
     FileSpec,
     Query,
+    read_json_list,
     read_jsonl,
 )
 from rbench.dataset_adapters.serialize import serialize_schema_arm
@@ -120,13 +120,7 @@ class Arm(Adapter):
 
     def queries(self, raw: Path, params: ArmParams) -> Iterator[Query]:
         path = raw / params.paths()[1]
-        try:
-            entries = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise DataError(f"{path} is not a readable ARM benchmark file ({e})") from None
-        if not isinstance(entries, list):
-            raise DataError(f"{path} must hold a JSON list of {{query, document_ids}} entries")
-        for i, entry in enumerate(entries):
-            if not isinstance(entry, dict) or "query" not in entry or "document_ids" not in entry:
+        for i, entry in enumerate(read_json_list(path, "an ARM benchmark file (entries with query and document_ids)")):
+            if "query" not in entry or "document_ids" not in entry:
                 raise DataError(f"{path} entry {i} needs 'query' and 'document_ids'")
             yield Query(query_id=str(i), text=str(entry["query"]), gold_doc_ids=[str(d) for d in entry["document_ids"]])

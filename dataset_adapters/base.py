@@ -131,7 +131,7 @@ def read_json_list(path: Path, what: str) -> list[dict]:
     except (OSError, ValueError) as e:
         raise DataError(f"{path} is not readable as {what} ({e})") from None
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise DataError(f"{path} must hold a JSON list of objects, as {what} does")
+        raise DataError(f"{path} does not hold a JSON list of objects, as {what} does")
     return entries
 
 
