@@ -901,15 +901,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.verbose:
         settings.write(settings.VERBOSE, "1")
     _setup_environment()
-    if args.command in WORKING_COMMANDS and not args.verbose:
-        from rbench.core.errors import quiet_temporary_server
-
-        quiet_temporary_server()
     if argv is None and args.command in WORKING_COMMANDS:  # a process of its own, not a caller's function call
         from rbench.core.stopping import stop_on_signals
-        from rbench.prefect_server import stop_temporary_servers
+        from rbench.orchestration.prefect_server import stop_temporary_server
 
-        stop_on_signals(stop_temporary_servers)
+        stop_on_signals(stop_temporary_server)
     try:
         return args.func(args)
     except RbenchError as e:

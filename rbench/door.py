@@ -11,8 +11,8 @@ what it opens, so that a setting, a stop or a safeguard one of them honours, eve
   nothing again and checks nothing twice; the settings reach it through the context, never as
   flow parameters, which Prefect stores (a tracking URI may hold a password);
 - rbench's environment is set (:func:`setup_environment`): Prefect's temporary server, where no
-  ``PREFECT_API_URL`` is set, writes to its own log and gets ``RBENCH_SERVER_STARTUP_SECONDS``
-  to start;
+  ``PREFECT_API_URL`` is set, starts once the checks have passed, writes to its own log and gets
+  ``RBENCH_SERVER_STARTUP_SECONDS`` to start;
 - SIGINT (Ctrl-C), SIGTERM and SIGHUP end the run within seconds with one line, its leases
   released, its stage processes and the temporary server stopped: on the command line and in a
   script alike (:func:`rbench.core.stopping.signals_handled`).
@@ -98,17 +98,17 @@ def _quiet_interrupted_runs() -> None:
 
 def run_flow(flow_fn, *args, **kwargs):
     """Call a flow; every flow run it starts is tagged ``rbench`` (Prefect is imported only here).
-    On rbench's temporary server the runs send no heartbeats: they tell a server's automations
-    that a deployed run's machine lives, and each flow's end waited up to a second for the
-    heartbeat thread."""
+    Where Prefect has no server of the user's own, the flow reports to rbench's temporary server
+    (:func:`rbench.orchestration.prefect_server.temporary_server`), and its runs send no heartbeats: they tell a
+    server's automations that a deployed run's machine lives, and each flow's end waited up to a
+    second for the heartbeat thread."""
     from prefect import tags
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
-    from rbench.prefect_server import log_temporary_server
+    from rbench.orchestration.prefect_server import temporary_server
 
-    temporary = log_temporary_server() is not None
-    beats = (temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}) if temporary
-             else contextlib.nullcontext())
+    beats = temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}) if temporary_server() \
+        else contextlib.nullcontext()
     with tags(FLOW_TAG), beats:
         return flow_fn(*args, **kwargs)
 
@@ -180,7 +180,7 @@ class OpenedExperiment:
         """Run this experiment's flow (what is in the store is reused) and return what it returns;
         ``parameters`` are the flow's own (``return_state``)."""
         from rbench.experiment import opened_config
-        from rbench.prefect_server import start_early
+        from rbench.orchestration.prefect_server import start_early
 
         self.check()
         start_early()
@@ -226,10 +226,10 @@ def open_experiment(kind: Kind, config: str | Path | Mapping | Any, settings: Do
     a chunking grid's ``--corpus``. A ``benchmark`` also opens a structured config (a mapping, an
     :class:`~rbench.config.ExperimentConfig`), whose relative paths resolve against the working folder."""
     from rbench.core.stopping import interrupts_handled, signals_handled
-    from rbench.prefect_server import stop_temporary_servers
+    from rbench.orchestration.prefect_server import start_early, stop_temporary_server
 
     setup_environment()
-    stops = interrupts_handled(_quiet_interrupted_runs) if in_a_notebook() else signals_handled(stop_temporary_servers)
+    stops = interrupts_handled(_quiet_interrupted_runs) if in_a_notebook() else signals_handled(stop_temporary_server)
     with stops, door(settings):
         if isinstance(config, (str, Path)):
             path = str(Path(config).resolve())
@@ -242,4 +242,5 @@ def open_experiment(kind: Kind, config: str | Path | Mapping | Any, settings: Do
             raise ConfigError(f"a {kind} opens an experiment file: give its path, not {type(config).__name__}")
         if check:
             opened.check()
+            start_early()  # it boots while the data phase runs and the flow's code loads
         yield opened

@@ -127,22 +127,6 @@ class _OnceOnConsole(logging.Filter):
         return not any(shown in message or repr(shown)[1:-1] in message for shown in list(_SHOWN))
 
 
-class _TemporaryServerLines(logging.Filter):
-    """Drops Prefect's lines on the temporary server a command starts (its address, a link to
-    Prefect's docs, its stop): the server lives as long as the command, so its address is of no use
-    to a reader; ``rbench --verbose`` keeps them."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith(("Starting temporary server", "Stopping temporary server"))
-
-
-def quiet_temporary_server() -> None:
-    """Keep Prefect's temporary-server lines off this process's output (:class:`_TemporaryServerLines`)."""
-    logger = logging.getLogger("prefect")
-    if not any(isinstance(f, _TemporaryServerLines) for f in logger.filters):
-        logger.addFilter(_TemporaryServerLines())
-
-
 def quiet_user_errors() -> None:
     """Log a user error raised inside a Prefect task or flow as its message alone, without the
     engine's traceback (the benchmark flow calls it unless ``RBENCH_DEBUG`` is set, as ``rbench --debug``

@@ -10,6 +10,7 @@ from rbench.core.errors import ConfigError
 
 MIRROR, STORE, TRACKING = "RBENCH_MIRROR", "RBENCH_STORE", "MLFLOW_TRACKING_URI"
 CLONE, DEBUG, SERVER_PARENT = "RBENCH_CLONE", "RBENCH_DEBUG", "RBENCH_SERVER_PARENT"
+TEMPORARY_API = "RBENCH_TEMPORARY_API"
 VERBOSE = "RBENCH_VERBOSE"
 
 VARIABLES = {
@@ -18,7 +19,10 @@ VARIABLES = {
     MIRROR: "A folder holding the datasets' files, read instead of the network (`--mirror`).",
     TRACKING: "The MLflow tracking server or database when no `--tracking-uri` is given; default "
               "`sqlite:///<store>/mlflow.db`.",
-    "PREFECT_API_URL": "The Prefect server runs report to; unset, `rbench run` starts a temporary one.",
+    "PREFECT_API_URL": "The Prefect server runs report to; unset, `rbench run` starts a temporary one (and sets "
+                       "it to that server's address for itself and the processes it starts).",
+    "PREFECT_UI_URL": "The Prefect UI's address for the run links Prefect logs; rbench sets it empty while its "
+                      "temporary server, which serves no UI, is the API.",
     "RBENCH_CACHE": "Where converted models (ONNX) and migrated MLflow database templates are kept; default "
                     "`~/.cache/rbench`.",
     "RBENCH_MODEL_CACHE": "Where packaged LLM weights are unpacked; default `~/.cache/rbench/models`.",
@@ -38,6 +42,8 @@ VARIABLES = {
              "(`rbench --verbose`); Prefect's own log of a run keeps them either way.",
     CLONE: "Set by the deployments' pull step, not by users: the repository and commit a run cloned.",
     SERVER_PARENT: "Set by rbench for its temporary Prefect server, not by users: the process the server ends with.",
+    TEMPORARY_API: "Set by rbench, not by users: the API address of the temporary Prefect server a command started "
+                   "(its stage processes and workers inherit it).",
 }
 """Every environment variable rbench reads, with what it sets (a test checks that no other module reads an
 ``RBENCH_`` variable)."""
@@ -93,6 +99,12 @@ def server_parent() -> int | None:
     """The process a temporary Prefect server ends with: ``$RBENCH_SERVER_PARENT``, else None."""
     value = os.environ.get(SERVER_PARENT)
     return int(value) if value else None
+
+
+def temporary_api() -> str | None:
+    """The API address of the temporary Prefect server this process (or its parent) started:
+    ``$RBENCH_TEMPORARY_API``, else None."""
+    return os.environ.get(TEMPORARY_API) or None
 
 
 def lease_ttl() -> float:

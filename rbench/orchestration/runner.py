@@ -239,11 +239,11 @@ def forward_logs_to_prefect() -> bool:
     ``rbench run``'s temporary server gets none: the terminal shows them. Returns whether records
     are forwarded; a second call adds nothing."""
     from prefect.logging.handlers import APILogHandler
-    from prefect.settings import get_current_settings
 
     from rbench.core.stopping import before_exit
+    from rbench.orchestration.prefect_server import own_server
 
-    if not get_current_settings().api.url:
+    if not own_server():
         return False
     logger = logging.getLogger("rbench")
     if not any(isinstance(h, APILogHandler) for h in logger.handlers):
@@ -378,11 +378,11 @@ def ended_by_termination(grace_seconds: float = 5.0) -> Iterator[None]:
     flow: one line, no "Crash detected" record per flow level. The next run resumes from the last
     finished item."""
     from prefect.exceptions import TerminationSignal
-    from prefect.settings import get_current_settings
 
     from rbench.core.stopping import exit_soon, handles_signals, stop_now, take_back_sigterm
+    from rbench.orchestration.prefect_server import own_server
 
-    temporary_server = handles_signals() and not get_current_settings().api.url
+    temporary_server = handles_signals() and not own_server()
     if temporary_server:
         take_back_sigterm()
     try:

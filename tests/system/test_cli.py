@@ -166,18 +166,16 @@ def test_the_temporary_servers_own_output_goes_to_its_log_not_the_terminal(tmp_p
 
 
 def test_a_temporary_server_that_does_not_start_is_one_error_that_points_to_its_log(tmp_path):
-    """A server that never answers (its database folder does not exist) ends the run with exit
-    code 2 and one error that names the wait (rbench's setting, not Prefect's), shows the last
-    lines of the log its output went to, and names the setting to raise; not Prefect's traceback."""
+    """A server that cannot start (its database folder does not exist) ends the run with exit code
+    2 and one error that says so, shows the last lines of the log its output went to, and names
+    the way on; not Prefect's traceback, and no wait for a server that has ended."""
     proc = _tiny_run(tmp_path, PREFECT_SERVER_DATABASE_CONNECTION_URL="sqlite+aiosqlite:////nonexistent/rbench/db",
-                     RBENCH_SERVER_STARTUP_SECONDS="3")
+                     RBENCH_SERVER_STARTUP_SECONDS="300")
     assert proc.returncode == 2, proc.stderr[-3000:]
-    assert "temporary server did not start within 3s (Timed out" in proc.stderr
+    assert "Prefect's temporary server ended as it started (exit code " in proc.stderr
     log = tmp_path / "home" / "temporary-server.log"
-    if f"its output is in {log} (empty)." not in proc.stderr:  # the server may not have written yet
-        assert f"its output is in {log}:\n" in proc.stderr, proc.stderr[-3000:]
-        shown = proc.stderr.split(f"its output is in {log}:\n", 1)[1].splitlines()
-        lines = log.read_text().splitlines()  # it may have written more as it was stopped
-        assert shown[0].startswith("  ") and shown[0][2:] in lines, (shown[:5], lines[-10:])
-    assert "raise RBENCH_SERVER_STARTUP_SECONDS" in proc.stderr
-    assert "Traceback" not in proc.stderr and "PREFECT_API_URL" in proc.stderr
+    assert f"its output is in {log}:\n" in proc.stderr, proc.stderr[-3000:]  # it has ended: its output is all there
+    shown = proc.stderr.split(f"its output is in {log}:\n", 1)[1].splitlines()
+    lines = [line for line in log.read_text().splitlines() if line.strip()]
+    assert [line[2:] for line in shown[:5]] == lines[-5:], (shown[:5], lines[-10:])
+    assert "Traceback" not in proc.stderr and "set PREFECT_API_URL" in proc.stderr

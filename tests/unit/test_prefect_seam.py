@@ -1,72 +1,71 @@
-"""Prefect behind one seam (issue 67, item 4): the private names of Prefect's temporary server that
-``rbench.prefect_server`` relies on, one test each, so that a Prefect upgrade that changes one fails
-here and names it; and no other rbench module touches Prefect's private names. Under a second."""
+"""Prefect behind one seam (issue 67, item 4): rbench starts its temporary Prefect server and hands
+it to Prefect through Prefect's public API only (``PREFECT_API_URL``,
+``prefect.context.refresh_global_settings_context``, ``prefect.server.api.server:create_app``),
+so no module of rbench's touches a private name of Prefect's; what the seam relies on is checked
+here, so that a Prefect upgrade that changes it fails here and names it. Under a second."""
 
 from __future__ import annotations
 
 import ast
 import inspect
+from pathlib import Path
 
 import pytest
 
-from rbench.prefect_server import PREFECT_PRIVATE_NAMES
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
-def _server_class():
-    from prefect.server.api.server import SubprocessASGIServer
+def test_the_public_names_the_seam_uses_exist_with_the_meaning_it_needs():
+    """``refresh_global_settings_context`` takes nothing and makes the environment's settings the
+    process-wide ones; ``create_app`` is the app Prefect's own temporary server serves (its factory)."""
+    import prefect.context
+    from prefect.server.api.server import SubprocessASGIServer, create_app
 
-    return SubprocessASGIServer
-
-
-def test_the_seam_lists_what_these_tests_check():
-    assert PREFECT_PRIVATE_NAMES == ("SubprocessASGIServer._instances", "SubprocessASGIServer._run_uvicorn_command",
-                                     "SubprocessASGIServer.start")
-
-
-def test_instances_is_the_one_server_per_port_that_prefects_client_asks_for():
-    """``log_temporary_server`` finds Prefect's temporary server (port None) in ``_instances``, and a
-    subclass created for that port is the instance the class hands back."""
-    server = _server_class()
-    assert isinstance(server.__dict__.get("_instances"), dict)
-    port = 65431
-    try:
-        first = server(port=port)
-        assert server._instances[port] is first and server(port=port) is first
-    finally:
-        server._instances.pop(port, None)
+    assert list(inspect.signature(prefect.context.refresh_global_settings_context).parameters) == []
+    assert not prefect.context.refresh_global_settings_context.__name__.startswith("_")
+    assert callable(create_app)
+    assert "prefect.server.api.server:create_app" in inspect.getsource(SubprocessASGIServer)
 
 
-def test_run_uvicorn_command_takes_the_server_alone_and_is_what_start_calls():
-    """``LoggedServer`` overrides ``_run_uvicorn_command(self)`` to take over the early process;
-    ``start`` must still call it to get the server's process."""
-    server = _server_class()
-    assert list(inspect.signature(server._run_uvicorn_command).parameters) == ["self"]
-    assert "self._run_uvicorn_command()" in inspect.getsource(server.start)
+def test_prefect_home_is_read_as_prefect_reads_it(monkeypatch, tmp_path):
+    """The server's log is found without importing Prefect: ``PREFECT_HOME``, else ``~/.prefect``."""
+    from prefect.settings import Settings
+
+    from rbench.orchestration.prefect_server import prefect_home
+
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "home"))
+    assert prefect_home() == Path(Settings().home).expanduser()
+    monkeypatch.delenv("PREFECT_HOME")
+    assert prefect_home() == Path(Settings().home).expanduser()
 
 
-def test_start_takes_a_timeout_in_seconds():
-    """``LoggedServer.start`` passes ``RBENCH_SERVER_STARTUP_SECONDS`` as ``start(timeout)``."""
-    parameters = inspect.signature(_server_class().start).parameters
-    assert list(parameters) == ["self", "timeout"] and parameters["timeout"].default is None
+def test_an_empty_ui_url_gives_no_links_to_a_server_without_a_ui():
+    """The temporary server serves no UI: with ``PREFECT_UI_URL`` empty, Prefect's ``url_for``
+    makes no "View at" link from the API address (it makes one where the UI address is unset)."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_UI_URL, temporary_settings
+    from prefect.utilities.urls import url_for
+
+    run = "00000000-0000-0000-0000-000000000000"
+    with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:9/api"}):
+        assert url_for("flow-run", obj_id=run) == f"http://127.0.0.1:9/runs/flow-run/{run}"
+        with temporary_settings(updates={PREFECT_UI_URL: ""}):
+            assert url_for("flow-run", obj_id=run) is None
 
 
-def test_no_other_module_touches_prefects_private_names():
-    """Outside ``rbench/prefect_server.py``, no import from Prefect names a private module or name
-    (``prefect._internal`` included), and the seam's private names appear nowhere."""
+def test_no_module_touches_prefects_private_names():
+    """No import from Prefect in rbench's packages names a private module or name
+    (``prefect._internal`` included), and no code names the server class Prefect's client starts
+    or its private parts."""
     offenders = []
-    for folder in ("rbench", "flows", "tasks", "retrievers", "evaluation", "dataset_adapters"):
+    for folder in ("rbench", "flows", "tasks", "retrievers", "evaluation", "dataset_adapters", "deployments"):
         for path in (REPO / folder).rglob("*.py"):
-            if path == REPO / "rbench" / "prefect_server.py":
-                continue
-            source = path.read_text(encoding="utf-8")
-            offenders += [f"{path.relative_to(REPO)} uses {name}" for name in PREFECT_PRIVATE_NAMES[:2]
-                          if name.split(".")[1] in source]
-            tree = ast.parse(source)
-            for node in ast.walk(tree):
-                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("prefect"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                named = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+                if named in ("SubprocessASGIServer", "_instances", "_run_uvicorn_command"):
+                    offenders.append(f"{path.relative_to(REPO)}:{node.lineno} {named}")
+                elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("prefect"):
                     private = [a.name for a in node.names if a.name.startswith("_")]
                     if private or "._" in f".{node.module}":
                         offenders.append(f"{path.relative_to(REPO)}:{node.lineno} from {node.module} import {private}")
