@@ -20,7 +20,7 @@ from rbench.orchestration.attempts import bury_earlier_attempts
 from rbench.orchestration.graph import planned, summarize_results
 from rbench.orchestration.plan import ExperimentPlan, handed, handed_plan, run_plan
 from rbench.orchestration.runner import StoppableThreads, Submitter, ended_by_termination, task_runner
-from rbench.results import Failure, FlowSummary, PairResult, StageRow
+from rbench.results import Failure, FlowSummary, PairResult, StageRow, StagesOutcome
 from rbench.tracking.logged import remember_logged
 from rbench.tracking.pending import log_pending_for, save_pending
 from rbench.tracking.write import log_experiment, publish_run_link, warm_up
@@ -37,7 +37,7 @@ def run_stages(plan: ExperimentPlan) -> tuple[list[PairResult], list[Failure], l
 
 
 @flow(name="rbench-stages")
-def run_experiment(cfg: ExperimentConfig) -> dict:
+def run_experiment(cfg: ExperimentConfig) -> StagesOutcome:
     """The stages of one experiment under the task runner its ``execution`` section names, by the
     plan its parent flow hands over (else one made here).
 
@@ -45,7 +45,7 @@ def run_experiment(cfg: ExperimentConfig) -> dict:
     it first would wait for every running stage thread to finish."""
     with ended_by_termination():
         results, failures, report = run_stages(handed_plan(cfg) or planned(cfg))
-    return {"results": results, "failures": failures, "stages": report}
+    return StagesOutcome(tuple(results), tuple(failures), tuple(report))
 
 
 def run_with_runner(cfg: ExperimentConfig) -> tuple[list[PairResult], list[Failure], list[StageRow]]:
@@ -61,7 +61,7 @@ def run_with_runner(cfg: ExperimentConfig) -> tuple[list[PairResult], list[Failu
                                           flow_run_name=f"{flow_run.name or cfg.name}-stages")
     with tags(*flow_run.tags), handed(plan):
         out = subflow(stages_only)  # a flow run's parameters are stored by Prefect: no tracking credentials in them
-    return out["results"], out["failures"], out["stages"]
+    return list(out.results), list(out.failures), list(out.stages)
 
 
 class PartialFailure(Exception):
@@ -89,7 +89,7 @@ def finish(cfg: ExperimentConfig, summary: FlowSummary):
     kept for ``rbench log`` (a scheduler tells it from a failure; ``rbench run`` exits 3)."""
     problems = []
     if summary.failures:
-        names = "; ".join(f"{f['dataset']}/{f['retriever']} ({f['error']})" for f in summary.failures)
+        names = "; ".join(f"{f.dataset}/{f.retriever} ({f.error})" for f in summary.failures)
         total = len(cfg.datasets) * len(cfg.retrievers)
         problems.append(f"{len(summary.failures)} of {total} dataset x retriever pairs failed: {names}")
     if summary.mlflow_error:

@@ -74,7 +74,7 @@ def chunking_search(config_path: str, mirror: str | None = None, store: str | No
         n = int(params.get("n", cfg.n[0]))
         scored = call_stage(CHUNK_EVAL, root, [raw, embedded], eval_config(cfg, n), f"{label}/N={n}", report)
         value = summary_of(scored)[cfg.search.metric]["mean"]
-        ran = sum(row["status"] == "ran" for row in report[before:])
+        ran = sum(row.status == "ran" for row in report[before:])
         trials.append({"trial": len(trials), "params": params, "value": value, "stages_ran": ran})
         return value
 

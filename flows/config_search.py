@@ -34,14 +34,14 @@ def config_search(config_path: str, mirror: str | None = None, store: str | None
     def objective(params: dict) -> float:
         results, failures, report = run_with_runner(trial_config(cfg, search, params))
         if failures:
-            raise RuntimeError(f"search trial {params} failed: {failures[0]['error']}")
+            raise RuntimeError(f"search trial {params} failed: {failures[0].error}")
         if search.ir_measure:
             value = fmean(fmean(read_ir_values(r.evaluation, search.metric)) for r in results)
         else:
             value = fmean(a["value"] for r in results for a in read_aggregate(r.evaluation)
                           if a["metric"] == search.metric and a["k"] == search.k)
         trials.append({"trial": len(trials), "params": params, "value": value,
-                       "stages_ran": sum(1 for s in report if s["status"] == "ran")})
+                       "stages_ran": sum(1 for s in report if s.status == "ran")})
         return value
 
     propose(search, objective)

@@ -22,6 +22,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("rbench")
 
 
+def _frame(rows: Sequence[Any], columns: dict[str, Any]) -> pl.DataFrame:
+    """A frame of the declared ``columns`` (name: polars type) read from each row's attributes."""
+    import polars as pl
+
+    return pl.DataFrame({name: [getattr(row, name) for row in rows] for name in columns}, schema=columns)
+
+
 def logged_summary(opened: OpenedExperiment) -> FlowSummary | None:
     """The summary of an experiment whose every stage is cached and whose very results MLflow
     holds already (no earlier logging waiting in the store), read from the run's plan without a
@@ -93,13 +100,13 @@ class Results:
         from rbench.core.store import Store
 
         files, per_query = {}, []
-        evaluations = [s for s in summary.stages if s["stage"] == "evaluate" and s["status"] in ("ran", "cached")]
-        pairs = {f"{m['dataset']}/{m['retriever']}": (m["dataset"], m["retriever"]) for m in summary.metrics}
+        evaluations = [s for s in summary.stages if s.stage == "evaluate" and s.status in ("ran", "cached")]
+        pairs = {f"{m.dataset}/{m.retriever}": (m.dataset, m.retriever) for m in summary.metrics}
         for stage in evaluations:
-            artifact = Store(store).load("evaluate", str(stage["key"]))
-            if artifact is None or stage["label"] not in pairs:
-                raise RbenchError(f"the evaluation of {stage['label']} is not in the store {store} any more")
-            dataset, retriever = pairs[stage["label"]]  # a dataset's name may hold '/' (beir/scifact)
+            artifact = Store(store).load("evaluate", str(stage.key))
+            if artifact is None or stage.label not in pairs:
+                raise RbenchError(f"the evaluation of {stage.label} is not in the store {store} any more")
+            dataset, retriever = pairs[stage.label]  # a dataset's name may hold '/' (beir/scifact)
             files[(dataset, retriever)] = {"run": artifact.file("run.trec"), "qrels": artifact.file("qrels.trec")}
             table = pl.DataFrame(pq.read_table(artifact.file("per_query.parquet")))
             per_query.append(table.select(pl.lit(dataset).alias("dataset"), pl.lit(retriever).alias("retriever"),
@@ -112,9 +119,9 @@ class Results:
                   "seconds": pl.Float64, "finished": pl.Float64, "error": pl.String}
         return cls(
             mlflow_run_id=summary.mlflow_run_id, tracking_uri=tracking_uri, store=Path(store),
-            aggregate=pl.DataFrame(list(summary.metrics), schema=aggregate),
+            aggregate=_frame(summary.metrics, aggregate),
             per_query=pl.concat(per_query) if per_query else pl.DataFrame(schema=schema),
-            stages=pl.DataFrame(list(summary.stages), schema=stages), run_files=files, failures=list(summary.failures),
+            stages=_frame(summary.stages, stages), run_files=files, failures=list(summary.failures),
         )
 
     def table(self) -> str:
@@ -133,7 +140,7 @@ class Results:
 
     def __repr__(self) -> str:
         statuses = [s["status"] for s in self.stages.iter_rows(named=True)]
-        failed = "".join(f"\nFAILED {f['dataset']}/{f['retriever']}: {f['error']}" for f in self.failures)
+        failed = "".join(f"\nFAILED {f.dataset}/{f.retriever}: {f.error}" for f in self.failures)
         return (f"Results(mlflow_run_id={self.mlflow_run_id!r}, stages: {statuses.count('ran')} ran, "
                 f"{statuses.count('cached')} cached, {len(statuses) - statuses.count('ran') - statuses.count('cached')}"
                 f" failed or skipped)\n{self.table()}{failed}")
@@ -172,7 +179,7 @@ def run(config: str | Path | Mapping[str, Any] | ExperimentConfig, *, mirror: st
         if summary is None:
             summary = run_benchmark(opened)
         cfg = opened.config
-    failed = [f"{f['dataset']}/{f['retriever']}: {f['error']}" for f in summary.failures]
+    failed = [f"{f.dataset}/{f.retriever}: {f.error}" for f in summary.failures]
     if failed and not summary.metrics:
         raise RbenchError("no dataset x retriever pair finished: " + "; ".join(failed))
     for line in failed:

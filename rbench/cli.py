@@ -11,11 +11,15 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
 
 from rbench.core import settings
 from rbench.core.errors import PENDING_EXIT, RbenchError
 from rbench.core.locations import rbench_command
 from rbench.core.secrets import redact
+
+if TYPE_CHECKING:
+    from rbench.results import MetricRow, StageRow
 
 
 def _setup_environment() -> None:
@@ -26,25 +30,27 @@ def _setup_environment() -> None:
     logging.getLogger("rbench").setLevel(logging.INFO)
 
 
-def _print_metrics(metrics: list[dict]) -> None:
+def _print_metrics(metrics: Sequence[MetricRow]) -> None:
+    from dataclasses import asdict
+
     from rbench.console_tables import metrics_table
 
     if metrics:
         print()
-        print(metrics_table(metrics))
+        print(metrics_table([asdict(m) for m in metrics]))
         print()
 
 
-def _print_samples(cfg, stages: list[dict]) -> None:
+def _print_samples(cfg, stages: Sequence[StageRow]) -> None:
     """Beside the table: each dataset scored on a sample of its judged queries, and how to score all."""
     from rbench.core.store import Store
 
     store = Store(cfg.store)
     for row in stages:
-        artifact = store.load("subsample", row["key"]) if row["stage"] == "subsample" and row.get("key") else None
+        artifact = store.load("subsample", row.key) if row.stage == "subsample" and row.key else None
         info = artifact.info if artifact else {}
         if info.get("of") and info.get("queries", info["of"]) < info["of"]:
-            print(f"{row['label']}: scored on a sample, {info['queries']:,} of its {info['of']:,} queries "
+            print(f"{row.label}: scored on a sample, {info['queries']:,} of its {info['of']:,} queries "
                   f"(subsample.size {cfg.subsample.size}); `subsample: all` scores every judged query")
 
 
@@ -140,7 +146,7 @@ def run_opened(opened, force_flow: bool = False) -> int:
         print(f"embedding-model comparison (also logged to MLflow): {result.report_folder}")
         print((Path(result.report_folder) / "models.md").read_text())
     for failure in result.failures:
-        print(f"FAILED {failure['dataset']}/{failure['retriever']}: {failure['error']}", file=sys.stderr)
+        print(f"FAILED {failure.dataset}/{failure.retriever}: {failure.error}", file=sys.stderr)
     return 1 if result.failures else PENDING_EXIT if result.mlflow_error else 0
 
 
@@ -160,7 +166,7 @@ def cmd_chunking(args: argparse.Namespace) -> int:
               f"corpora {cfg.corpora or 'all'}", flush=True)
         started = time.perf_counter()
         result = opened.run()
-    ran = sum(1 for s in result.stages if s["status"] == "ran")
+    ran = sum(1 for s in result.stages if s.status == "ran")
     print((Path(result.report_folder) / "grid.md").read_text())
     print(f"best: {result.best}")
     print(f"stages: {ran} ran, {len(result.stages) - ran} cached; wall time {time.perf_counter() - started:.1f}s")

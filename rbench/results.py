@@ -4,29 +4,34 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NotRequired, TypedDict
+from typing import Any, Literal
 
 from rbench.config import RetrieverConfig
 from rbench.core.store import Artifact
 
+Status = Literal["ran", "cached", "failed", "skipped"]
+"""What a stage did."""
 
-class StageRow(TypedDict):
+
+@dataclass(frozen=True)
+class StageRow:
     """What one stage did: its ``status`` is ``ran``, ``cached``, ``failed`` or ``skipped``;
     ``seconds`` its build's (0 when cached, None when it did not finish); ``finished`` the epoch
     second a stage that ran was seen to end; ``summary`` its artifact's one-line summary (the
-    progress line's), ``error`` why it failed or was skipped."""
+    progress line's; not in a flow's report), ``error`` why it failed or was skipped."""
 
     stage: str
     label: str
     key: str | None
-    status: str
+    status: Status
     seconds: float | None
-    finished: NotRequired[float]
-    summary: NotRequired[str]
-    error: NotRequired[str]
+    finished: float | None = None
+    summary: str | None = None
+    error: str | None = None
 
 
-class Failure(TypedDict):
+@dataclass(frozen=True)
+class Failure:
     """A dataset x retriever pair that did not finish, and the first failed stage it depends on."""
 
     dataset: str
@@ -34,9 +39,9 @@ class Failure(TypedDict):
     error: str
 
 
-class MetricRow(TypedDict):
-    """One aggregated metric of a pair: the mean ``value`` of ``metric`` at ``k`` over ``queries``
-    (further keys: the evaluate stage's own counts)."""
+@dataclass(frozen=True)
+class MetricRow:
+    """One aggregated metric of a pair: the mean ``value`` of ``metric`` at ``k`` over ``queries``."""
 
     dataset: str
     retriever: str
@@ -71,11 +76,20 @@ class PairResult:
 
 
 @dataclass(frozen=True)
+class StagesOutcome:
+    """What the stages of an experiment returned (the ``rbench-stages`` subflow): the pairs that
+    finished, the pairs that did not, and a row per stage, in submission order."""
+
+    results: tuple[PairResult, ...]
+    failures: tuple[Failure, ...]
+    stages: tuple[StageRow, ...]
+
+
+@dataclass(frozen=True)
 class FlowSummary:
     """What a benchmark (or embeddings) flow returns, ``rbench run`` prints and :func:`rbench.run`
-    reads: where MLflow has the results, the metric rows (``dataset``, ``retriever``, ``metric``,
-    ``k``, ``value``, ``queries``), a row per stage (``stage``, ``label``, ``key``, ``status``,
-    ``seconds``...), and the pairs that failed (``dataset``, ``retriever``, ``error``).
+    reads: where MLflow has the results, the metric rows (:class:`MetricRow`), a row per stage
+    (:class:`StageRow`), and the pairs that failed (:class:`Failure`).
     ``mlflow_error`` and ``mlflow_pending`` say that the MLflow logging failed and where it is kept;
     the embeddings flow adds its ``models`` table and ``report_folder``."""
 
@@ -91,7 +105,7 @@ class FlowSummary:
 
     def stage_count(self, status: str) -> int:
         """How many stages ended with ``status`` (``ran``, ``cached``, ``failed``, ``skipped``)."""
-        return sum(1 for s in self.stages if s["status"] == status)
+        return sum(1 for s in self.stages if s.status == status)
 
 
 @dataclass(frozen=True)

@@ -318,8 +318,8 @@ def run_plan(plan: ExperimentPlan, sub: Any, while_waiting: Callable[[], None] |
     failures: list[Failure] = []
     for pair in plan.pairs:
         if artifacts[pair.evaluation] is None:
-            first = next((report[i] for i in pair.needs if report[i]["status"] == "failed"), None)
-            error = f"{first['stage']}[{first['label']}]: {first.get('error')}" if first else "not run"
+            first = next((report[i] for i in pair.needs if report[i].status == "failed"), None)
+            error = f"{first.stage}[{first.label}]: {first.error}" if first else "not run"
             failures.append(Failure(dataset=pair.dataset, retriever=str(pair.retriever.label), error=error))
             continue
         results.append(plan.result(pair, artifacts))

@@ -21,7 +21,7 @@ import signal
 import threading
 import time
 from concurrent.futures import CancelledError
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, ContextManager, Iterator, Sequence, cast
 
 from prefect import Task, get_run_logger, task
@@ -184,20 +184,16 @@ def describe(stage: str, label: str, state: Any, prebuilt: frozenset[tuple[str, 
     build seconds (with ``finished``, the epoch second it was seen to end, for a stage that
     ran), and the error or the artifact's summary. ``prebuilt``: ``(stage, key)`` of what this
     run built before its flow (:func:`rbench.orchestration.graph.check_data`), reported ran."""
-    row = StageRow(stage=stage, label=label, key=None, status="failed", seconds=None)
     if state.is_completed():
         artifact: Artifact = state.result()
-        row["key"] = artifact.key
         fresh = artifact.built or (artifact.stage, artifact.key) in prebuilt
-        row["status"] = "ran" if fresh else "cached"
-        row["seconds"] = artifact.info.get("build_seconds") if row["status"] == "ran" else 0.0
-        if row["status"] == "ran":
-            row["finished"] = round(time.time(), 3)
-        row["summary"] = summarize(artifact.info)
-    else:
-        row["status"] = "skipped" if state.is_pending() or state.name == "NotReady" else "failed"
-        row["error"] = "a stage it needs did not finish" if row["status"] == "skipped" else _state_message(state)
-    return row
+        return StageRow(stage=stage, label=label, key=artifact.key, status="ran" if fresh else "cached",
+                        seconds=artifact.info.get("build_seconds") if fresh else 0.0,
+                        finished=round(time.time(), 3) if fresh else None, summary=summarize(artifact.info))
+    if state.is_pending() or state.name == "NotReady":
+        return StageRow(stage=stage, label=label, key=None, status="skipped", seconds=None,
+                        error="a stage it needs did not finish")
+    return StageRow(stage=stage, label=label, key=None, status="failed", seconds=None, error=_state_message(state))
 
 
 class _NamedByRun(logging.Filter):
@@ -298,8 +294,8 @@ class Submitter:
         if not settle(future):  # a stop cancelled it: the stop's own line says so
             return
         row = describe(stage, label, future.state, self.prebuilt)
-        level = logging.INFO if row["status"] in ("ran", "cached") else logging.WARNING
-        line = f"{stage:<9} {label:<32} {row['status']:<7} {row.get('summary') or row.get('error')}"
+        level = logging.INFO if row.status in ("ran", "cached") else logging.WARNING
+        line = f"{stage:<9} {label:<32} {row.status:<7} {row.summary or row.error}"
         self._logger.log(level, "%s", line)
         if self._in_a_notebook:  # Prefect's console records stay out of a cell (rbench.door): the line goes there
             print(line, flush=True)
@@ -316,9 +312,7 @@ class Submitter:
         rows = []
         for s in self.submitted:
             wait_for(s.future)
-            row = describe(s.stage, s.label, s.future.state, self.prebuilt)
-            row.pop("summary", None)
-            rows.append(row)
+            rows.append(replace(describe(s.stage, s.label, s.future.state, self.prebuilt), summary=None))
         return rows
 
 

@@ -14,6 +14,7 @@ import json
 import logging
 import time
 import uuid
+from dataclasses import asdict
 from pathlib import Path
 from typing import Sequence
 
@@ -21,7 +22,7 @@ from rbench.config import ExperimentConfig, parse_config
 from rbench.core.errors import RbenchError
 from rbench.core.secrets import redact
 from rbench.core.store import Artifact, Store, write_atomic
-from rbench.results import PairResult
+from rbench.results import Failure, PairResult, StageRow
 
 PENDING = "_mlflow-pending"
 log = logging.getLogger("rbench")
@@ -31,8 +32,8 @@ def _address(artifact: Artifact | None) -> list[str] | None:
     return None if artifact is None else [artifact.stage, artifact.key]
 
 
-def save_pending(cfg: ExperimentConfig, results: Sequence[PairResult], report: Sequence[dict], config_text: str,
-                 failures: Sequence[dict], error: str) -> Path:
+def save_pending(cfg: ExperimentConfig, results: Sequence[PairResult], report: Sequence[StageRow], config_text: str,
+                 failures: Sequence[Failure], error: str) -> Path:
     """Write a record of a failed logging into the store; return its path."""
     uri = cfg.tracking_uri()
     secret = redact(uri) != uri
@@ -40,7 +41,8 @@ def save_pending(cfg: ExperimentConfig, results: Sequence[PairResult], report: S
     experiment["mlflow"]["tracking_uri"] = None if secret else cfg.mlflow.tracking_uri
     record = {
         "experiment": experiment, "tracking_uri": redact(uri), "needs_tracking_uri": secret,
-        "config_text": redact(config_text), "report": list(report), "failures": list(failures),
+        "config_text": redact(config_text), "report": [asdict(r) for r in report],
+        "failures": [asdict(f) for f in failures],
         "error": redact(error), "saved": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "results": [{
             "dataset": r.dataset, "retriever": r.retriever.label, "indexes": [_address(a) for a in r.indexes],
@@ -79,7 +81,9 @@ def log_pending(record: Path, tracking_uri: str | None = None) -> str:
     try:
         data = json.loads(record.read_text())
         cfg = parse_config(data["experiment"], source=str(record))
-    except (OSError, ValueError, KeyError) as e:
+        report = [StageRow(**row) for row in data["report"]]
+        failures = [Failure(**failure) for failure in data["failures"]]
+    except (OSError, ValueError, KeyError, TypeError) as e:
         raise RbenchError(f"{record} is not a readable pending-log record ({e}): delete it") from None
     if tracking_uri is None and data.get("needs_tracking_uri"):
         raise RbenchError(f"{record} logs to {data['tracking_uri']}, whose password is not stored: give the URI "
@@ -92,7 +96,7 @@ def log_pending(record: Path, tracking_uri: str | None = None) -> str:
         r["dataset"], retrievers[r["retriever"]], _load(store, r["evaluation"], record), _load(store, r["run"], record),
         tuple(_load(store, a, record) for a in r["indexes"]), tuple(_load(store, a, record) for a in r["rewrites"]),
     ) for r in data["results"]]
-    run_id = log_experiment(cfg, results, data["report"], data["config_text"], failures=data["failures"])
+    run_id = log_experiment(cfg, results, report, data["config_text"], failures=failures)
     record.unlink(missing_ok=True)
     return run_id
 

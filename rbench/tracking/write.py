@@ -12,6 +12,7 @@ import re
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -20,7 +21,7 @@ from rbench.core import settings
 from rbench.core.errors import TrackingError
 from rbench.core.hashing import canonical_json
 from rbench.core.secrets import redact, split_credentials
-from rbench.results import PairResult
+from rbench.results import Failure, PairResult, StageRow
 from rbench.tasks.evaluate import read_aggregate
 from rbench.tracking.backend import experiment_of_run, prepare_tracking, tracking
 
@@ -224,8 +225,8 @@ def _import_for_logging() -> None:
 
 
 def log_experiment(
-    cfg: ExperimentConfig, results: Sequence[PairResult], report: Sequence[dict], config_text: str,
-    extra_artifacts: Path | None = None, failures: Sequence[dict] = (), reuse_parent: bool = False,
+    cfg: ExperimentConfig, results: Sequence[PairResult], report: Sequence[StageRow], config_text: str,
+    extra_artifacts: Path | None = None, failures: Sequence[Failure] = (), reuse_parent: bool = False,
 ) -> str:
     """Log params, metrics and artifacts of the finished pairs ``results``; return the parent run id.
 
@@ -269,12 +270,13 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
              **flatten("execution", cfg.execution.model_dump(mode="json"))}
         )
         mlflow.log_text(config_text, "experiment.yaml")
-        mlflow.log_dict({"stages": list(report), "failures": list(failures)}, "stages.json")
+        mlflow.log_dict({"stages": [asdict(r) for r in report], "failures": [asdict(f) for f in failures]},
+                        "stages.json")
         if extra_artifacts is not None:
             mlflow.log_artifacts(str(extra_artifacts), extra_artifacts.name)
         mlflow.log_metrics({
-            "stages_ran": sum(1 for r in report if r["status"] == "ran"),
-            "stages_cached": sum(1 for r in report if r["status"] == "cached"),
+            "stages_ran": sum(1 for r in report if r.status == "ran"),
+            "stages_cached": sum(1 for r in report if r.status == "cached"),
             "pairs_failed": len(failures),
         })
         rows = []
@@ -318,7 +320,7 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
                 for i, dataset in enumerate(sorted({r["dataset"] for r in rows})):
                     mlflow.log_artifact(str(recall_curves(rows, dataset, Path(tmp) / f"recall_at_k_{i}.png")), "plots")
         if failures:
-            mlflow.set_tag("rbench.failed_pairs", "; ".join(f"{f['dataset']}/{f['retriever']}" for f in failures))
+            mlflow.set_tag("rbench.failed_pairs", "; ".join(f"{f.dataset}/{f.retriever}" for f in failures))
         elif earlier and "rbench.failed_pairs" in parent.data.tags:
             mlflow.MlflowClient().delete_tag(parent_id, "rbench.failed_pairs")
     if failures:
@@ -362,17 +364,16 @@ def pair_keys(result: PairResult) -> set[str]:
     return {a.key for a in result.artifacts() if a is not None}
 
 
-def stage_span(report: Sequence[dict], keys: set[str] | None = None) -> tuple[int, int]:
+def stage_span(report: Sequence[StageRow], keys: set[str] | None = None) -> tuple[int, int]:
     """``(start, end)`` in epoch milliseconds of the stages of ``report`` that ran (those with
     ``keys`` only, when given): from the earliest start (its end less its build seconds) to the
     latest end; ``(now, now)`` when none ran, so that MLflow's durations are the stages' times."""
     now = int(time.time() * 1000)
-    ran = [r for r in report if r.get("finished") is not None and r.get("seconds") is not None
-           and (keys is None or r.get("key") in keys)]
+    ran = [(r.finished, r.seconds) for r in report if r.finished is not None and r.seconds is not None
+           and (keys is None or r.key in keys)]
     if not ran:
         return now, now
-    return (int(min(r["finished"] - r["seconds"] for r in ran) * 1000),
-            int(max(r["finished"] for r in ran) * 1000))
+    return int(min(end - seconds for end, seconds in ran) * 1000), int(max(end for end, _ in ran) * 1000)
 
 
 def _earlier_attempt(mlflow, experiment_id: str, tags: dict[str, str]) -> str | None:
@@ -460,7 +461,7 @@ def publish_run_link(cfg: ExperimentConfig, run_id: str | None) -> None:
                                  key="mlflow-run")
 
 
-def log_chunking_grid(cfg, results: Sequence[dict], best: dict, out: Path, report: Sequence[dict]) -> str:
+def log_chunking_grid(cfg, results: Sequence[dict], best: dict, out: Path, report: Sequence[StageRow]) -> str:
     """One MLflow run for a chunking grid: its settings, the best combination's means, the report folder."""
     import mlflow
 
@@ -477,7 +478,7 @@ def _log_chunking_grid(mlflow, cfg, results, best, out, report) -> str:
         for metric, row in best.items():
             mlflow.log_metric(f"best_{metric}_mean", row["summary"][metric]["mean"])
             mlflow.set_tag(f"best_{metric}", f"size={row['chunk_size']} overlap={row['overlap']} n={row['n']}")
-        mlflow.log_metric("stages_ran", sum(1 for r in report if r["status"] == "ran"))
+        mlflow.log_metric("stages_ran", sum(1 for r in report if r.status == "ran"))
         mlflow.log_artifacts(str(out), out.name)
     return run.info.run_id
 

@@ -16,6 +16,7 @@ import pytest
 from rbench.config import parse_config
 from rbench.core.store import Artifact
 from rbench.orchestration.plan import plan_experiment, run_plan
+from rbench.results import Failure, StageRow
 from tests.conftest import tiny_dataset
 
 MODEL = "tiny/dense:tokenlearn-static-64d"  # the label of a static-64d index on dataset "tiny"
@@ -46,14 +47,14 @@ class FakeSubmitter:
         here = (stage.name, label) in self.failing
         handle = Handle(stage.name, label, list(inputs), gpu, upstream or here, options)
         self.handles.append(handle)
-        row = {"stage": stage.name, "label": label, "status": "failed" if here else "skipped" if upstream else "ran"}
-        self.rows.append({**row, **({"error": "boom"} if here else {})})
+        self.rows.append(StageRow(stage=stage.name, label=label, key=key, seconds=None, error="boom" if here else None,
+                                  status="failed" if here else "skipped" if upstream else "ran"))
         return handle
 
     def artifact(self, handle: Handle) -> Handle | None:
         return None if handle.failed else handle
 
-    def report(self) -> list[dict]:
+    def report(self) -> list[StageRow]:
         return list(self.rows)
 
     def submitted(self, stage: str) -> list[str]:
@@ -111,9 +112,9 @@ def test_a_failed_pair_names_the_first_stage_that_failed_under_it(tmp_path, tiny
     sub, results, failures, report = _graph(tmp_path, tiny_files, corpus, [{"name": "bm25s"}, DENSE, fusion],
                                             failing={("encode", shard)})
     assert [r.retriever.label for r in results] == ["bm25s"]  # the pair that needs no dense index
-    assert failures == [{"dataset": "tiny", "retriever": r, "error": f"encode[{shard}]: boom"}
+    assert failures == [Failure("tiny", r, f"encode[{shard}]: boom")
                         for r in ("dense", "fusion")]
-    skipped = {(row["stage"], row["label"]) for row in report if row["status"] == "skipped"}
+    skipped = {(row.stage, row.label) for row in report if row.status == "skipped"}
     assert ("index", MODEL) in skipped and ("evaluate", "tiny/fusion") in skipped
 
 
@@ -129,8 +130,8 @@ def test_every_stage_reads_the_stages_before_it(tmp_path, tiny_files, corpus):
 def test_a_failed_prepare_fails_every_pair_of_its_dataset_by_name(tmp_path, tiny_files, corpus):
     sub, results, failures, report = _graph(tmp_path, tiny_files, corpus, [{"name": "bm25s"}, DENSE],
                                        failing={("prepare", "tiny")})
-    assert not results and {row["status"] for row in report if row["stage"] in ("index", "retrieve")} == {"skipped"}
-    assert failures == [{"dataset": "tiny", "retriever": r, "error": "prepare[tiny]: boom"} for r in ("bm25s", "dense")]
+    assert not results and {row.status for row in report if row.stage in ("index", "retrieve")} == {"skipped"}
+    assert failures == [Failure("tiny", r, "prepare[tiny]: boom") for r in ("bm25s", "dense")]
 
 
 def test_a_run_warms_up_only_the_indexes_it_will_build_here(tmp_path, tiny_files, monkeypatch):
@@ -169,5 +170,5 @@ def test_each_failed_pair_names_its_own_failure_not_an_earlier_pairs(tmp_path, t
     sub, results, failures, _ = _graph(tmp_path, tiny_files, corpus, [{"name": "bm25s"}, DENSE],
                                        failing={("index", "tiny/bm25s"), ("retrieve", "tiny/dense")})
     assert not results
-    assert failures == [{"dataset": "tiny", "retriever": "bm25s", "error": "index[tiny/bm25s]: boom"},
-                        {"dataset": "tiny", "retriever": "dense", "error": "retrieve[tiny/dense]: boom"}]
+    assert failures == [Failure("tiny", "bm25s", "index[tiny/bm25s]: boom"),
+                        Failure("tiny", "dense", "retrieve[tiny/dense]: boom")]

@@ -37,7 +37,7 @@ def test_agents_run_in_the_flow_with_traces_costs_and_a_report(tmp_path, tiny_fi
                                        "query_retrieval_k": 3, "mip_k_select": 3, "mip_candidates": 6,
                                        "max_tokens": 32}}]}))
     result = benchmark(str(path))
-    stages = {(s["stage"], s["label"]): s for s in result.stages}
+    stages = {(s.stage, s.label): s for s in result.stages}
     assert stages[("index", "tiny/ngrams")]["status"] == "ran"
     react_run = tmp_path / "store" / "retrieve" / stages[("retrieve", "tiny/react")]["key"]
     traces = pq.read_table(react_run / "traces.parquet").to_pylist()
@@ -58,4 +58,4 @@ def test_agents_run_in_the_flow_with_traces_costs_and_a_report(tmp_path, tiny_fi
     assert "## Agent traces" in text and "Thought:" in text
 
     again = benchmark(str(path))  # every stage cached, the LLM asked nothing
-    assert {s["status"] for s in again.stages} == {"cached"}
+    assert {s.status for s in again.stages} == {"cached"}

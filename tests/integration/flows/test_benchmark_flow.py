@@ -30,7 +30,7 @@ def _config(tmp_path, corpus, queries, model="static-64d", standard=("map", "suc
 
 
 def _status(result) -> dict[tuple[str, str], str]:
-    return {(s["stage"], s["label"]): s["status"] for s in result.stages}
+    return {(s.stage, s.label): s.status for s in result.stages}
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +59,7 @@ def test_caching_end_to_end(tmp_path, tiny_files):
     first = benchmark(config)
     # download, prepare, subsample; bm25 index, retrieve, evaluate; dense encode (one shard), index, retrieve, evaluate
     assert set(_status(first).values()) == {"ran"} and len(first.stages) == 3 + 3 + 4
-    recall = {(m["retriever"], m["k"]): m["value"] for m in first.metrics if m["metric"] == "recall"}
+    recall = {(m.retriever, m.k): m.value for m in first.metrics if m.metric == "recall"}
     assert recall[("bm25", 3)] > 0.5
 
     again = benchmark(config)
@@ -76,8 +76,8 @@ def test_caching_end_to_end(tmp_path, tiny_files):
     # a deleted file in an artifact: that stage rebuilds, under the same key; what reads it follows its
     # content: a Lucene index is not byte-reproducible (segment ids), so the run is searched again, and
     # comes back byte-identical, so its evaluation stays cached
-    bm25_index = next(s for s in again.stages if s["stage"] == "index" and s["label"] == "tiny/bm25")
-    index_dir = tmp_path / "store" / "index" / bm25_index["key"]
+    bm25_index = next(s for s in again.stages if s.stage == "index" and s.label == "tiny/bm25")
+    index_dir = tmp_path / "store" / "index" / bm25_index.key
     for f in index_dir.rglob("*"):
         if f.is_file() and f.name != "_manifest.json":
             f.unlink()
@@ -87,8 +87,8 @@ def test_caching_end_to_end(tmp_path, tiny_files):
     assert rebuilt.metrics == first.metrics
 
     # a corrupted byte in the evaluation output is detected and rebuilt
-    evaluation = next(s for s in again.stages if s["stage"] == "evaluate" and s["label"] == "tiny/dense")
-    trec = tmp_path / "store" / "evaluate" / evaluation["key"] / "run.trec"
+    evaluation = next(s for s in again.stages if s.stage == "evaluate" and s.label == "tiny/dense")
+    trec = tmp_path / "store" / "evaluate" / evaluation.key / "run.trec"
     data = bytearray(trec.read_bytes())
     data[0] ^= 1
     trec.write_bytes(bytes(data))
@@ -113,33 +113,33 @@ def test_mlflow_has_the_printed_numbers(finished, tmp_path):
         [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
     )
     assert {c.info.run_name for c in children} == {"tiny/bm25", "tiny/dense"}
-    ran = [s for s in result.stages if s["status"] == "ran"]
-    first_start = min(s["finished"] - s["seconds"] for s in ran) * 1000
+    ran = [s for s in result.stages if s.status == "ran"]
+    first_start = min(s.finished - s.seconds for s in ran) * 1000
     assert abs(parent.info.start_time - first_start) < 2  # MLflow's duration starts with the first stage
     for child in children:
         label = child.data.tags["rbench.retriever"]
-        own = [s for s in ran if s["label"] in (f"tiny/{label}",) or s["stage"] == "index" and label in s["label"]]
+        own = [s for s in ran if s.label in (f"tiny/{label}",) or s.stage == "index" and label in s.label]
         took = child.info.end_time - child.info.start_time
-        assert took >= 1000 * max(s["seconds"] for s in own) - 2, (label, took, own)  # the stages' time
+        assert took >= 1000 * max(s.seconds for s in own) - 2, (label, took, own)  # the stages' time
         assert child.info.end_time <= parent.info.end_time
         assert child.data.tags.get("mlflow.source.name") == parent.data.tags.get("mlflow.source.name")
     assert parent.data.tags.get("mlflow.user") and parent.data.tags.get("mlflow.source.type")  # as start_run tags
     experiment = client.get_experiment(parent.info.experiment_id)  # the UI opens it on its runs, not on traces
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
     assert parent.data.tags["prefect.flow_run_url"].startswith("http"), parent.data.tags  # never "None/..."
-    headline = {(m["retriever"], m["metric"], m["k"]): m["value"] for m in result.metrics
-                if m["metric"] in ("recall", "ndcg") or (m["metric"], m["k"]) == ("map", 0)}  # mlflow.headline
+    headline = {(m.retriever, m.metric, m.k): m.value for m in result.metrics
+                if m.metric in ("recall", "ndcg") or (m.metric, m.k) == ("map", 0)}  # mlflow.headline
     assert {k: v for k, v in parent.data.metrics.items() if k.startswith("tiny.")} == pytest.approx(
         {f"tiny.{r}.{metric}_at_{k}" if k else f"tiny.{r}.{metric}": v
          for (r, metric, k), v in headline.items()})  # runs compare at parent level
-    assert {(m["metric"], m["k"]) for m in result.metrics} >= {("map", 0), ("map", 3), ("success", 1),
+    assert {(m.metric, m.k) for m in result.metrics} >= {("map", 0), ("map", 3), ("success", 1),
                                                                    ("rprec", 0)}
     for child in children:
         label = child.data.tags["rbench.retriever"]
         for m in result.metrics:
-            if m["retriever"] == label:
-                name = f"{m['metric']}_at_{m['k']}" if m["k"] else m["metric"]  # map and rprec over the whole ranking
-                assert child.data.metrics[name] == pytest.approx(m["value"])
+            if m.retriever == label:
+                name = f"{m.metric}_at_{m.k}" if m.k else m.metric  # map and rprec over the whole ranking
+                assert child.data.metrics[name] == pytest.approx(m.value)
         artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
         assert {"per_query.parquet", "aggregate.parquet", "run.trec", "qrels.trec"} <= artifacts
         logged = Path(client.download_artifacts(child.info.run_id, "run.trec", str(tmp_path)))
@@ -149,7 +149,7 @@ def test_mlflow_has_the_printed_numbers(finished, tmp_path):
         assert stats["retrieve.queries_with_fewer_than_depth"] == 4  # depth 10 on a 6-object corpus
         assert stats["retrieve.queries"] == 4 and stats["retrieve.rows"] > 0
         assert stats["evaluate.queries"] == 4 and "evaluate.queries_with_fewer_docs_than_max_k" in stats
-        measures = {m["metric"] for m in result.metrics}  # one name per metric: no stage-prefixed copy
+        measures = {m.metric for m in result.metrics}  # one name per metric: no stage-prefixed copy
         copies = [k for k in stats if (m := re.match(r"^\w+\.([a-z_]+?)(?:_at_|_|@)\d+$", k)) and m.group(1) in measures]
         assert not copies and re.match(r"^\w+\.([a-z_]+?)(?:_at_|_|@)\d+$", "evaluate.recall_5").group(1) == "recall"
         assert any(k.startswith("index.") for k in stats)
@@ -173,10 +173,10 @@ def test_rbench_export_writes_named_run_files_that_pytrec_eval_scores_as_rbench(
         run = read_trec_run(out / f"tiny.{system}.trec")
         scored = pytrec_eval.RelevanceEvaluator(qrels, {"recall.1,3", "ndcg_cut.3"}).evaluate(run)
         for m in result.metrics:
-            name = {"recall": "recall", "ndcg": "ndcg_cut"}.get(m["metric"])
-            if m["retriever"] == system and name and m["k"] in (1, 3) and (name, m["k"]) != ("ndcg_cut", 1):
-                theirs = sum(q[f"{name}_{m['k']}"] for q in scored.values()) / len(qrels)
-                assert theirs == pytest.approx(m["value"]), (system, m)
+            name = {"recall": "recall", "ndcg": "ndcg_cut"}.get(m.metric)
+            if m.retriever == system and name and m.k in (1, 3) and (name, m.k) != ("ndcg_cut", 1):
+                theirs = sum(q[f"{name}_{m.k}"] for q in scored.values()) / len(qrels)
+                assert theirs == pytest.approx(m.value), (system, m)
                 compared += 1
     assert compared == 6  # recall@1, recall@3, nDCG@3 of each system
 
@@ -188,8 +188,8 @@ def test_cli_show_prints_the_logged_table(finished, capsys):
 
     _, result = finished
     capsys.readouterr()
-    recall3 = next(m["value"] for m in result.metrics
-                   if m["retriever"] == "bm25" and m["metric"] == "recall" and m["k"] == 3)
+    recall3 = next(m.value for m in result.metrics
+                   if m.retriever == "bm25" and m.metric == "recall" and m.k == 3)
     for experiment in (["--experiment", "tiny"], []):
         assert main(["show", "latest", "--tracking-uri", result.tracking_uri, *experiment]) == 0
         out = capsys.readouterr().out
@@ -246,7 +246,7 @@ def test_embedding_benchmark_compares_models(tmp_path, tiny_files):
     assert set(rows) == {"static", "minilm"}
     assert rows["minilm"]["dim"] == 384 and rows["static"]["dim"] == 64
     assert all(r["passages_per_second"] > 0 and r["queries_per_second"] > 0 for r in rows.values())
-    recall = {m["retriever"]: m["value"] for m in result.metrics if m["metric"] == "recall" and m["k"] == 5}
+    recall = {m.retriever: m.value for m in result.metrics if m.metric == "recall" and m.k == 5}
     assert rows["minilm"]["recall@5"] == recall["minilm"]
     folder = tmp_path / "store" / "reports"
     assert {p.name for p in next(folder.iterdir()).iterdir()} == {
@@ -287,8 +287,8 @@ def test_rerank_and_fusion_run_in_the_flow_and_the_report(tmp_path, tiny_files):
         ],
     }))
     result = benchmark(str(path))
-    index_runs = [s for s in result.stages if s["stage"] == "index"]
-    assert sum(s["status"] == "ran" for s in index_runs) == 2  # bm25s and static dense, shared by the composites
+    index_runs = [s for s in result.stages if s.stage == "index"]
+    assert sum(s.status == "ran" for s in index_runs) == 2  # bm25s and static dense, shared by the composites
     client = MlflowClient(tracking_uri=result.tracking_uri)
     parent = client.get_run(result.mlflow_run_id)
     children = client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
@@ -387,7 +387,7 @@ def test_a_beir_folder_scores_by_default_as_beirs_own_evaluation(tmp_path):
            "retrievers": [{"name": "bm25"}]}
     (tmp_path / "exp.yaml").write_text(yaml.safe_dump(cfg))
     result = benchmark(str(tmp_path / "exp.yaml"))
-    ours = {m["metric"]: m["value"] for m in result.metrics if m["k"] == 10}
+    ours = {m.metric: m.value for m in result.metrics if m.k == 10}
 
     qrels = {}
     for line in (folder / "qrels" / "test.tsv").read_text().splitlines()[1:]:
@@ -427,7 +427,7 @@ def test_a_beir_folder_is_scored_on_every_judged_query_by_default_and_a_sample_s
            "datasets": [{"name": "many", "adapter": "beir", "params": {"path": str(folder)}}]}
     (tmp_path / "all.yaml").write_text(yaml.safe_dump(cfg))
     result = benchmark(str(tmp_path / "all.yaml"))
-    assert {m["queries"] for m in result.metrics} == {520}
+    assert {m.queries for m in result.metrics} == {520}
     (tmp_path / "sample.yaml").write_text(yaml.safe_dump({**cfg, "subsample": {"size": 500}}))
     capsys.readouterr()
     assert main(["run", str(tmp_path / "sample.yaml")]) == 0

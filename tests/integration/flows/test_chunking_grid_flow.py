@@ -23,7 +23,7 @@ def _config(tmp_path, **overrides):
 def test_grid_runs_caches_and_reuses_chunks_for_new_n(tmp_path):
     first = chunking_grid(_config(tmp_path))
     assert len(first.results) == 2 * 2 * 2
-    ran = [s["stage"] for s in first.stages if s["status"] == "ran"]
+    ran = [s.stage for s in first.stages if s.status == "ran"]
     assert ran.count("chunk_embed") == 4 and ran.count("chunk_eval") == 8
     for r in first.results:
         s = r["summary"]
@@ -33,14 +33,14 @@ def test_grid_runs_caches_and_reuses_chunks_for_new_n(tmp_path):
     assert all(bigger_n[s] >= smaller_n[s] for s in bigger_n)  # retrieving more never lowers recall
 
     again = chunking_grid(_config(tmp_path))
-    assert {s["status"] for s in again.stages} == {"cached"}
+    assert {s.status for s in again.stages} == {"cached"}
 
     more_n = chunking_grid(_config(tmp_path, n=[1, 2, 3]))
-    ran = [(s["stage"], s["label"]) for s in more_n.stages if s["status"] == "ran"]
+    ran = [(s.stage, s.label) for s in more_n.stages if s.status == "ran"]
     assert ran and all(stage == "chunk_eval" and label.endswith("N=3") for stage, label in ran)
 
     pooled = chunking_grid(_config(tmp_path, n=[1, 2, 3], scope="pooled", units="cl100k_tokens"))
-    ran = {s["stage"] for s in pooled.stages if s["status"] == "ran"}
+    ran = {s.stage for s in pooled.stages if s.status == "ran"}
     assert ran == {"chunk_eval"}  # chunks and embeddings are shared with the per-corpus runs
     assert all(0 <= r["summary"][m]["mean"] <= 1 for r in pooled.results for m in r["summary"])
 
@@ -50,7 +50,7 @@ def test_grid_runs_caches_and_reuses_chunks_for_new_n(tmp_path):
             "reference_length_tokens.png"} <= names
 
     one = chunking_grid(_config(tmp_path, n=[1], corpora=["finance"]))
-    assert {s["stage"] for s in one.stages if s["status"] == "ran"} == {"chunk_embed", "chunk_eval"}
+    assert {s.stage for s in one.stages if s.status == "ran"} == {"chunk_embed", "chunk_eval"}
     table = (tmp_path / one.report_folder / "grid.md").read_text()
     assert "over 2 questions of finance" in table  # the two finance questions only
 
@@ -72,7 +72,7 @@ def test_chunking_search_finds_a_best_setting_and_reuses_trials(tmp_path):
     assert len(first.trials) == 3 and first.best["value"] == max(t["value"] for t in first.trials)
     again = chunking_search(_config(tmp_path, search=search))
     assert [t["params"] for t in again.trials] == [t["params"] for t in first.trials]
-    assert all(s["status"] == "cached" for s in again.stages)
+    assert all(s.status == "cached" for s in again.stages)
     from mlflow.tracking import MlflowClient  # logged like every run flow (on main of 6e8e733 it logged nothing)
 
     client = MlflowClient(first.tracking_uri)
@@ -82,4 +82,4 @@ def test_chunking_search_finds_a_best_setting_and_reuses_trials(tmp_path):
     children = client.search_runs([parent.info.experiment_id],
                                   filter_string=f"tags.mlflow.parentRunId = '{first.mlflow_run_id}'")
     assert sorted(c.data.metrics["f1_mean"] for c in children) == sorted(t["value"] for t in first.trials)
-    assert sum(c.data.metrics["stages_ran"] for c in children) == sum(s["status"] == "ran" for s in first.stages) - 1
+    assert sum(c.data.metrics["stages_ran"] for c in children) == sum(s.status == "ran" for s in first.stages) - 1

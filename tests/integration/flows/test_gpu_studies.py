@@ -81,7 +81,7 @@ def test_a_gpu_study_validates_and_runs_on_tiny_fixtures_with_stand_ins(tmp_path
 
     result = benchmark(str(path), mirror=str(mirror))
     datasets = {d.name for d in load_config(path).datasets}
-    pairs = {(m["dataset"], m["retriever"]) for m in result.metrics}
+    pairs = {(m.dataset, m.retriever) for m in result.metrics}
     assert pairs == {(d, r.label) for d in datasets for r in shipped.retrievers}
     client = MlflowClient(result.tracking_uri)
     children = client.search_runs([client.get_run(result.mlflow_run_id).info.experiment_id],
@@ -94,8 +94,8 @@ def test_a_gpu_study_validates_and_runs_on_tiny_fixtures_with_stand_ins(tmp_path
             called[name] = called.get(name, 0) + metrics["retrieve.llm_calls"]
     assert all(calls > 0 for calls in called.values()), called
     if any(r.name == "decompose" for r in shipped.retrievers):  # decomposition is its own stage, shared by -D runs
-        rewrites = [row for row in result.stages if row["stage"] == "rewrite" and row["status"] == "ran"]
-        infos = [json.loads((tmp_path / "store" / "rewrite" / row["key"] / "_manifest.json").read_text())["info"]
+        rewrites = [row for row in result.stages if row.stage == "rewrite" and row.status == "ran"]
+        infos = [json.loads((tmp_path / "store" / "rewrite" / row.key / "_manifest.json").read_text())["info"]
                  for row in rewrites]
         assert infos and all(info["llm_calls"] > 0 for info in infos), infos
 

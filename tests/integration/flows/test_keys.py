@@ -23,11 +23,11 @@ def _run(tmp_path, datasets, retrievers, name="exp.yaml", **options) -> dict:
 
 
 def _ran(result) -> set[tuple[str, str]]:
-    return {(s["stage"], s["label"]) for s in result.stages if s["status"] == "ran"}
+    return {(s.stage, s.label) for s in result.stages if s.status == "ran"}
 
 
 def _keys(result) -> dict[tuple[str, str], str]:
-    return {(s["stage"], s["label"]): s["key"] for s in result.stages}
+    return {(s.stage, s.label): s.key for s in result.stages}
 
 
 STATIC = {"name": "dense", "params": {"model": "static-64d"}}
@@ -47,8 +47,8 @@ def test_the_same_corpus_reached_two_ways_is_indexed_once(tmp_path, tiny_files):
         twin = index.replace("tiny/", "other/")
         assert keys[("index", index)] == keys[("index", twin)]
         assert {("index", index), ("index", twin)} & _ran(result) != {("index", index), ("index", twin)}
-    by_dataset = {name: sorted((m["retriever"], m["metric"], m["k"], m["value"]) for m in result.metrics
-                               if m["dataset"] == name) for name in ("tiny", "other")}
+    by_dataset = {name: sorted((m.retriever, m.metric, m.k, m.value) for m in result.metrics
+                               if m.dataset == name) for name in ("tiny", "other")}
     assert by_dataset["tiny"] == by_dataset["other"] and by_dataset["tiny"]
 
 
@@ -176,8 +176,8 @@ def test_a_damaged_index_never_becomes_a_result_and_verify_remove_repairs_it(tmp
     deeper.write_text(yaml.safe_dump({**spec, "depth": 20}))
     failed = summary_of(benchmark(str(deeper), return_state=True))
     (failure,) = failed.failures
-    assert "DamagedArtifact" in failure["error"] and "rbench verify --remove" in failure["error"]
-    assert str(index) in failure["error"] and failed.metrics == ()
+    assert "DamagedArtifact" in failure.error and "rbench verify --remove" in failure.error
+    assert str(index) in failure.error and failed.metrics == ()
 
     assert main(["verify", "--store", str(tmp_path / "store"), "--remove"]) == 0
     out = capsys.readouterr().out

@@ -42,7 +42,7 @@ def _compare(tmp_path: Path, result: dict, against: str) -> dict:
 def test_the_anserini_bm25_study_on_a_fixture_is_compared_logged_and_reported(tmp_path, capsys):
     files = write_anserini(tmp_path / "anserini")
     result = benchmark(str(_study(tmp_path, "bright-bm25.yaml", {k: str(v) for k, v in files.items()})))
-    measured = {(m["metric"], m["k"]): m["value"] for m in result.metrics if m["retriever"] == "bm25"}
+    measured = {(m.metric, m.k): m.value for m in result.metrics if m.retriever == "bm25"}
 
     doc = _compare(tmp_path, result, "anserini-bright-bm25")
     cells = {(c["dataset"], c["metric"], c["k"]): c for c in doc["cells"]}
@@ -95,7 +95,7 @@ def test_the_xrr2_study_with_smollm2_on_a_fixture_is_compared(tmp_path):
     doc = _compare(tmp_path, result, "xrr2-bright")
     measured = [c for c in doc["cells"] if c["measured"] is not None]
     assert {(c["system"], c["dataset"]) for c in measured} == {("xrr2-rr", "biology"), ("xrr2-rr2", "biology")}
-    ndcg = {m["retriever"]: m["value"] for m in result.metrics if (m["metric"], m["k"]) == ("ndcg", 10)}
+    ndcg = {m.retriever: m.value for m in result.metrics if (m.metric, m.k) == ("ndcg", 10)}
     assert {c["system"]: c["measured"] for c in measured} == pytest.approx(ndcg)
 
 
@@ -241,8 +241,8 @@ def test_pyserinis_beir_bm25_conditions_are_the_same_computation_as_pyserinis_ow
     result = benchmark(str(tmp_path / "exp.yaml"))
     store = tmp_path / "store"
     for dataset, label, expected in (("tc-flat", "flat", flat), ("tc-multi", "multi", multi)):
-        (pair,) = [s for s in result.stages if s["stage"] == "retrieve" and s["label"] == f"{dataset}/{label}"]
-        hits = pq.read_table(store / "retrieve" / pair["key"] / "run.parquet").to_pylist()
+        (pair,) = [s for s in result.stages if s.stage == "retrieve" and s.label == f"{dataset}/{label}"]
+        hits = pq.read_table(store / "retrieve" / pair.key / "run.parquet").to_pylist()
         ours: dict[str, list[str]] = {}
         for hit in sorted(hits, key=lambda h: (h["query_id"], h["rank"])):
             if hit["doc_id"] != hit["query_id"]:  # evaluation drops it (ignore_identical_ids), as --remove-query does

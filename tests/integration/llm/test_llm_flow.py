@@ -37,7 +37,7 @@ def _write(tmp_path: Path, cfg: dict) -> str:
 
 
 def _stage(result: dict, stage: str, label_part: str) -> dict:
-    return next(s for s in result.stages if s["stage"] == stage and label_part in s["label"])
+    return next(s for s in result.stages if s.stage == stage and label_part in s.label)
 
 
 def test_changing_the_first_stage_asks_the_llm_nothing(tmp_path, tiny_files, monkeypatch):
@@ -48,7 +48,7 @@ def test_changing_the_first_stage_asks_the_llm_nothing(tmp_path, tiny_files, mon
         result = benchmark(config_path=_write(tmp_path, cfg))
         assert server.requests == 5
         rewrite = _stage(result, "rewrite", "decompose")
-        assert rewrite["status"] == "ran"
+        assert rewrite.status == "ran"
         other = {"name": "decompose", "label": "dec-dense",
                  "params": {"llm": "server", "first_stage": {"name": "dense", "params": {"model": "static-64d"}}}}
         rerank = {"name": "llm_rerank", "params": {"llm": "server", "window": 3, "step": 1, "candidates": 4,
@@ -57,13 +57,13 @@ def test_changing_the_first_stage_asks_the_llm_nothing(tmp_path, tiny_files, mon
                     "params": {**first["params"], "rerank": {"model": tiny_cross_encoder(tmp_path / "ce")}}}
         cfg["retrievers"] = [first, other, reranked, rerank]
         result = benchmark(config_path=_write(tmp_path, cfg))
-        assert _stage(result, "rewrite", "decompose")["status"] == "cached"
-        assert _stage(result, "retrieve", "dec-bm25s")["status"] == "cached"
-        assert _stage(result, "retrieve", "dec-dense")["status"] == "ran"
-        assert _stage(result, "retrieve", "dec-reranked")["status"] == "ran"
+        assert _stage(result, "rewrite", "decompose").status == "cached"
+        assert _stage(result, "retrieve", "dec-bm25s").status == "cached"
+        assert _stage(result, "retrieve", "dec-dense").status == "ran"
+        assert _stage(result, "retrieve", "dec-reranked").status == "ran"
         asked_by_rerank = server.requests - 5
         assert asked_by_rerank == 5 * 2  # two windows of 3 over 4 candidates, five queries
-        labels = {m["retriever"] for m in result.metrics}
+        labels = {m.retriever for m in result.metrics}
         assert labels == {"dec-bm25s", "dec-dense", "dec-reranked", "llm_rerank"}
 
     import mlflow
@@ -88,11 +88,11 @@ def test_two_llms_serving_one_model_are_reported_under_their_own_labels(tmp_path
         state = benchmark(config_path=_write(tmp_path, cfg), return_state=True)
         assert state.is_failed()
         result = summary_of(state)
-    rewrites = {s["label"]: s["status"] for s in result.stages if s["stage"] == "rewrite"}
+    rewrites = {s.label: s.status for s in result.stages if s.stage == "rewrite"}
     assert rewrites == {"tiny/decompose:test-model": "ran", "tiny/decompose:test-model#2": "failed"}
     (failure,) = result.failures
-    assert failure["retriever"] == "via-bad" and "rewrite[tiny/decompose:test-model#2]" in failure["error"]
-    assert {m["retriever"] for m in result.metrics} == {"via-good"}
+    assert failure.retriever == "via-bad" and "rewrite[tiny/decompose:test-model#2]" in failure.error
+    assert {m.retriever for m in result.metrics} == {"via-good"}
 
 
 @pytest.mark.slow

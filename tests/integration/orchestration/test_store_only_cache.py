@@ -36,11 +36,11 @@ def test_the_store_alone_says_ran_or_cached_and_prefect_keeps_no_records(tmp_pat
         return report, artifacts
 
     report, artifacts = three_stages()
-    assert [r["status"] for r in report] == ["ran", "ran", "cached"]
+    assert [r.status for r in report] == ["ran", "ran", "cached"]
     assert [(a.path / "out.txt").read_text() for a in artifacts] == ["1", "2", "2"]
     shutil.rmtree(artifacts[0].path)  # gone from the store: the next run builds it, whatever Prefect saw
     report, _ = three_stages()
-    assert [r["status"] for r in report] == ["ran", "cached", "cached"]
+    assert [r.status for r in report] == ["ran", "cached", "cached"]
     assert saved == [] and sorted(p.name for p in store.iterdir()) == ["tiny-write"]
 
 

@@ -45,7 +45,7 @@ def _base(tmp_path, corpus, queries, retrievers, **extra) -> dict:
 
 
 def _status(result) -> dict[tuple[str, str], str]:
-    return {(s["stage"], s["label"]): s["status"] for s in result.stages}
+    return {(s.stage, s.label): s.status for s in result.stages}
 
 
 def test_a_failing_pair_fails_alone_and_a_retry_reruns_only_it(tmp_path, tiny_files):
@@ -66,9 +66,9 @@ def test_a_failing_pair_fails_alone_and_a_retry_reruns_only_it(tmp_path, tiny_fi
 
     assert "1 of 3" in str(get_state_exception(state))  # an exception Prefect can resolve, no TypeError
     summary = summary_of(state)
-    assert {m["retriever"] for m in summary.metrics} == {"bm25s", "dense"}
-    assert [f["retriever"] for f in summary.failures] == ["rerank"]
-    assert "retrieve[tiny/rerank]" in summary.failures[0]["error"]
+    assert {m.retriever for m in summary.metrics} == {"bm25s", "dense"}
+    assert [f.retriever for f in summary.failures] == ["rerank"]
+    assert "retrieve[tiny/rerank]" in summary.failures[0].error
     statuses = _status(summary)
     assert statuses[("retrieve", "tiny/rerank")] == "failed"
     assert statuses[("evaluate", "tiny/rerank")] == "skipped"
@@ -90,9 +90,9 @@ def test_sharded_and_whole_dense_index_agree(tmp_path, tiny_files, thread_run):
     _, whole = thread_run  # one shard of 50,000 rows
     dense = [{"name": "dense", "params": {"model": "static-64d"}}]
     sharded = benchmark(_write(tmp_path, _base(tmp_path, corpus, queries, dense, execution={"shard_size": 2})))
-    encoded = [s["label"] for s in sharded.stages if s["stage"] == "encode"]
+    encoded = [s.label for s in sharded.stages if s.stage == "encode"]
     assert encoded == [f"tiny/dense:tokenlearn-static-64d[{a}:{a + 2}]" for a in (0, 2, 4)]
-    assert sharded.metrics == tuple(m for m in whole.metrics if m["retriever"] == "dense")
+    assert sharded.metrics == tuple(m for m in whole.metrics if m.retriever == "dense")
 
 
 TWO_RETRIEVERS = [{"name": "bm25s"}, {"name": "dense", "params": {"model": "static-64d"}}]
@@ -222,12 +222,12 @@ def test_killed_dense_build_resumes_with_the_missing_shards(tmp_path):
     assert 2 <= done < 4, "the build finished (or never started) before it could be killed"
 
     result = benchmark(config)
-    encoded = [s for s in result.stages if s["stage"] == "encode"]
+    encoded = [s for s in result.stages if s.stage == "encode"]
     assert len(encoded) == 4
-    assert sum(s["status"] == "ran" for s in encoded) == 4 - done
-    assert sum(s["status"] == "cached" for s in encoded) == done
-    index = next(s for s in result.stages if s["stage"] == "index")
-    info = json.loads((tmp_path / "store" / "index" / index["key"] / "_manifest.json").read_text())["info"]
+    assert sum(s.status == "ran" for s in encoded) == 4 - done
+    assert sum(s.status == "cached" for s in encoded) == done
+    index = next(s for s in result.stages if s.stage == "index")
+    info = json.loads((tmp_path / "store" / "index" / index.key / "_manifest.json").read_text())["info"]
     assert info["indexed"] == 600 and info["shards"] == 4
 
 
@@ -352,16 +352,16 @@ def test_a_signal_at_any_moment_ends_the_run_within_ten_seconds(tmp_path, door, 
         assert len(result.trials) == 2
         return
     if door == "chunking":
-        assert [s["status"] for s in result.stages if s["stage"] == "chunk_embed"] == ["ran"]
+        assert [s.status for s in result.stages if s.stage == "chunk_embed"] == ["ran"]
         assert result.results
         return
     assert result.metrics and not result.failures
     if stage == "encode":
         assert 1 <= done < 4, "the build finished (or never started) before the signal"
-        encoded = [s for s in result.stages if s["stage"] == "encode"]
-        assert len(encoded) == 4 and sum(s["status"] == "cached" for s in encoded) == done
-        index = next(s for s in result.stages if s["stage"] == "index")
-        info = json.loads((tmp_path / "store" / "index" / index["key"] / "_manifest.json").read_text())["info"]
+        encoded = [s for s in result.stages if s.stage == "encode"]
+        assert len(encoded) == 4 and sum(s.status == "cached" for s in encoded) == done
+        index = next(s for s in result.stages if s.stage == "index")
+        info = json.loads((tmp_path / "store" / "index" / index.key / "_manifest.json").read_text())["info"]
         assert info["indexed"] == 600
 
 
@@ -390,7 +390,7 @@ def test_a_failed_mlflow_logging_is_kept_and_logged_by_the_next_run(tmp_path, ti
     runs = client.search_runs([client.get_experiment_by_name("exec").experiment_id])
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     assert len(parents) == 2 and len(runs) == 4
-    ran = sum(s["status"] == "ran" for s in summary.stages)
+    ran = sum(s.status == "ran" for s in summary.stages)
     assert sorted(r.data.metrics["stages_ran"] for r in parents) == [0, ran]
 
 
