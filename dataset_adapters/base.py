@@ -325,7 +325,7 @@ class Adapter(ABC):
     experiment sets a ``subsample.size`` (BEIR's own evaluation scores them all).
     ``repeated_record`` says what two records at one place mean in its data. ``where_from`` says,
     for ``rbench list datasets``, where the files of an adapter with required params come from.
-    ``runs_a_model``: making its objects runs a model (torch), so the prepare stage runs apart.
+    :meth:`models` names the models making its objects runs (torch: the prepare stage runs apart).
     """
 
     name: ClassVar[str]
@@ -336,12 +336,17 @@ class Adapter(ABC):
     excludes: ClassVar[bool] = False
     unique_positions: ClassVar[bool] = False
     every_query: ClassVar[bool] = False
-    runs_a_model: ClassVar[bool] = False
     repeated_record: ClassVar[str] = ("two records share the document id {doc_id!r}; give each document its own id "
                                       "(or merge the records into one)")
     """The error for two records at one position of one document (``{doc_id}``, ``{position}``),
     in the words of the adapter's data."""
     where_from: ClassVar[str] = "local paths given in the config"
+
+    def models(self, params: BaseModel) -> list[str]:
+        """The models making the objects runs (hub ids or local folders): a ``chonky`` chunker's.
+        Each one's identity (its weights' version or digest) enters the prepare key."""
+        chunker = getattr(params, "chunker", None)
+        return [chunker.model] if getattr(chunker, "kind", None) == "chonky" and chunker.model else []
 
     @classmethod
     def key_params(cls, params: dict[str, Any]) -> dict[str, Any]:

@@ -62,11 +62,13 @@ class MultiHopRag(Adapter):
     name = "multihop_rag"
     description = "MultiHop-RAG (yixuantt/MultiHop-RAG, pinned) cut by chonky as the ARM reproduction does"
     Params = MultiHopRagParams
-    runs_a_model = True
 
     def files(self, params: MultiHopRagParams) -> list[FileSpec]:
         base = f"https://media.githubusercontent.com/media/yixuantt/MultiHop-RAG/{COMMIT}/dataset"
         return [FileSpec(name=name, sha256=digest, url=f"{base}/{Path(name).name}") for name, digest in FILES.values()]
+
+    def models(self, params: MultiHopRagParams) -> list[str]:
+        return [params.model]
 
     def objects(self, raw: Path, params: MultiHopRagParams) -> Iterator[CorpusObject]:
         remover, splitter = _markup_remover(), chonky_splitter(params.model)

@@ -119,11 +119,11 @@ def resolve_model(name: str) -> ResolvedModel:
     )
 
 
-@lru_cache(maxsize=None)
 def model_identity(name: str) -> str:
     """What a model's outputs follow, for cache keys: packaged weights by their package's
-    version, a local folder by a digest of its files (sizes and fast fingerprints), a hub
-    id by the revision the hub resolves it to (``@unresolved`` when offline)."""
+    version, a local folder by a digest of its files (sizes and fast fingerprints; read at
+    each call, so that a folder changed in a long-lived process gets a new key), a hub id by
+    the revision the hub resolves it to (``@unresolved`` when offline; asked once per process)."""
     from importlib.metadata import PackageNotFoundError, version
 
     model_id = canonical_id(name)
@@ -136,6 +136,11 @@ def model_identity(name: str) -> str:
     local = Path(name).expanduser()
     if local.is_dir():
         return f"folder:{folder_fingerprint(local)}"
+    return _hub_identity(model_id)
+
+
+@lru_cache(maxsize=None)
+def _hub_identity(model_id: str) -> str:
     return f"{model_id}@{hub_revision(model_id)}"
 
 

@@ -279,11 +279,30 @@ def table_digest(path: Path, columns: list[str]) -> str:
 
 def prepare_key(config: DatasetConfig) -> dict:
     """What shapes the prepared tables: the adapter, its code (version and the digest of its
-    module's import closure), and its params without file paths; not the dataset's name (a
-    label) nor ``max_missing_gold`` (a policy)."""
+    module's import closure), and its params without file paths; for an adapter that runs a
+    model (:meth:`~rbench.dataset_adapters.base.Adapter.models`), each model's identity (a
+    local folder by its files' digest, packaged weights by their package's version) and the
+    versions of the libraries that cut with it (chonky; magika, which finds a text's markup);
+    not the dataset's name (a label) nor ``max_missing_gold`` (a policy)."""
     adapter = get_adapter(config.adapter)
-    return {"adapter": adapter.name, "adapter_version": f"{adapter.version}:{class_digest(type(adapter))}",
-            "params": adapter.key_params(config.params)}
+    key = {"adapter": adapter.name, "adapter_version": f"{adapter.version}:{class_digest(type(adapter))}",
+           "params": adapter.key_params(config.params)}
+    models = adapter.models(adapter.Params.model_validate(config.params))
+    if models:
+        from rbench.retrievers.models import model_identity
+
+        key["models"] = [model_identity(m) for m in models]
+        key["libraries"] = {name: _installed(name) for name in ("chonky", "magika")}
+    return key
+
+
+def _installed(package: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
 
 
 def check_prepared(artifact: Artifact, config: DatasetConfig) -> None:
@@ -293,10 +312,9 @@ def check_prepared(artifact: Artifact, config: DatasetConfig) -> None:
 
 
 def chunks_with_a_model(config: DatasetConfig) -> bool:
-    """Whether preparing this dataset runs a model (torch): an adapter that always does, or the chonky chunker."""
+    """Whether preparing this dataset runs a model (torch): MultiHop-RAG's splitter, a chonky chunker."""
     adapter = get_adapter(config.adapter)
-    chunker = getattr(adapter.Params.model_validate(config.params), "chunker", None)
-    return adapter.runs_a_model or getattr(chunker, "kind", None) == "chonky"
+    return bool(adapter.models(adapter.Params.model_validate(config.params)))
 
 
 PREPARE = Stage("prepare", 7, build_prepare, key_view=prepare_key, check=check_prepared, native=chunks_with_a_model)

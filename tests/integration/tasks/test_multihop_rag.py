@@ -67,3 +67,33 @@ def test_multihop_rag_from_the_upstream_files_writes_what_arms_scripts_write(tmp
     with pytest.raises(DataError, match=r"2 of 2 queries have no gold document in the corpus.*Cats__And_dogs"):
         _prepare(tmp_path / "head", upstream, {"name": "mhr", "adapter": "multihop_rag", "max_missing_gold": 1.0,
                                                "params": {"model": model, "ids": "arm_head"}})
+
+
+def test_the_prepare_key_follows_the_chonky_models_files_and_the_libraries_that_cut(tmp_path):
+    """A changed local model folder gives a new prepare key in the same process, and so does a
+    chonky chunker's; the versions of chonky and magika are in it; an adapter that runs no model
+    keeps the key it had (no "models" part). Under a second beside the tiny model."""
+    from rbench.config import DatasetConfig
+    from rbench.core.hashing import folder_fingerprint
+    from rbench.tasks.prepare import chunks_with_a_model, prepare_key
+
+    model = Path(_tiny_model(tmp_path / "model", separator_bias=5.0))
+    (tmp_path / "c.jsonl").write_text('{"doc_id": "d", "text": "t"}\n')
+    (tmp_path / "q.jsonl").write_text('{"query_id": "q", "text": "t", "relevant": ["d"]}\n')
+    multihop = DatasetConfig.model_validate({"name": "mhr", "adapter": "multihop_rag", "params": {"model": str(model)}})
+    chunked = DatasetConfig.model_validate({"name": "c", "adapter": "jsonl", "params": {
+        "corpus": str(tmp_path / "c.jsonl"), "queries": str(tmp_path / "q.jsonl"),
+        "chunker": {"kind": "chonky", "model": str(model), "size": 64}}})
+    first = [prepare_key(multihop), prepare_key(chunked)]
+    assert all(key["models"] == [f"folder:{folder_fingerprint(model)}"] for key in first)
+    assert all(set(key["libraries"]) == {"chonky", "magika"} and key["libraries"]["chonky"] for key in first)
+    assert chunks_with_a_model(multihop) and chunks_with_a_model(chunked)
+
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-4] + bytes(4))  # a fine-tuned model saved over the old one
+    assert [prepare_key(multihop), prepare_key(chunked)] != first
+    assert prepare_key(multihop)["params"] == first[0]["params"]  # the path is the same: the files decided
+
+    plain = DatasetConfig.model_validate({"name": "p", "adapter": "jsonl", "params": {
+        "corpus": str(tmp_path / "c.jsonl"), "queries": str(tmp_path / "q.jsonl")}})
+    assert set(prepare_key(plain)) == {"adapter", "adapter_version", "params"} and not chunks_with_a_model(plain)
