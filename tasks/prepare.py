@@ -21,6 +21,7 @@ from rbench.core.errors import DataError
 from rbench.core.identity import class_digest
 from rbench.core.store import Artifact, Stage, write_atomic
 from rbench.dataset_adapters.base import Adapter, RowByRow, batches_of, get_adapter, object_ids
+from rbench.dataset_adapters.chunking import chonky_splitter
 from rbench.dataset_adapters.columnar import ahead, is_blank, utf8_buffers
 from rbench.dataset_adapters.validate import check_missing_gold, repeated_keys, row_hashes, validate
 from rbench.tasks.download import PROGRESS_SECONDS
@@ -79,6 +80,8 @@ def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -
     (raw,) = inputs
     adapter = get_adapter(config.adapter)
     params = adapter.Params.model_validate(config.params)
+    if adapter.models(params):
+        chonky_splitter.cache_clear()  # the model's files as they are now (the key read them), not as first loaded
     blank: list[str] = []
     places = folder / PLACES
 

@@ -38,11 +38,11 @@ def test_agents_run_in_the_flow_with_traces_costs_and_a_report(tmp_path, tiny_fi
                                        "max_tokens": 32}}]}))
     result = benchmark(str(path))
     stages = {(s.stage, s.label): s for s in result.stages}
-    assert stages[("index", "tiny/ngrams")]["status"] == "ran"
-    react_run = tmp_path / "store" / "retrieve" / stages[("retrieve", "tiny/react")]["key"]
+    assert stages[("index", "tiny/ngrams")].status == "ran"
+    react_run = tmp_path / "store" / "retrieve" / stages[("retrieve", "tiny/react")].key
     traces = pq.read_table(react_run / "traces.parquet").to_pylist()
     assert len(traces) == 3 and all('"turns"' in t["trace"] for t in traces)
-    assert not (tmp_path / "store" / "retrieve" / stages[("retrieve", "tiny/arm")]["key"] / "traces.parquet").exists()
+    assert not (tmp_path / "store" / "retrieve" / stages[("retrieve", "tiny/arm")].key / "traces.parquet").exists()
 
     uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     _, rows, scores = load_results(uri, ["latest"], "agents", per_query=True)

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from rbench.core.errors import DataError
-from rbench.dataset_adapters.chunking import chonky_splitter
 from tests.integration.tasks.test_chonky import _tiny_model
 from tests.unit.datasets.test_adapters import _prepare, _table
 
@@ -52,7 +51,6 @@ def upstream(tmp_path) -> Path:
 
 
 def test_multihop_rag_from_the_upstream_files_writes_what_arms_scripts_write(tmp_path, upstream):
-    chonky_splitter.cache_clear()
     model = _tiny_model(tmp_path / "separators", separator_bias=5.0)
     prepared = _prepare(tmp_path, upstream, {"name": "mhr", "adapter": "multihop_rag", "params": {"model": model}})
     corpus = _table(prepared.file("corpus.parquet"))
@@ -97,3 +95,16 @@ def test_the_prepare_key_follows_the_chonky_models_files_and_the_libraries_that_
     plain = DatasetConfig.model_validate({"name": "p", "adapter": "jsonl", "params": {
         "corpus": str(tmp_path / "c.jsonl"), "queries": str(tmp_path / "q.jsonl")}})
     assert set(prepare_key(plain)) == {"adapter", "adapter_version", "params"} and not chunks_with_a_model(plain)
+
+
+def test_a_model_saved_over_between_two_builds_of_one_process_cuts_with_its_new_weights(tmp_path, upstream):
+    """In a long-lived process (a notebook's stage process), a chonky model folder saved over with
+    other weights gives a new prepare key and is loaded again: the corpus follows the new weights,
+    not the splitter loaded first. ~5 s (two tiny models)."""
+    folder = tmp_path / "model"
+    dataset = {"name": "mhr", "adapter": "multihop_rag", "params": {"model": str(folder)}}
+    _tiny_model(folder, separator_bias=5.0)  # a cut at every separator
+    cut = _table(_prepare(tmp_path, upstream, dataset).file("corpus.parquet"))
+    _tiny_model(folder, separator_bias=-5.0)  # saved over: no cut at all
+    whole = _table(_prepare(tmp_path, upstream, dataset).file("corpus.parquet"))
+    assert len(cut) == 4 and len(whole) == 2, (cut, whole)
