@@ -161,3 +161,31 @@ def test_a_server_that_does_not_answer_in_time_is_stopped_and_one_error_names_th
     assert str(error.value).startswith("Prefect's temporary server did not answer within 0.3s; its output is in "
                                        f"{tmp_path / 'temporary-server.log'}:\n  loading\n")
     assert "raise RBENCH_SERVER_STARTUP_SECONDS" in str(error.value) and silent.process.poll() is not None
+
+
+PROFILE = textwrap.dedent("""
+    import os
+    from rbench.orchestration import prefect_server as ps
+
+    ps.start_early()  # Prefect is not loaded yet: only the environment was read
+    early = ps._STARTED[-1].process
+    assert ps.temporary_server() is None  # the profile names a server: the flows report there
+    assert early.poll() is not None and not ps._STARTED and "RBENCH_TEMPORARY_API" not in os.environ
+    ps.start_early()  # Prefect is loaded now: its settings are read, and nothing starts
+    assert not ps._STARTED
+    print("UNUSED", early.pid, flush=True)
+""")
+
+
+def test_a_server_a_prefect_profile_names_stops_the_early_one_unused(tmp_path):
+    """A Prefect profile (not the environment) that names a server of its own is read once Prefect
+    loads: the server started early in vain is stopped, and none starts again. ~2 s."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "profiles.toml").write_text('active = "own"\n\n[profiles.own]\nPREFECT_API_URL = "http://127.0.0.1:9/api"\n')
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_PROFILES_PATH": str(home / "profiles.toml")}
+    env.pop("PREFECT_API_URL", None)
+    proc = subprocess.run([sys.executable, "-c", PROFILE], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _gone(int(proc.stdout.split("UNUSED ", 1)[1].split()[0]))
