@@ -20,7 +20,8 @@ LISTED = {
     "rbench/core/stopping.py:_CHILDREN": PROCESS,
     "rbench/core/stopping.py:_HANDLED": PROCESS,
     "rbench/core/lease.py:_HELD": PROCESS,
-    "rbench/orchestration/prefect_server.py:_STARTED": "the one temporary Prefect server a process starts (a notebook's runs share it)",
+    "rbench/orchestration/prefect_server.py:_STARTED": "the one temporary Prefect server a process starts "
+                                                       "(a notebook's runs share it)",
     "rbench/core/imports.py:_TORCH_KEPT_OUT": "whether this process may import torch (stage processes apart)",
     "rbench/door.py:_INTERRUPTED": "console filter: Prefect records of flow runs an interrupt stopped",
     "rbench/core/errors.py:_SHOWN": "console filter: user errors the engine logged lately, shown once",

@@ -36,10 +36,11 @@ def test_the_early_command_is_the_one_prefects_server_class_runs(monkeypatch):
     finally:
         api.SubprocessASGIServer._instances.pop(8999, None)
     args, env = uvicorn_command(8999)
-    app = args.index("rbench.orchestration.prefect_server:server_app")  # Prefect's app, in a server that ends with its parent
+    app = args.index("rbench.orchestration.prefect_server:server_app")  # Prefect's, in a server ending with its parent
     assert seen["args"][app] == "prefect.server.api.server:create_app"
     assert args[:app] + args[app + 1:] == seen["args"][:app] + seen["args"][app + 1:]
-    server_env = {k: seen["env"][k] for k in ("PREFECT_UI_ENABLED", "PREFECT__SERVER_EPHEMERAL", "PREFECT__SERVER_FINAL")}
+    server_env = {k: seen["env"][k]
+                  for k in ("PREFECT_UI_ENABLED", "PREFECT__SERVER_EPHEMERAL", "PREFECT__SERVER_FINAL")}
     assert env == {**os.environ, **server_env, "RBENCH_SERVER_PARENT": str(os.getpid())}
 
 
@@ -182,7 +183,8 @@ def test_a_server_a_prefect_profile_names_stops_the_early_one_unused(tmp_path):
     loads: the server started early in vain is stopped, and none starts again. ~2 s."""
     home = tmp_path / "home"
     home.mkdir()
-    (home / "profiles.toml").write_text('active = "own"\n\n[profiles.own]\nPREFECT_API_URL = "http://127.0.0.1:9/api"\n')
+    (home / "profiles.toml").write_text('active = "own"\n\n[profiles.own]\n'
+                                        'PREFECT_API_URL = "http://127.0.0.1:9/api"\n')
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_PROFILES_PATH": str(home / "profiles.toml")}
     env.pop("PREFECT_API_URL", None)
     proc = subprocess.run([sys.executable, "-c", PROFILE], cwd=REPO, env=env, capture_output=True, text=True,
