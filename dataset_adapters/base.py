@@ -318,10 +318,10 @@ class Adapter(ABC):
 
     Subclasses set ``name``, ``description`` and a pydantic ``Params`` model, list
     their raw ``files`` and stream ``objects`` and ``queries`` from the download folder.
-    Bump the adapter's ``version`` whenever its output changes (``tests/fingerprints.json``
-    notices a changed source without a bump). ``unique_positions``: the adapter counts each
-    document's positions itself, so two objects never share one (the prepare stage then
-    skips its check). ``every_query``: its datasets are scored on every judged query unless the
+    Bump the adapter's ``version`` whenever its output changes (its prepare key also holds a
+    digest of its module's import closure: an edit reruns the stage without a bump too).
+    ``unique_positions``: the adapter counts each document's positions itself, so two objects
+    never share one (the prepare stage then skips its check). ``every_query``: its datasets are scored on every judged query unless the
     experiment sets a ``subsample.size`` (BEIR's own evaluation scores them all).
     ``repeated_record`` says what two records at one place mean in its data. ``where_from`` says,
     for ``rbench list datasets``, where the files of an adapter with required params come from.
