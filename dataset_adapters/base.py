@@ -321,8 +321,9 @@ class Adapter(ABC):
     Bump the adapter's ``version`` whenever its output changes (its prepare key also holds a
     digest of its module's import closure: an edit reruns the stage without a bump too).
     ``unique_positions``: the adapter counts each document's positions itself, so two objects
-    never share one (the prepare stage then skips its check). ``every_query``: its datasets are scored on every judged query unless the
-    experiment sets a ``subsample.size`` (BEIR's own evaluation scores them all).
+    never share one (the prepare stage then skips its check). ``every_query``: its datasets are
+    scored on every judged query unless the experiment sets a ``subsample.size`` (BEIR's own
+    evaluation scores them all).
     ``repeated_record`` says what two records at one place mean in its data. ``where_from`` says,
     for ``rbench list datasets``, where the files of an adapter with required params come from.
     :meth:`models` names the models making its objects runs (torch: the prepare stage runs apart).
