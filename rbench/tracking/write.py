@@ -50,12 +50,17 @@ model-development experiment), not on the GenAI overview of traces rbench never 
 
 
 def ensure_experiment(mlflow, name: str, store: Path, tracking_uri: str | None) -> str:
-    """The id of MLflow experiment ``name``, created (with :data:`EXPERIMENT_KIND`, and its
-    artifacts in ``<store>/mlflow-artifacts`` when MLflow is the store's own database) if it
-    does not exist; an existing experiment without the kind tag gets it."""
+    """The id of MLflow experiment ``name``, created (with :data:`EXPERIMENT_KIND`) if it does
+    not exist; an existing experiment without the kind tag gets it. A new experiment keeps its
+    artifacts beside a local database (``mlflow-artifacts`` beside the store's own ``mlflow.db``,
+    or beside a ``sqlite:///`` file named by ``tracking_uri``), never in MLflow's default
+    ``./mlruns`` of whatever folder the command ran in; a tracking server keeps them where it
+    is set up to."""
     existing = mlflow.get_experiment_by_name(name)
     if existing is None:
-        location = None if tracking_uri is not None else (store.resolve() / "mlflow-artifacts").as_uri()
+        database = store / "mlflow.db" if tracking_uri is None else \
+            Path(tracking_uri[len("sqlite:///"):]) if tracking_uri.startswith("sqlite:///") else None
+        location = None if database is None else (database.resolve().parent / "mlflow-artifacts").as_uri()
         try:
             return mlflow.create_experiment(name, artifact_location=location, tags=EXPERIMENT_KIND)
         except Exception:  # another process created it between our lookup and create

@@ -73,3 +73,24 @@ def test_an_unwritable_cache_keeps_the_empty_database_beside_the_store(tmp_path,
     prepare_tracking(f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}")
     assert (tmp_path / "store" / "mlflow.db").is_file()
     assert [p.name for p in (tmp_path / "store").glob("empty-mlflow-*.db")]
+
+
+def test_an_experiment_keeps_its_artifacts_beside_its_local_database(tmp_path, monkeypatch):
+    """Artifacts go beside the database they belong to: ``mlflow-artifacts`` beside the store's own
+    ``mlflow.db`` or beside a ``sqlite:///`` file the user named, never in MLflow's default
+    ``./mlruns`` of the folder the command ran in (a chunking grid with its own tracking URI left
+    them in the checkout); a tracking server chooses for itself. ~2 s."""
+    import mlflow
+
+    from rbench.tracking.write import ensure_experiment, writing_to
+
+    monkeypatch.chdir(tmp_path)
+    named = tmp_path / "elsewhere" / "runs.db"
+    named.parent.mkdir()
+    for uri, store, expected in ((None, tmp_path / "store", tmp_path / "store" / "mlflow-artifacts"),
+                                 (f"sqlite:///{named}", tmp_path / "store", named.parent / "mlflow-artifacts")):
+        store.mkdir(exist_ok=True)
+        with writing_to(uri or f"sqlite:///{store / 'mlflow.db'}"):
+            experiment = mlflow.get_experiment(ensure_experiment(mlflow, "exp", store, uri))
+        assert experiment.artifact_location == expected.as_uri()
+    assert not (tmp_path / "mlruns").exists()
