@@ -20,6 +20,7 @@ process that started it, however that ends.
 from __future__ import annotations
 
 import atexit
+import importlib
 import importlib.util
 import logging
 import os
@@ -213,7 +214,7 @@ def start_early() -> None:
     temporary ones, is read later (:func:`temporary_server`), which stops this one unused."""
     for ended in [s for s in _STARTED if s.process.poll() is not None]:
         ended.stop()
-    if _STARTED or _served_elsewhere():
+    if _STARTED or own_server() or not _temporary_allowed():
         return
     server = TemporaryServer.spawn()
     _STARTED.append(server)
@@ -223,28 +224,13 @@ def start_early() -> None:
         logging.getLogger("rbench").info("Starting temporary server on %s (its output: %s)", server.url, server_log())
 
 
-def _served_elsewhere() -> bool:
-    """Whether Prefect's settings name an API or forbid temporary servers, as far as is known
-    without importing Prefect (the environment; the settings themselves where Prefect is loaded)."""
-    if settings.read("PREFECT_API_URL"):
-        return True
-    if "prefect.settings" not in sys.modules:
-        return False
-    from prefect.settings import get_current_settings
-
-    current = get_current_settings()
-    return bool(current.api.url) or not current.server.ephemeral.enabled
-
-
 def temporary_server() -> TemporaryServer | None:
     """The temporary server this process's flows report to, answering: where Prefect has no API
     address of the user's (``PREFECT_API_URL``, in the environment or the profile) and allows
     temporary servers, the one :func:`start_early` started (started now if none or it ended);
     else None, and one started in vain is stopped."""
-    from prefect.settings import get_current_settings
-
-    current = get_current_settings()
-    if own_server() or not current.server.ephemeral.enabled:
+    importlib.import_module("prefect.settings")  # loaded: the checks below read Prefect's profile too
+    if own_server() or not _temporary_allowed():
         stop_temporary_server()
         return None
     start_early()
@@ -256,11 +242,24 @@ def temporary_server() -> TemporaryServer | None:
 
 def own_server() -> bool:
     """Whether Prefect reports to a server of the user's own (``PREFECT_API_URL``: a deployed run,
-    a worker), not to the temporary one an ``rbench`` command started."""
+    a worker), not to the temporary one an ``rbench`` command started. Before Prefect is loaded,
+    as far as the environment tells (a profile is read once it is)."""
+    if "prefect.settings" in sys.modules:
+        from prefect.settings import get_current_settings
+
+        url = get_current_settings().api.url
+    else:
+        url = settings.read("PREFECT_API_URL")
+    return bool(url) and url != settings.temporary_api()
+
+
+def _temporary_allowed() -> bool:
+    """Whether Prefect allows temporary servers (assumed until Prefect is loaded)."""
+    if "prefect.settings" not in sys.modules:
+        return True
     from prefect.settings import get_current_settings
 
-    url = get_current_settings().api.url
-    return bool(url) and url != settings.temporary_api()
+    return bool(get_current_settings().server.ephemeral.enabled)
 
 
 def stop_temporary_server() -> None:
