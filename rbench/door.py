@@ -13,6 +13,9 @@ what it opens, so that a setting, a stop or a safeguard one of them honours, eve
 - rbench's environment is set (:func:`setup_environment`): Prefect's temporary server, where no
   ``PREFECT_API_URL`` is set, starts once the checks have passed, writes to its own log and gets
   ``RBENCH_SERVER_STARTUP_SECONDS`` to start;
+- the run gets one :class:`~rbench.core.session.RunSession` (a command's, where a working
+  ``rbench`` command opened one): what the run owns (its leases, child processes, stop
+  callbacks, warm-up threads) is there, and the stop path reads it;
 - SIGINT (Ctrl-C), SIGTERM and SIGHUP end the run within seconds with one line, its leases
   released, its stage processes and the temporary server stopped: on the command line and in a
   script alike (:func:`rbench.core.stopping.signals_handled`).
@@ -225,12 +228,13 @@ def open_experiment(kind: Kind, config: str | Path | Mapping | Any, settings: Do
     (then before the first run: ``rbench reproduce`` opens studies it may not run). ``corpora``:
     a chunking grid's ``--corpus``. A ``benchmark`` also opens a structured config (a mapping, an
     :class:`~rbench.config.ExperimentConfig`), whose relative paths resolve against the working folder."""
+    from rbench.core.session import run_session
     from rbench.core.stopping import interrupts_handled, signals_handled
     from rbench.orchestration.prefect_server import start_early, stop_temporary_server
 
     setup_environment()
     stops = interrupts_handled(_quiet_interrupted_runs) if in_a_notebook() else signals_handled(stop_temporary_server)
-    with stops, door(settings):
+    with run_session(), stops, door(settings):
         if isinstance(config, (str, Path)):
             path = str(Path(config).resolve())
             opened = OpenedExperiment(kind, path, *_resolve(kind, path, corpora), corpora=corpora)

@@ -19,7 +19,6 @@ from typing import Any
 
 from rbench.core.errors import RbenchError
 from rbench.core.processes import Child, Pool, as_child, portable
-from rbench.core.stopping import on_stop
 
 
 class LuceneError(RbenchError):
@@ -45,7 +44,6 @@ class LuceneProcess(Child):
 
 
 POOL = Pool(LuceneProcess)
-on_stop(POOL.stop_all)
 
 
 def lucene_worker() -> LuceneProcess:

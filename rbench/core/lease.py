@@ -5,7 +5,8 @@ holder touches it every ``ttl / 4`` seconds from a heartbeat thread. A waiter br
 lease whose modification time has not changed for ``ttl`` seconds of the waiter's own
 clock (so clocks need not agree between nodes): the holder died. On the holder's own
 host a lease whose process is gone is broken at once. A holder whose lease
-was broken notices (:meth:`Lease.check`) before it publishes anything.
+was broken notices (:meth:`Lease.check`) before it publishes anything. A lease taken in a run
+belongs to its :class:`~rbench.core.session.RunSession`, which releases it at a stop.
 """
 
 from __future__ import annotations
@@ -21,34 +22,14 @@ from pathlib import Path
 
 from rbench.core import settings
 from rbench.core.pids import alive
+from rbench.core.session import RunSession, current
 
 log = logging.getLogger("rbench")
 
-_HELD: set["Lease"] = set()
-_HELD_LOCK = threading.RLock()  # re-entered by a signal handler that runs on the thread holding it
-_STOPPING = threading.Event()
 
 
 class Stopping(RuntimeError):
-    """This process is stopping on a signal: it takes no new lease."""
-
-
-def release_all() -> int:
-    """Release every lease this process holds, and refuse new ones from then on (a process
-    stopping on a signal, whose other threads still run); return how many were released."""
-    with _HELD_LOCK:
-        _STOPPING.set()
-        held = list(_HELD)
-    for lease in held:
-        lease.release()
-    return len(held)
-
-
-def take_leases_again() -> None:
-    """Take leases again after :func:`release_all`, in a process a stop left running (a Jupyter
-    kernel after an interrupt), for its next run."""
-    with _HELD_LOCK:
-        _STOPPING.clear()
+    """This run is stopping on a signal: it takes no new lease."""
 
 
 class LeaseLost(RuntimeError):
@@ -86,6 +67,7 @@ class Lease(LeaseCheck):
         self.token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
+        self._session: RunSession | None = None
 
     def try_acquire(self) -> bool:
         """Take the lease if it is free; never waits."""
@@ -100,16 +82,20 @@ class Lease(LeaseCheck):
         except OSError:  # a full disk: a lease file without its owner would hold others off for the ttl
             self.path.unlink(missing_ok=True)
             raise
-        with _HELD_LOCK:
-            if _STOPPING.is_set():
-                self.path.unlink(missing_ok=True)
-                raise Stopping(f"not taking the lease {self.path}: this process is stopping")
-            self._stop.clear()
-            self._beat = beat = threading.Thread(target=self._heartbeat, name=f"lease-{self.path.name}", daemon=True)
-            _HELD.add(self)
+        self._stop.clear()
+        self._beat = beat = threading.Thread(target=self._heartbeat, name=f"lease-{self.path.name}", daemon=True)
+        session = self._session = current()
+        if session is None:
             beat.start()
-            if self not in _HELD:  # a stop came as it was taken, and released it
-                raise Stopping(f"not taking the lease {self.path}: this process is stopping")
+            return True
+        with session.lease_lock:
+            if session.refuses_leases.is_set():
+                self.path.unlink(missing_ok=True)
+                raise Stopping(f"not taking the lease {self.path}: this run is stopping")
+            session.leases.add(self)
+            beat.start()
+            if self not in session.leases:  # a stop came as it was taken, and released it
+                raise Stopping(f"not taking the lease {self.path}: this run is stopping")
         return True
 
     def acquire(self, timeout: float | None = None) -> None:
@@ -193,8 +179,10 @@ class Lease(LeaseCheck):
 
     def release(self) -> None:
         """Stop the heartbeat and remove the lease file if it is still ours."""
-        with _HELD_LOCK:
-            _HELD.discard(self)
+        session, self._session = self._session, None
+        if session is not None:
+            with session.lease_lock:
+                session.leases.discard(self)
         self._stop.set()
         beat, self._beat = self._beat, None
         if beat is not None and beat.ident is not None:  # a stop can come before the heartbeat started

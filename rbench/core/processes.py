@@ -263,9 +263,10 @@ def close_process(process, conn) -> None:
 
 
 class Pool:
-    """Idle child processes of one kind, reused by this process's threads: :meth:`take` one
-    (``factory`` makes a new one when none is idle), :meth:`put` it back; :meth:`stop_all`
-    kills and reaps every one made, then multiprocessing's resource tracker."""
+    """Idle child processes of one kind, reused by this process's threads (and runs): :meth:`take`
+    one (``factory`` makes a new one when none is idle), :meth:`put` it back; :meth:`stop_all`
+    kills and reaps every one made, then multiprocessing's resource tracker; a stop of a run that
+    took one calls it (:func:`rbench.core.stopping.on_stop`)."""
 
     def __init__(self, factory: Callable[[], Any]):
         self._factory = factory
@@ -274,7 +275,8 @@ class Pool:
         self._lock = threading.Lock()
 
     def take(self):
-        """An idle, living worker, or a new one."""
+        """An idle, living worker, or a new one; a stop of the current run stops the pool's workers."""
+        on_stop(self.stop_all)
         with self._lock:
             while self.idle:
                 worker = self.idle.pop()
@@ -321,5 +323,3 @@ def call_in_process(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     finally:
         STAGE_PROCESSES.put(worker)
 
-
-on_stop(STAGE_PROCESSES.stop_all)

@@ -3,8 +3,9 @@ terminal, unless started under ``nohup``) end a run within seconds, wherever its
 
 Stage work runs in worker threads that Python cannot interrupt, and the interpreter waits
 for them before it exits: a plain ``KeyboardInterrupt`` left a run going for minutes. So the
-handler releases this process's leases, runs the registered cleanups (the temporary Prefect
-server), and ends the process. Nothing is lost: artifacts and checkpoint items are
+handler releases the run's leases, runs the registered cleanups (the temporary Prefect
+server), and ends the process. What it stops is the run's :class:`~rbench.core.session.RunSession`:
+the handler is bound to it, and stage threads reach it through their context. Nothing is lost: artifacts and checkpoint items are
 published atomically, a half-written temporary is never trusted, and the next run resumes
 from the last finished item.
 """
@@ -18,76 +19,74 @@ import signal
 import subprocess
 import sys
 import threading
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
-from rbench.core.lease import release_all, take_leases_again
+from rbench.core.session import RunSession, current, run_session, session_here
 
 log = logging.getLogger("rbench")
-_CLEANUPS: list[Callable[[], None]] = []
-_ON_STOP: list[Callable[[], None]] = []
-_BEFORE_EXIT: list[Callable[[], None]] = []
-_ENDING = threading.Lock()
 
 
 def on_stop(callback: Callable[[], None]) -> None:
-    """Run ``callback`` when this process is stopped by a signal or :func:`exit_soon`, before the
-    cleanups given to :func:`stop_on_signals`: for components that start child processes, which
-    must be ended and reaped (a child left to the init process stays a zombie of the group)."""
-    _ON_STOP.append(callback)
+    """Run ``callback`` when this run (:mod:`rbench.core.session`) is stopped by a signal or
+    :func:`exit_soon`, before the cleanups given to :func:`stop_on_signals`: for components that
+    start child processes, which must be ended and reaped (a child left to the init process
+    stays a zombie of the group). Outside a run nothing stops it, and nothing is registered."""
+    session = current()
+    if session is not None:
+        session.add_on_stop(callback)
 
 
 def before_exit(callback: Callable[[], None]) -> None:
-    """Run ``callback`` when a stopped process is about to end (``os._exit`` skips ``atexit``), before
-    the cleanups given to :func:`stop_on_signals` (the temporary Prefect server):
+    """Run ``callback`` when a stopped run's process is about to end (``os._exit`` skips ``atexit``),
+    before the cleanups given to :func:`stop_on_signals` (the temporary Prefect server):
     for buffers that must reach their destination, such as records batched for a Prefect server.
     :func:`exit_soon` runs it at the stop as well, since Prefect re-raises a raw SIGTERM with the
     default action once it has recorded the run's state. A callback registered twice runs once."""
-    if callback not in _BEFORE_EXIT:
-        _BEFORE_EXIT.append(callback)
-
-
-_CHILDREN: set = set()
-_STOPPING = threading.Event()
+    session = current()
+    if session is not None:
+        session.add_before_exit(callback)
 
 
 def stopping() -> bool:
-    """Whether this process is being stopped (a signal, or :func:`exit_soon`): it ends within seconds."""
-    return _STOPPING.is_set()
-
-
-_RESUMED = threading.Event()  # set once a stop that left the process running (an interrupt) is over
-_RESUMED.set()
-_STOPS_END_THE_PROCESS = threading.Event()  # cleared for good by an interrupt the process outlives
-_STOPS_END_THE_PROCESS.set()
+    """Whether this run is being stopped (a signal, or :func:`exit_soon`): it ends within seconds."""
+    session = current()
+    return session is not None and session.stopping.is_set()
 
 
 def stops_end_the_process() -> bool:
-    """Whether a stop ends this process (False once an interrupt it outlives stopped a run: a Jupyter kernel)."""
-    return _STOPS_END_THE_PROCESS.is_set()
+    """Whether a stop of this run ends its process (not under :func:`interrupts_handled`: a Jupyter kernel)."""
+    session = current()
+    return session is None or not session.outlives_stops
 
 
 def wait_for_the_end() -> None:
     """Block the calling thread until the process ends (a stage whose work a stop took away
     reports nothing: its error would only be a traceback under the stop's one line); in a process
     that outlives its stops (:func:`interrupts_handled`), until the interrupted block has ended."""
-    if _STOPS_END_THE_PROCESS.is_set():
+    session = current()
+    if session is None or not session.outlives_stops:
         threading.Event().wait()
-    _RESUMED.wait()
+    else:
+        session.resumed.wait()
 
 
 @contextlib.contextmanager
 def reaped_on_stop(process: subprocess.Popen) -> Iterator[subprocess.Popen]:
-    """While the block runs, a stop kills ``process`` (a child this process waits for) and
-    reaps it before the process ends."""
-    _CHILDREN.add(process)
+    """While the block runs, a stop of this run kills ``process`` (a child this process waits for)
+    and reaps it before the process ends."""
+    session = current()
+    if session is None:
+        yield process
+        return
+    session.children.add(process)
     try:
         yield process
     finally:
-        _CHILDREN.discard(process)
+        session.children.discard(process)
 
 
-def _reap_children() -> None:
-    for process in list(_CHILDREN):
+def _reap_children(session: RunSession) -> None:
+    for process in list(session.children):
         try:
             process.kill()
             process.wait(timeout=2)
@@ -95,16 +94,13 @@ def _reap_children() -> None:
             pass
 
 
-def _run_cleanups(name: str, children: bool = True, cleanups: bool = True) -> None:
-    for cleanup in [*([_reap_children, *_ON_STOP] if children else []),
-                    *([*_BEFORE_EXIT, *_CLEANUPS] if cleanups else [])]:
+def _run_cleanups(session: RunSession, name: str, children: bool = True, cleanups: bool = True) -> None:
+    for cleanup in [*([lambda: _reap_children(session), *session.on_stop] if children else []),
+                    *([*session.before_exit, *session.cleanups] if cleanups else [])]:
         try:
             cleanup()
         except Exception as e:  # stopping goes on whatever a cleanup does
             log.debug("cleanup on %s failed: %s", name, e)
-
-
-_HANDLED: list[int] = []
 
 
 def in_a_notebook() -> bool:
@@ -115,80 +111,87 @@ def in_a_notebook() -> bool:
     return shell is not None and "ipykernel" in sys.modules
 
 
-def stop_now(signum: int) -> None:
+def stop_now(signum: int, session: RunSession | None = None) -> None:
     """End this process now, as a signal ``signum`` to it does once :func:`stop_on_signals` is
-    installed: leases released, one line (none when :func:`exit_soon` already said it), the
-    cleanups, exit code 128 + ``signum``."""
-    _STOPPING.set()
+    installed: the run's (``session``'s, else the current one's) leases released, one line (none
+    when :func:`exit_soon` already said it), the cleanups, exit code 128 + ``signum``."""
+    session = session or current() or RunSession()
+    session.stopping.set()
     with contextlib.suppress(ValueError):  # outside the main thread the handlers stay
-        for number in _HANDLED:
+        for number in session.handled:
             signal.signal(number, signal.SIG_IGN)
     name = signal.Signals(signum).name
-    released = release_all()
-    if _ENDING.acquire(blocking=False):
+    released = session.release_leases()
+    if session.ending.acquire(blocking=False):
         message = (f"rbench: {name}: stopped ({released} lease(s) released); finished stages and items are kept, "
                    "and the next run resumes from them\n")
         with contextlib.suppress(OSError):  # after a hang-up the terminal may be gone
             os.write(2, message.encode())  # not print: a flow with log_prints turns it into a log record
-    _run_cleanups(name)
+    _run_cleanups(session, name)
     with contextlib.suppress(OSError, ValueError):
         sys.stdout.flush()
     os._exit(128 + signum)
 
 
 def handles_signals() -> bool:
-    """Whether :func:`stop_on_signals` is installed in this process (``rbench run``)."""
-    return bool(_HANDLED)
+    """Whether :func:`stop_on_signals` is installed for this run (``rbench run``)."""
+    session = current()
+    return session is not None and bool(session.handled)
 
 
-def _handler(signum: int, frame) -> None:
-    stop_now(signum)
+def _handler(session: RunSession) -> Callable[[int, Any], None]:
+    return lambda signum, frame: stop_now(signum, session)
 
 
 def take_back_sigterm() -> bool:
     """Install :func:`stop_on_signals`'s handler for SIGTERM again, over one a library installed
     since (Prefect's flow engine turns SIGTERM into an exception that unwinds the flow and logs a
     crash per flow level); only where it was installed, in the main thread. Returns whether it was."""
-    if signal.SIGTERM not in _HANDLED or threading.current_thread() is not threading.main_thread():
+    session = current()
+    if session is None or signal.SIGTERM not in session.handled \
+            or threading.current_thread() is not threading.main_thread():
         return False
-    signal.signal(signal.SIGTERM, _handler)
+    signal.signal(signal.SIGTERM, _handler(session))
     return True
 
 
 def stop_on_signals(*cleanups: Callable[[], None]) -> bool:
     """Install the handler for SIGINT, SIGTERM and SIGHUP (a closed terminal, a dropped ssh
-    session), in the main thread only; return whether it was. A SIGHUP that is ignored (a run
-    started under ``nohup``) stays ignored. ``cleanups`` also run when a run ends through
-    :func:`exit_soon`."""
+    session), in the main thread only, for the current run session (a new one, current from here
+    on, where there is none: a process that is one run); return whether it was installed. A SIGHUP
+    that is ignored (a run started under ``nohup``) stays ignored. ``cleanups`` also run when a run
+    ends through :func:`exit_soon`."""
     if threading.current_thread() is not threading.main_thread():
         return False
-    _CLEANUPS[:] = cleanups
-    _HANDLED[:] = [signal.SIGINT, signal.SIGTERM]
+    session = session_here()
+    session.cleanups[:] = cleanups
+    session.handled[:] = [signal.SIGINT, signal.SIGTERM]
     if signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:
-        _HANDLED.append(signal.SIGHUP)
-    for number in _HANDLED:
-        signal.signal(number, _handler)
+        session.handled.append(signal.SIGHUP)
+    for number in session.handled:
+        signal.signal(number, _handler(session))
     return True
 
 
 @contextlib.contextmanager
 def signals_handled(*cleanups: Callable[[], None]) -> Iterator[bool]:
-    """:func:`stop_on_signals` for the block only, where nothing installed it yet (a script calling
-    :func:`rbench.run`); the handlers found before come back after it. Yields whether this block
-    installed them (not in another thread, nor where they are installed already)."""
+    """:func:`stop_on_signals` for the block's run session only, where nothing installed it yet (a
+    script calling :func:`rbench.run`); the handlers found before come back after it. Yields
+    whether this block installed them (not in another thread, nor where they are installed already)."""
     if handles_signals() or threading.current_thread() is not threading.main_thread():
         yield False
         return
     before = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    stop_on_signals(*cleanups)
-    try:
-        yield True
-    finally:
-        for number, handler in before.items():
-            if handler is not None:
-                signal.signal(number, handler)
-        _HANDLED.clear()
-        _CLEANUPS.clear()
+    with run_session() as session:
+        stop_on_signals(*cleanups)
+        try:
+            yield True
+        finally:
+            for number, handler in before.items():
+                if handler is not None:
+                    signal.signal(number, handler)
+            session.handled.clear()
+            session.cleanups.clear()
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -215,33 +218,32 @@ def interrupts_handled(on_interrupt: Callable[[], None] = lambda: None) -> Itera
 
     def interrupted(signum: int, frame) -> None:
         signal.signal(signal.SIGINT, before)  # a second interrupt is the process's own
-        _STOPS_END_THE_PROCESS.clear()
-        _RESUMED.clear()
-        _STOPPING.set()
-        released = release_all()
-        _run_cleanups("SIGINT", cleanups=False)
+        session.resumed.clear()
+        session.stopping.set()
+        released = session.release_leases()
+        _run_cleanups(session, "SIGINT", cleanups=False)
         on_interrupt()
         said.append(f"rbench: stopped ({released} lease(s) released); finished stages and items are kept, and the "
                     "next run resumes from them")
         raise RunInterrupted(said[-1])
 
     said: list[str] = []
-    signal.signal(signal.SIGINT, interrupted)
-    try:
-        yield True
-    except KeyboardInterrupt:
-        if not said:
-            raise
-        raise RunInterrupted(said[-1]) from None  # the engine may have wrapped or re-raised it
-    finally:
-        signal.signal(signal.SIGINT, before)
-        _STOPPING.clear()
-        take_leases_again()
-        _RESUMED.set()
+    with run_session() as session:
+        session.outlives_stops = True
+        signal.signal(signal.SIGINT, interrupted)
+        try:
+            yield True
+        except KeyboardInterrupt:
+            if not said:
+                raise
+            raise RunInterrupted(said[-1]) from None  # the engine may have wrapped or re-raised it
+        finally:
+            signal.signal(signal.SIGINT, before)
+            session.resumed.set()  # the interrupted run's stage threads end now; the next run has a session of its own
 
 
 def exit_soon(code: int, grace_seconds: float = 5.0, reason: str = "told to stop") -> None:
-    """Release this process's leases now and end the process with ``code`` after ``grace_seconds``,
+    """Release this run's leases now and end the process with ``code`` after ``grace_seconds``,
     whatever its worker threads are doing: for a deployed run that Prefect told to stop (a
     cancellation, a pod deletion), where Prefect owns the signal handler and needs a moment to
     report the run's state, but the interpreter would then wait minutes for running stages.
@@ -249,22 +251,23 @@ def exit_soon(code: int, grace_seconds: float = 5.0, reason: str = "told to stop
     :func:`before_exit` callbacks run (and again at the end); the cleanups given to
     :func:`stop_on_signals` (the temporary Prefect server) run at the end.
     A second call while the first is pending does nothing."""
-    if not _ENDING.acquire(blocking=False):
+    session = current() or RunSession()
+    if not session.ending.acquire(blocking=False):
         return
-    _STOPPING.set()
-    released = release_all()
+    session.stopping.set()
+    released = session.release_leases()
     os.write(2, (f"rbench: {reason}: stopped ({released} lease(s) released); the process ends within "
                  f"{grace_seconds:.0f}s; finished stages and items are kept, and the next run resumes from them\n"
                  ).encode())
-    _run_cleanups(reason, cleanups=False)  # the children stop now: no progress after the line
-    for callback in _BEFORE_EXIT:  # now too: Prefect may end the process by the signal's default action
+    _run_cleanups(session, reason, cleanups=False)  # the children stop now: no progress after the line
+    for callback in session.before_exit:  # now too: Prefect may end the process by the signal's default action
         try:
             callback()
         except Exception as e:
             log.debug("%s on %s failed: %s", callback.__name__, reason, e)
 
     def end() -> None:
-        _run_cleanups(reason, children=False)
+        _run_cleanups(session, reason, children=False)
         sys.stdout.flush()
         os._exit(code)
 

@@ -32,6 +32,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from rbench.config import ExecutionConfig
 from rbench.core.errors import MissingExtraError
 from rbench.core.processes import build_call
+from rbench.core.session import RunSession, current
 from rbench.core.stopping import in_a_notebook, stopping, wait_for_the_end
 from rbench.core.store import Artifact, Stage, Store, summarize
 from rbench.results import StageRow
@@ -102,12 +103,20 @@ class StoppableThreads(ThreadPoolTaskRunner[Any]):
     When Prefect turns a SIGTERM into ``TerminationSignal``, the flow engine cancels the
     runner's tasks before it reports the run Crashed, and Prefect's ``cancel_all`` waits for
     every running thread: a stage thread waiting on a dense encode held it past the process's
-    grace period, so the ``-stages`` subflow stayed Running for good. While rbench is stopping
-    (:func:`rbench.core.stopping.stopping`), the pool is shut down without waiting; the threads
-    end with the process."""
+    grace period, so the ``-stages`` subflow stayed Running for good. While the run whose stages
+    it runs is stopping (its :class:`~rbench.core.session.RunSession`, taken at the first submit:
+    the engine cancels after the flow's body, and its session, have ended), the pool is shut down
+    without waiting; the threads end with the process."""
+
+    _session: RunSession | None = None
+
+    def submit(self, *args: Any, **kwargs: Any) -> Any:
+        self._session = self._session or current()  # the run whose stop cancels these threads
+        return super().submit(*args, **kwargs)
 
     def cancel_all(self) -> None:
-        if not stopping() or self._executor is None:
+        stopped = self._session is not None and self._session.stopping.is_set()
+        if not (stopped or stopping()) or self._executor is None:
             return super().cancel_all()
         for event in self._cancel_events.values():
             event.set()
@@ -233,7 +242,7 @@ def forward_logs_to_prefect() -> bool:
     rbench's level. Records made outside a run (a lease's heartbeat) stay local; Prefect's handler
     sends them in batches, and a stopped run sends what is batched before its process ends.
     ``rbench run``'s temporary server gets none: the terminal shows them. Returns whether records
-    are forwarded; a second call adds nothing."""
+    are forwarded; a second call adds no handler."""
     from prefect.logging.handlers import APILogHandler
 
     from rbench.core.stopping import before_exit
@@ -247,9 +256,9 @@ def forward_logs_to_prefect() -> bool:
         handler.addFilter(_InRun())
         logger.addHandler(handler)
         logger.addFilter(_NamedByRun())
-        before_exit(_send_batched_logs)
         if logger.level == logging.NOTSET:
             logger.setLevel(logging.INFO)
+    before_exit(_send_batched_logs)  # the run's session's: a stopped run sends what is batched
     return True
 
 
@@ -370,23 +379,26 @@ def ended_by_termination(grace_seconds: float = 5.0) -> Iterator[None]:
     threads. In ``rbench run`` on its temporary server, whose states nobody reads, SIGTERM stays
     rbench's own from here to the flow's end, so it ends the run at once as it does outside a
     flow: one line, no "Crash detected" record per flow level. The next run resumes from the last
-    finished item."""
+    finished item. A flow no door started (a deployed run) opens its run session here
+    (:mod:`rbench.core.session`)."""
     from prefect.exceptions import TerminationSignal
 
+    from rbench.core.session import run_session
     from rbench.core.stopping import exit_soon, handles_signals, stop_now, take_back_sigterm
     from rbench.orchestration.prefect_server import own_server
 
-    temporary_server = handles_signals() and not own_server()
-    if temporary_server:
-        take_back_sigterm()
-    try:
-        yield
-    except TerminationSignal as e:
-        if temporary_server:  # it came while Prefect held SIGTERM: a subflow was starting
-            stop_now(e.signal)
-        exit_soon(128 + e.signal, grace_seconds, reason=signal.Signals(e.signal).name)
-        _cancelled_if_asked()
-        raise
+    with run_session():
+        temporary_server = handles_signals() and not own_server()
+        if temporary_server:
+            take_back_sigterm()
+        try:
+            yield
+        except TerminationSignal as e:
+            if temporary_server:  # it came while Prefect held SIGTERM: a subflow was starting
+                stop_now(e.signal)
+            exit_soon(128 + e.signal, grace_seconds, reason=signal.Signals(e.signal).name)
+            _cancelled_if_asked()
+            raise
 
 
 def _cancelled_if_asked() -> None:

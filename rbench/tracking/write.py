@@ -9,7 +9,6 @@ import logging
 import math
 import os
 import re
-import threading
 import time
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -21,6 +20,7 @@ from rbench.core import settings
 from rbench.core.errors import TrackingError
 from rbench.core.hashing import canonical_json
 from rbench.core.secrets import redact, split_credentials
+from rbench.core.session import current
 from rbench.results import Failure, PairResult, StageRow
 from rbench.tasks.evaluate import read_aggregate
 from rbench.tracking.backend import experiment_of_run, prepare_tracking, tracking
@@ -208,17 +208,15 @@ def headline_metrics(rows: Sequence[dict], headline: Sequence[str] = ("recall", 
             if r["metric"] in headline or f"{r['metric']}@{r['k'] or 'all'}" in headline}
 
 
-_WARMING: list[threading.Thread] = []
-
-
 def warm_up() -> None:
     """Import what logging an experiment imports (MLflow's SQL store, matplotlib for its plots) in a
-    background thread, while the stages run: a cold run spent about 2 s on it after its last
-    stage. :func:`log_experiment` waits for that thread, so that no module is imported from two
-    threads at once."""
-    if not _WARMING:
-        _WARMING.append(threading.Thread(target=_import_for_logging, name="rbench-warm-up", daemon=True))
-        _WARMING[0].start()
+    background thread of the run's session (:mod:`rbench.core.session`), while the stages run: a
+    cold run spent about 2 s on it after its last stage. :func:`log_experiment` waits for the
+    session's warm-ups, so that no module is imported from two threads at once. Outside a run,
+    logging imports them itself."""
+    session = current()
+    if session is not None:
+        session.warm_up("rbench-warm-up", _import_for_logging)
 
 
 def _import_for_logging() -> None:
@@ -240,8 +238,9 @@ def log_experiment(
     With ``reuse_parent`` (the flow's own logging), a retried flow run logs into the parent run
     its earlier attempt logged; logging kept from another run (``rbench log``) never does.
     """
-    for thread in _WARMING:
-        thread.join()
+    session = current()
+    if session is not None:
+        session.wait_for_warm_ups()
     with writing_to(cfg.tracking_uri()):
         return _log_experiment(cfg, results, report, config_text, extra_artifacts, failures, reuse_parent)
 

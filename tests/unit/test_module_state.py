@@ -1,7 +1,10 @@
-"""Module-level mutable state, inventoried (issue 67, item 3 in part): every private mutable container
-at module level and every ``global`` statement in rbench's packages is listed here with why it belongs
-to the process rather than to a run. A new one fails this test until it is listed or moved into what a
-run owns (the plan, handed to the flow). ~1 s: the sources are parsed, nothing is imported."""
+"""No module-level mutable run state (issue 67, item 3): what a run owns (its leases, child processes,
+stop callbacks and signal handling, warm-up threads) is its :class:`~rbench.core.session.RunSession`,
+and what the door built is handed to its flow (the plan, the opened config), both through context
+variables. Every private mutable container (an ``Event`` included) at module level and every ``global``
+statement left in rbench's packages is listed here with why it belongs to the process, outliving a
+run. A new one fails this test until it is listed or moved into the run session. ~1 s: the sources are
+parsed, nothing is imported."""
 
 from __future__ import annotations
 
@@ -11,21 +14,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("rbench", "dataset_adapters", "tasks", "retrievers", "evaluation", "flows", "deployments")
 MUTABLE_CALLS = {"dict", "list", "set", "defaultdict", "OrderedDict", "deque", "Counter", "WeakValueDictionary",
-                 "WeakKeyDictionary", "WeakSet"}
-PROCESS = "the process's signal handling, leases and child processes: one per process, not per run"
+                 "WeakKeyDictionary", "WeakSet", "Event"}
 LISTED = {
-    "rbench/core/stopping.py:_CLEANUPS": PROCESS,
-    "rbench/core/stopping.py:_ON_STOP": PROCESS,
-    "rbench/core/stopping.py:_BEFORE_EXIT": PROCESS,
-    "rbench/core/stopping.py:_CHILDREN": PROCESS,
-    "rbench/core/stopping.py:_HANDLED": PROCESS,
-    "rbench/core/lease.py:_HELD": PROCESS,
     "rbench/orchestration/prefect_server.py:_STARTED": "the one temporary Prefect server a process starts "
-                                                       "(a notebook's runs share it)",
+                                                       "(a notebook's runs share it: ~3 s each otherwise)",
     "rbench/core/imports.py:_TORCH_KEPT_OUT": "whether this process may import torch (stage processes apart)",
     "rbench/door.py:_INTERRUPTED": "console filter: Prefect records of flow runs an interrupt stopped",
     "rbench/core/errors.py:_SHOWN": "console filter: user errors the engine logged lately, shown once",
-    "rbench/tracking/write.py:_WARMING": "the thread importing MLflow's store once per process",
     "rbench/llm/backends.py:_LOADED": "models loaded in this process, reused across runs",
     "rbench/llm/budget.py:_BUDGETS": "per-endpoint concurrency limits shared by every LLM client of the process",
     "rbench/orchestration/runner.py:_GPU_SLOTS": "per-process GPU semaphores of the thread runner",
@@ -68,6 +63,6 @@ def test_module_level_mutable_state_is_the_listed_process_state():
 
 def test_the_scan_sees_state_in_every_form(tmp_path):
     source = tmp_path / "m.py"
-    source.write_text("_A = {}\n_B: list[int] = []\n_C = set()\nD = {}\n__all__ = []\n"
+    source.write_text("_A = {}\n_B: list[int] = []\n_C = set()\nD = {}\n__all__ = []\n_F = threading.Event()\n"
                       "def f():\n    global _E\n    _E = 1\n")
-    assert module_state(source) == ["_A", "_B", "_C", "global _E"]  # public constants and __all__ are not state
+    assert module_state(source) == ["_A", "_B", "_C", "_F", "global _E"]  # public constants and __all__ are not state

@@ -57,9 +57,10 @@ def test_a_run_that_prefect_stops_says_stopped_and_ends_with_the_signals_code():
 
 CHILD_DURING_THE_GRACE = """
 import subprocess, sys, time
+from rbench.core.session import run_session
 from rbench.core.stopping import exit_soon, reaped_on_stop
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-with reaped_on_stop(child):
+with run_session(), reaped_on_stop(child):  # a deployed run's session (ended_by_termination opens it)
     exit_soon(143, 3.0, reason="SIGTERM")
     print("child ended" if child.poll() is not None else "child running", flush=True)
     time.sleep(30)
@@ -131,8 +132,8 @@ def shard():
 @flow(task_runner=task_runner(ExecutionConfig(runner="threads", max_workers=2)))
 def stages():
     print(flow_run.get_id(), flush=True)
-    forward_logs_to_prefect()
-    with ended_by_termination(grace_seconds=5):
+    with ended_by_termination(grace_seconds=5):  # the run's session: its stop sends the batched records
+        forward_logs_to_prefect()  # as the stages' Submitter does
         shard.submit()
         started.wait(30)
         logging.getLogger("rbench").info("dense: encoded rows 0-64 of shard 0:150")

@@ -12,6 +12,7 @@ import pytest
 
 from rbench.core import lease
 from rbench.core.lease import Lease, LeaseLost, Stopping
+from rbench.core.session import RunSession, bound
 from rbench.core.store import MANIFEST, Stage, Store
 
 
@@ -87,34 +88,62 @@ def test_a_live_lease_is_kept_alive_and_waited_for(tmp_path):
     second.release()
 
 
-def test_a_stop_between_registering_a_lease_and_starting_its_heartbeat_releases_it(tmp_path, monkeypatch):
-    """A stop (``release_all``, from a signal handler on the taking thread) that comes after the
-    lease is registered and before its heartbeat runs: the lease is released and the taker told
-    to stop. Seen once as ``cannot join thread before it is started`` on a cancelled deployed run."""
+def test_a_stop_between_registering_a_lease_and_starting_its_heartbeat_releases_it(tmp_path):
+    """A stop (the session's ``release_leases``, from a signal handler on the taking thread) that
+    comes after the lease is registered and before its heartbeat runs: the lease is released and
+    the taker told to stop. Seen once as ``cannot join thread before it is started`` on a
+    cancelled deployed run."""
 
     class StopOnAdd(set):
         def add(self, item):
             super().add(item)
-            lease.release_all()
+            session.release_leases()
 
-    monkeypatch.setattr(lease, "_HELD", StopOnAdd())
+    session = RunSession()
+    session.leases = StopOnAdd()
     errors: list[BaseException] = []
 
     def take():
         try:
-            Lease(tmp_path / "k.lease").try_acquire()
+            with bound(session):
+                Lease(tmp_path / "k.lease").try_acquire()
         except BaseException as e:
             errors.append(e)
 
     taker = threading.Thread(target=take, daemon=True)
     taker.start()
     taker.join(10)
-    try:
-        assert not taker.is_alive(), "taking the lease deadlocked with the stop"
-        assert [type(e) for e in errors] == [Stopping], errors
-        assert not (tmp_path / "k.lease").exists()
-    finally:
-        lease._STOPPING.clear()
+    assert not taker.is_alive(), "taking the lease deadlocked with the stop"
+    assert [type(e) for e in errors] == [Stopping], errors
+    assert not (tmp_path / "k.lease").exists()
+
+
+def test_a_run_session_holds_its_own_leases_and_a_stop_releases_only_them(tmp_path):
+    """Two runs in one process (a notebook's): a stop of one releases its leases and refuses it new
+    ones, while the other's stay held and it takes new ones; a lease taken outside any run
+    belongs to none. Hand count: two leases in the stopped run, one in the other."""
+    stopped, going = RunSession(), RunSession()
+    outside = Lease(tmp_path / "outside.lease")
+    assert outside.try_acquire()
+    held = {}
+    for name, session, keys in (("stopped", stopped, ["a", "b"]), ("going", going, ["c"])):
+        with bound(session):
+            held[name] = [Lease(tmp_path / f"{key}.lease") for key in keys]
+            assert all(taken.try_acquire() for taken in held[name])
+    assert stopped.leases == set(held["stopped"]) and going.leases == set(held["going"])
+    assert stopped.release_leases() == 2
+    assert not (tmp_path / "a.lease").exists() and not (tmp_path / "b.lease").exists()
+    assert (tmp_path / "c.lease").exists() and (tmp_path / "outside.lease").exists()
+    with bound(stopped), pytest.raises(Stopping, match="this run is stopping"):
+        Lease(tmp_path / "d.lease").try_acquire()
+    with bound(going):
+        again = Lease(tmp_path / "d.lease")
+        assert again.try_acquire() and again in going.leases
+    again.release()
+    assert again not in going.leases and not (tmp_path / "d.lease").exists()
+    assert going.release_leases() == 1 and not (tmp_path / "c.lease").exists()
+    outside.release()
+    assert not (tmp_path / "outside.lease").exists()
 
 
 def test_a_builder_whose_lease_was_taken_publishes_nothing(tmp_path):
@@ -255,7 +284,7 @@ def test_a_lease_whose_owner_cannot_be_written_leaves_no_file(tmp_path, monkeypa
     held = Lease(tmp_path / ".locks" / "key")
     with pytest.raises(OSError, match="No space left"):
         held.try_acquire()
-    assert not held.path.exists() and held not in lease._HELD
+    assert not held.path.exists() and held._session is None
 
 
 def test_a_full_disk_mid_build_is_one_error_naming_the_store_and_the_rerun_builds_it(tmp_path):
