@@ -147,7 +147,11 @@ def prefect_home(home: Path) -> str:
 
 @pytest.fixture(scope="session")
 def prefect_server():
-    """One Prefect test server for the whole session (flows in integration and system tests)."""
+    """One Prefect test server for the whole session (flows in integration and system tests).
+    Prefect's logging is configured here too (``prefect.main``'s import does it): configured in a
+    test using ``capsys``, the first to import ``prefect.flow``, its console handler kept that
+    test's closed stream, and every later flow of the worker failed in a logging-error loop."""
+    import prefect.main  # noqa: F401
     from prefect.testing.utilities import prefect_test_harness
 
     with prefect_test_harness(server_startup_timeout=120):

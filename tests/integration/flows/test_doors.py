@@ -195,6 +195,36 @@ def test_a_cold_run_plans_once_builds_each_retriever_twice_and_reads_its_file_on
     assert {r[3] for r in rows} == {"cached"} and "9 stages: 9 cached, 0 to run; 2 dataset x retriever pairs" in out
 
 
+def test_a_run_owns_one_session_that_its_flow_and_stage_threads_read(tmp_path, tiny_files, monkeypatch):
+    """Issue 67, item 3: the door opens one :class:`~rbench.core.session.RunSession`; the flow it
+    starts and every lease the run's builds take (stage threads of Prefect's runner among them)
+    belong to it, it holds none once the run ended, and no session is current after the run.
+    A second run gets a session of its own (a notebook's runs share no stop state)."""
+    import threading
+
+    import rbench.door
+    from rbench.core import session as sessions
+    from rbench.core.lease import Lease
+
+    flows, leases = [], []
+    run_flow, try_acquire = rbench.door.run_flow, Lease.try_acquire
+
+    def taking(self):
+        taken = try_acquire(self)
+        leases.extend([(threading.current_thread(), sessions.current())] if taken else [])
+        return taken
+
+    monkeypatch.setattr(rbench.door, "run_flow", lambda *a, **k: flows.append(sessions.current()) or run_flow(*a, **k))
+    monkeypatch.setattr(Lease, "try_acquire", taking)
+    for store in ("first", "second"):
+        rbench.run(_config(tmp_path, "run", tiny_files, store=str(tmp_path / store)))
+    first, second = flows
+    assert first is not None and second is not None and first is not second and sessions.current() is None
+    assert {id(session) for _, session in leases} == {id(first), id(second)}
+    assert any(thread is not threading.main_thread() for thread, _ in leases)  # the stage threads' leases too
+    assert not first.leases and not second.leases and not first.stopping.is_set()
+
+
 def test_rbench_run_takes_what_a_notebook_holds_a_mapping_or_an_experiment_config(tmp_path, tiny_files,
                                                                                   monkeypatch):
     """Issue 67, item 7: ``rbench.run`` takes a mapping or an ``ExperimentConfig`` as it takes a file
