@@ -5,9 +5,9 @@ Stage work runs in worker threads that Python cannot interrupt, and the interpre
 for them before it exits: a plain ``KeyboardInterrupt`` left a run going for minutes. So the
 handler releases the run's leases, runs the registered cleanups (the temporary Prefect
 server), and ends the process. What it stops is the run's :class:`~rbench.core.session.RunSession`:
-the handler is bound to it, and stage threads reach it through their context. Nothing is lost: artifacts and checkpoint items are
-published atomically, a half-written temporary is never trusted, and the next run resumes
-from the last finished item.
+the handler is bound to it, and stage threads reach it through their context. Nothing is lost:
+artifacts and checkpoint items are published atomically, a half-written temporary is never
+trusted, and the next run resumes from the last finished item.
 """
 
 from __future__ import annotations
