@@ -27,7 +27,6 @@ from rbench.core.session import RunSession, current
 log = logging.getLogger("rbench")
 
 
-
 class Stopping(RuntimeError):
     """This run is stopping on a signal: it takes no new lease."""
 
