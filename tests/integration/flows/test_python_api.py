@@ -107,3 +107,25 @@ def test_a_dataset_named_with_a_slash_round_trips_through_results_export_and_com
         "my%2Ftiny.bm25s.trec", "my%2Ftiny.qrels"]
     [doc] = rbench.compare(results, measures=["recall@3"], baseline="bm25s", trials=100).tables
     assert doc["dataset"] == "my/tiny" and [r["system"] for r in doc["rows"]] == ["bm25s", "bm25s-b"]
+
+
+def test_a_notebook_that_deletes_its_store_between_two_runs_logs_both_to_mlflow(tmp_path, tiny_files, monkeypatch):
+    """MLflow keeps one store per tracking URI for the process: its pooled connection to the store's
+    database, deleted with the store, failed the second run's every write ("attempt to write a readonly
+    database"; the logging was kept as pending). rbench makes the database again, and MLflow opens it
+    afresh (``NullPool``)."""
+    import shutil
+
+    monkeypatch.delenv("MLFLOW_SQLALCHEMYSTORE_POOLCLASS", raising=False)  # as in a fresh kernel
+    corpus, queries = tiny_files
+    experiment = {"name": "again", "store": str(tmp_path / "store"), "depth": 10, "metrics": {"k": [1, 3]},
+                  "datasets": [tiny_dataset(corpus, queries)], "retrievers": [{"name": "bm25s"}]}
+    first = rbench.run(experiment)
+    shutil.rmtree(tmp_path / "store")
+    second = rbench.run(experiment)
+    assert first.mlflow_run_id and second.mlflow_run_id and second.mlflow_run_id != first.mlflow_run_id
+    assert not (tmp_path / "store" / "_mlflow-pending").exists()
+    from mlflow.tracking import MlflowClient
+
+    run = MlflowClient(f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}").get_run(second.mlflow_run_id)
+    assert run.info.status == "FINISHED" and run.data.metrics
