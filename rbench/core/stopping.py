@@ -251,7 +251,7 @@ def exit_soon(code: int, grace_seconds: float = 5.0, reason: str = "told to stop
     :func:`before_exit` callbacks run (and again at the end); the cleanups given to
     :func:`stop_on_signals` (the temporary Prefect server) run at the end.
     A second call while the first is pending does nothing."""
-    session = current() or RunSession()
+    session = session_here()  # outside a run: one made here, so that a second call sees the first
     if not session.ending.acquire(blocking=False):
         return
     session.stopping.set()
