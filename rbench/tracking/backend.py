@@ -41,6 +41,26 @@ def tracking(uri: str):
                 os.environ[name] = value
 
 
+def opened_afresh(uri: str) -> None:
+    """Where ``uri`` is a local sqlite database, MLflow's SQL databases are opened afresh for each
+    of MLflow's sessions in this process from now on (``MLFLOW_SQLALCHEMYSTORE_POOLCLASS=NullPool``,
+    unless set): MLflow keeps one store per URI for the process, and its pooled connection to a
+    database deleted since (a notebook that removed its store between two runs) failed every
+    write with "attempt to write a readonly database", though :func:`prepare_tracking` had made
+    the database again. About 0.75 ms per MLflow call (``tests/benchmarks/mlflow_pool.py``); a
+    process that only talks to a server database keeps MLflow's pool."""
+    if uri.startswith("sqlite:"):
+        os.environ.setdefault("MLFLOW_SQLALCHEMYSTORE_POOLCLASS", "NullPool")
+
+
+def mlflow_client(uri: str):
+    """An ``MlflowClient`` for ``uri`` (a local database opened afresh: :func:`opened_afresh`)."""
+    from mlflow.tracking import MlflowClient
+
+    opened_afresh(uri)
+    return MlflowClient(tracking_uri=uri)
+
+
 def prepare_tracking(uri: str) -> None:
     """Make a local sqlite tracking database safe to open from many processes at once.
 
@@ -50,16 +70,11 @@ def prepare_tracking(uri: str) -> None:
     :func:`empty_database`) on a temporary file that is renamed into place when complete. A
     database of 0 bytes (a copy that failed, a full disk) holds nothing: it is created anew.
 
-    From then on this process opens MLflow's SQL databases afresh for each of MLflow's sessions
-    (``MLFLOW_SQLALCHEMYSTORE_POOLCLASS=NullPool``, unless set): MLflow keeps one store per URI
-    for the process, and its pooled connection to a database deleted since (a notebook that
-    removed its store between two runs) failed every write with "attempt to write a readonly
-    database", though the database had been made again here. It costs about 0.7 ms per MLflow
-    call (``tests/benchmarks/mlflow_pool.py``).
+    The database is opened afresh for each of MLflow's sessions (:func:`opened_afresh`).
     """
     if not uri.startswith("sqlite:///"):
         return
-    os.environ.setdefault("MLFLOW_SQLALCHEMYSTORE_POOLCLASS", "NullPool")
+    opened_afresh(uri)
     path = Path(uri[len("sqlite:///"):])
     if path.exists() and not _holds_nothing(path):
         _check_sqlite(path)

@@ -9,6 +9,7 @@ from typing import Sequence
 
 from rbench.core.locations import rbench_command
 from rbench.core.secrets import redact
+from rbench.tracking.backend import mlflow_client
 
 WHOLE_RANKING = ("map", "rprec")
 """The measures logged over the whole ranking, under their name alone (k 0)."""
@@ -48,11 +49,9 @@ def list_runs(tracking_uri: str, experiment: str | None = None, limit: int = 20)
     ``dataset.system`` pairs whose headline metrics the run holds."""
     import datetime
 
-    from mlflow.tracking import MlflowClient
-
     from rbench.core.errors import RbenchError
 
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = mlflow_client(tracking_uri)
     experiments = {e.experiment_id: e.name for e in client.search_experiments()}
     if experiment is not None:
         found = [i for i, name in experiments.items() if name == experiment]
@@ -87,11 +86,10 @@ def load_chunking_table(tracking_uri: str, run: str, experiment: str | None, nam
     import tempfile
 
     from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
 
     from rbench.core.errors import RbenchError
 
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = mlflow_client(tracking_uri)
     try:
         parent = find_parent_run(client, experiment, run)
     except MlflowException as e:
@@ -148,11 +146,10 @@ def differing_params(tracking_uri: str, runs: Sequence[str], experiment: str | N
     """The parameters whose values differ between parent runs (a run's own, and each system's
     as ``dataset/system: name``, systems matched by label): one row per run with its prefix, id
     and those values ('' where a run lacks the parameter). Empty for a single run."""
-    from mlflow.tracking import MlflowClient
 
     if len(runs) < 2:
         return []
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = mlflow_client(tracking_uri)
     found = list(_parents_and_children(client, tracking_uri, runs, experiment))
     prefixes = run_prefixes([parent for parent, _ in found])
     params = []
@@ -178,9 +175,8 @@ def load_results(tracking_uri: str, runs: Sequence[str], experiment: str | None 
     import tempfile
 
     import pyarrow.parquet as pq
-    from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = mlflow_client(tracking_uri)
     parents, metrics, scores = [], [], {}
     for parent, children in _parents_and_children(client, tracking_uri, runs, experiment):
         parents.append(parent)
@@ -209,9 +205,8 @@ def load_run_params(tracking_uri: str, run: str, experiment: str | None = None) 
     logged), its child runs' logged parameters per ``(dataset, retriever label)``, and per dataset
     the ceilings its evaluated queries put on recall (:data:`CEILING_KEYS`, from the evaluate
     stage; none for runs logged before it counted them)."""
-    from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = mlflow_client(tracking_uri)
     ((parent, children),) = _parents_and_children(client, tracking_uri, [run], experiment)
     ceilings = {}
     for child, dataset, _ in children:
@@ -237,9 +232,8 @@ def load_costs_and_traces(tracking_uri: str, runs: Sequence[str], experiment: st
     import tempfile
 
     import pyarrow.parquet as pq
-    from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = mlflow_client(tracking_uri)
     costs, traces = [], []
     for _, children in _parents_and_children(client, tracking_uri, runs, experiment):
         for child, dataset, label in children:
@@ -264,9 +258,8 @@ REPRODUCTION = "reproduction"
 def log_reproduction(tracking_uri: str, run_id: str, name: str, document: str, summary: str) -> None:
     """Keep a comparison with published table ``name`` on the parent run: the JSON document as
     ``reproduction/<name>.json`` and ``summary`` as tag ``rbench.reproduction.<name>``."""
-    from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = mlflow_client(tracking_uri)
     client.log_text(run_id, document, f"{REPRODUCTION}/{name}.json")
     client.set_tag(run_id, f"rbench.{REPRODUCTION}.{name}", summary)
 
@@ -274,9 +267,8 @@ def log_reproduction(tracking_uri: str, run_id: str, name: str, document: str, s
 def log_reproduction_page(tracking_uri: str, run_id: str, out: Path) -> None:
     """The reproduction page (``reproduction.md`` and ``.html`` in ``out``) on the parent run,
     beside the JSON documents of :func:`log_reproduction`."""
-    from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = mlflow_client(tracking_uri)
     for name in ("reproduction.md", "reproduction.html"):
         client.log_artifact(run_id, str(out / name), REPRODUCTION)
 
@@ -286,9 +278,8 @@ def log_report(tracking_uri: str, run_ids: Sequence[str], out: Path, name: str) 
     on each parent run it reads, under ``report/<name>`` (``name``, or ``name-2``... where a run
     has a report of that name already): reports accumulate, none replaces another. Returns the
     folder they went to."""
-    from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = mlflow_client(tracking_uri)
     files = [out / name for name in ("report.md", "report.html", "experiment.tex")]
     files += sorted(out.glob("recall_at_k_*.png")) + sorted(out.glob("per_query_*.png"))
     taken = {a.path for run_id in run_ids for a in client.list_artifacts(run_id, "report")}
@@ -307,9 +298,7 @@ def load_reproductions(tracking_uri: str, runs: Sequence[str], experiment: str |
     import json
     import tempfile
 
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = mlflow_client(tracking_uri)
     documents = []
     for parent in (find_parent_run(client, experiment, run) for run in runs):
         for artifact in client.list_artifacts(parent.info.run_id, REPRODUCTION):
@@ -351,9 +340,8 @@ def load_run_files(tracking_uri: str, runs: Sequence[str], experiment: str | Non
                    store: Path | None = None) -> dict[tuple[str, str], tuple[str, str]]:
     """Each system's run file and qrels text, ``{(dataset, label): (run, qrels)}``, labels as
     :func:`load_results` gives them."""
-    from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = mlflow_client(tracking_uri)
     return {(dataset, label): _child_files(client, parent, child, dataset, label, store)
             for parent, children in _parents_and_children(client, tracking_uri, runs, experiment)
             for child, dataset, label in children}
@@ -370,12 +358,11 @@ def export_run(tracking_uri: str, run: str, experiment: str | None, out: Path, s
     import tempfile
 
     import pyarrow.parquet as pq
-    from mlflow.tracking import MlflowClient
 
     from rbench.core.store import write_atomic
     from rbench.evaluation.runs import retag_trec, trec_id
 
-    client = MlflowClient(tracking_uri=tracking_uri)
+    client = mlflow_client(tracking_uri)
     ((parent, children),) = list(_parents_and_children(client, tracking_uri, [run], experiment))
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []

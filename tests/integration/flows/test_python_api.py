@@ -113,8 +113,10 @@ def test_a_notebook_that_deletes_its_store_between_two_runs_logs_both_to_mlflow(
     """MLflow keeps one store per tracking URI for the process: its pooled connection to the store's
     database, deleted with the store, failed the second run's every write ("attempt to write a readonly
     database"; the logging was kept as pending). rbench makes the database again, and MLflow opens it
-    afresh (``NullPool``)."""
+    afresh (``NullPool``), whether a run or a read opened it first. ~15 s."""
     import shutil
+
+    from rbench.tracking.read import list_runs
 
     monkeypatch.delenv("MLFLOW_SQLALCHEMYSTORE_POOLCLASS", raising=False)  # as in a fresh kernel
     corpus, queries = tiny_files
@@ -129,3 +131,9 @@ def test_a_notebook_that_deletes_its_store_between_two_runs_logs_both_to_mlflow(
 
     run = MlflowClient(f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}").get_run(second.mlflow_run_id)
     assert run.info.status == "FINISHED" and run.data.metrics
+    shutil.copytree(tmp_path / "store", tmp_path / "copy")  # a database this process has not opened yet
+    monkeypatch.delenv("MLFLOW_SQLALCHEMYSTORE_POOLCLASS", raising=False)
+    assert [r["id"] for r in list_runs(f"sqlite:///{tmp_path / 'copy' / 'mlflow.db'}")][:1] == [
+        second.mlflow_run_id]  # opened by a read first (rbench.compare in a fresh kernel)
+    shutil.rmtree(tmp_path / "copy")
+    assert rbench.run({**experiment, "store": str(tmp_path / "copy")}).mlflow_run_id
