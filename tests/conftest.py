@@ -206,6 +206,39 @@ def tiny_cross_encoder(folder: Path) -> str:
     return str(folder)
 
 
+ARM_PYTHON = Path(os.environ.get("RBENCH_ARM_PYTHON") or REPO / ".venv-arm" / "bin" / "python")
+"""The Python of ARM's pins (``make arm-env``), where the reference side of the model checks runs."""
+
+
+def arm_python() -> str:
+    """:data:`ARM_PYTHON`, or :func:`missing` naming how to install it."""
+    if not ARM_PYTHON.exists():
+        missing(f"ARM's reference environment is not installed at {ARM_PYTHON}: run `make arm-env` "
+                "(or set RBENCH_ARM_PYTHON to a Python with ARM's pins)")
+    return str(ARM_PYTHON)
+
+
+def substitute_causal_reranker(folder: Path) -> str:
+    """SmolLM2-135M (the packaged GGUF, converted once) as a causal-LM reranker folder that both
+    transformers 5 (rbench) and ARM's 4.52.4 read alike: the weights linked, the tokenizer class
+    named as both know it (``PreTrainedTokenizerFast``, for 5.x's ``TokenizersBackend``) and RoPE's
+    base also under 4.52's key (``rope_theta``; 5.x reads ``rope_parameters``, and 4.52 would take
+    its default of 10,000 for SmolLM2's 100,000)."""
+    from rbench.llm.models import converted_folder, resolve_llm
+
+    source = converted_folder(resolve_llm("smollm2-135m"))
+    folder.mkdir(parents=True, exist_ok=True)
+    for f in source.iterdir():
+        if f.name not in ("tokenizer_config.json", "config.json"):
+            (folder / f.name).symlink_to(f)
+    tokenizer = json.loads((source / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**tokenizer, "tokenizer_class": "PreTrainedTokenizerFast"}))
+    config = json.loads((source / "config.json").read_text())
+    config.update(torch_dtype=config.get("dtype", "float32"), rope_theta=config["rope_parameters"]["rope_theta"])
+    (folder / "config.json").write_text(json.dumps(config))
+    return str(folder)
+
+
 DURATIONS = REPO / "tests" / "durations.json"
 
 

@@ -67,12 +67,12 @@ def test_the_copy_gives_the_installed_digests(tmp_path):
     assert digests(locate) == {name: code_digest(module) for name, module in components().items()}
 
 
-def test_an_edit_to_a_helper_reached_only_through_rerank_changes_exactly_its_importers(tmp_path):
+def test_an_edit_to_a_helper_reached_only_through_rerankers_changes_exactly_its_importers(tmp_path):
     locate = copy_of_the_sources(tmp_path)
     before = digests(locate)
-    rerank = locate("rbench.retrievers.rerank")
+    rerank = locate("rbench.retrievers.rerankers")
     source = rerank.read_text()
-    assert "def check_model_location(" in source  # a helper decompose, multi_query and arm reach only through rerank.py
+    assert "def check_model_location(" in source  # a helper rerank, decompose, multi_query and arm reach via rerankers.py
     rerank.write_text(source.replace("def check_model_location(", "def check_model_location(  # edited\n", 1))
     after = digests(locate)
     changed = {name for name in before if before[name] != after[name]}

@@ -50,7 +50,7 @@ def test_the_cross_encoder_and_the_dense_encoder_are_built_under_the_lock(monkey
     import sentence_transformers
 
     from rbench.retrievers import models
-    from rbench.retrievers.rerank import CrossEncoderParams, CrossEncoderScorer
+    from rbench.retrievers.rerankers import CrossEncoderScorer, RerankerParams
 
     seen = []
 
@@ -60,7 +60,7 @@ def test_the_cross_encoder_and_the_dense_encoder_are_built_under_the_lock(monkey
 
     monkeypatch.setattr(sentence_transformers, "CrossEncoder", Fake)
     monkeypatch.setattr(sentence_transformers, "SentenceTransformer", Fake)
-    CrossEncoderScorer(CrossEncoderParams(model="cross-encoder/ms-marco-MiniLM-L-6-v2")).load()
+    CrossEncoderScorer(RerankerParams(model="cross-encoder/ms-marco-MiniLM-L-6-v2")).load()
     resolved = models.ResolvedModel(id="x", kind="sentence-transformers", location="x", source="hub")
     models._load_encoder.__wrapped__(resolved, None, (None, "float32", False, None, "torch"))  # past the cache
     assert seen == [True, True]

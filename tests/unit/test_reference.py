@@ -92,8 +92,8 @@ def test_the_built_reference_describes_every_key_and_shows_nested_defaults():
     assert ('| `first_stage` | [retriever entry](#retriever-entry) | `{"name": "bm25s", "params": '
             '{"query_weighting": "tf"}}` |') in section(text, "retriever: xrr2")
     assert '| `chunker` | [chunker](#chunker) | `{"kind": "none"}` |' in section(text, "dataset: beir")
-    assert "| `rerank` | [cross-encoder](#cross-encoder) or null |" in section(text, "retriever: decompose")
-    assert "| `max_length` | int | `512` |" in section(text, "cross-encoder")
+    assert "| `rerank` | [reranker](#reranker) or null |" in section(text, "retriever: decompose")
+    assert "| `family` | str | `\"auto\"` | `\"auto\"`, `\"cross-encoder\"`, `\"mxbai-v2\"` |" in section(text, "reranker")
 
 
 def test_the_environment_prompts_models_and_published_tables_are_listed():
