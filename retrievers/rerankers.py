@@ -153,15 +153,26 @@ def _model_file(model: str, name: str) -> Path | None:
     return Path(cached) if isinstance(cached, str) else None
 
 
-class CrossEncoderScorer:
-    """A sentence-transformers ``CrossEncoder`` that rescores candidates against a query text."""
+class _Scorer:
+    """What every family's scorer keeps: its params and the pairs scored in how many seconds."""
 
-    family = "cross-encoder"
+    family: str
 
     def __init__(self, params: RerankerParams):
         self.params = params
         self.pairs, self.seconds = 0, 0.0
-        self._encoder = None
+
+    def stats(self) -> dict[str, Any]:
+        """Pairs scored and throughput."""
+        return {"pairs_scored": self.pairs,
+                "pairs_per_second": round(self.pairs / self.seconds, 1) if self.seconds else None}
+
+
+class CrossEncoderScorer(_Scorer):
+    """A sentence-transformers ``CrossEncoder`` that rescores candidates against a query text."""
+
+    family = "cross-encoder"
+    _encoder = None
 
     @one_load_at_a_time
     def load(self) -> None:
@@ -193,20 +204,12 @@ class CrossEncoderScorer:
             i += len(oids)
         return run
 
-    def stats(self) -> dict[str, Any]:
-        """Pairs scored and throughput."""
-        return _stats(self.pairs, self.seconds)
 
-
-class MxbaiV2Scorer:
+class MxbaiV2Scorer(_Scorer):
     """mxbai-rerank-v2 as ``mxbai_rerank.MxbaiRerankV2`` scores it (module docstring)."""
 
     family = "mxbai-v2"
-
-    def __init__(self, params: RerankerParams):
-        self.params = params
-        self.pairs, self.seconds = 0, 0.0
-        self._model = None
+    _model = None
 
     @one_load_at_a_time
     def load(self) -> None:
@@ -270,10 +273,6 @@ class MxbaiV2Scorer:
         self.seconds += time.perf_counter() - started
         return run
 
-    def stats(self) -> dict[str, Any]:
-        """Pairs scored and throughput."""
-        return _stats(self.pairs, self.seconds)
-
 
 class _Template:
     """mxbai-rerank-v2's input for a pair, as ``MxbaiRerankV2.prepare_inputs`` builds it: the query
@@ -307,10 +306,6 @@ class _Template:
 
 def _ranked(oids: Sequence[str], scores: Sequence[float]) -> list[tuple[str, float]]:
     return sorted(zip(oids, scores), key=lambda h: -h[1])
-
-
-def _stats(pairs: int, seconds: float) -> dict[str, Any]:
-    return {"pairs_scored": pairs, "pairs_per_second": round(pairs / seconds, 1) if seconds else None}
 
 
 def reranker_identity(params: RerankerParams) -> str:
