@@ -186,7 +186,8 @@ class CrossEncoderScorer(_Scorer):
         p = self.params
         self._encoder = CrossEncoder(p.model, device=p.device, max_length=p.setting("max_length", self.family))
         if resolve_family(p.model, p.family) != self.family:  # its files, now that they are here
-            raise ConfigError(f"reranker {p.model!r} is {model_family(p.model).why}: set family: auto")
+            raise ConfigError(f"reranker {p.model!r}, now downloaded, is {model_family(p.model).why}, not a "
+                              "cross-encoder: run again (family: auto now reads its files) or set its family")
 
     def rescore(self, candidates: Mapping[str, tuple[str, Sequence[str]]], texts: Mapping[str, str]) -> Run:
         """Per query id, its candidates ``(object_id, score)`` best first (ties in candidate order),

@@ -9,7 +9,7 @@ page_title, source), "queries" [texts], "embedder", "reranker" (model folders), 
 method and query the hits as ARM returns them (object text, page_title, source, score), with the versions.
 
 What is changed to run here, and why (nothing else is):
-- ``vllm`` is a stub module: ``src/retrieval/dense.py`` imports ``LLM, SamplingParams`` at its top for
+- ``vllm`` is a stub module: ``src/retrieval/dense.py`` imports ``LLM, SamplingParams`` at its top (line 10) for
   its vLLM indexing backend, which ``dr``/``drr`` with the sentence-transformers backend never use.
 - ``MxbaiRerankV2(..., device_map="cuda:1")`` (``dense_rerank.py`` line 20) is given ``device_map="cpu"``: no GPU.
 - torch 2.13.0's CPU build for ARM's 2.7.0 (CUDA), faiss-cpu for faiss-gpu-cu12 (``make arm-env``).
