@@ -41,7 +41,7 @@ $(VLLM_VENV)/.installed:
 
 # The reference side of the model checks (tests/reference/): ARM's own pins (apostolhskouk/ARM@5a6cb92,
 # environment.yml: transformers 4.52.4, sentence-transformers 4.1.0, tokenizers 0.21.1, accelerate 1.7.0,
-# mxbai-rerank 0.1.6, faiss 1.11.0, numpy 1.26.4) in an environment of their own (20 s from cached wheels, 1.2 GB). Two changes, each
+# mxbai-rerank 0.1.6, faiss 1.11.0, numpy 1.26.4, pydantic 2.11.5, langchain_core 0.3.64, langchain_ollama 0.3.3) in an environment of their own (20 s from cached wheels, 1.2 GB). Two changes, each
 # for a reason: torch 2.13.0's CPU build for ARM's CUDA 2.7.0 (no GPU here), faiss-cpu for faiss-gpu-cu12.
 arm-env: $(ARM_VENV)/.installed
 

@@ -47,13 +47,18 @@ class ArmParams(BaseModel):
     what ARM's evaluation read), or make the metadata objects from the row file (``rows``: the 2.0 GB
     ``bird.jsonl``) as ``scripts/run_extract_schemas.py`` does, with the row benchmark's queries (the
     same document ids), for a copy of the release without the ``_schema`` files (its README's file
-    table lists none)."""
+    table lists none); ``queries``: every query of ``benchmarks/`` (``all``, default; ``protocol: arm``
+    samples 100 of them as ARM's code does), or the release's own sample, ``benchmarks_subsampled/``
+    (``sample``): the files ``scripts/run_all_evaluation.py`` evaluates (line 22), written by
+    ``scripts/run_benchmark_subsampling.py`` (lines 4-13, ``k=100``) and uploaded with the release
+    (``scripts/run_upload_data.sh`` line 15). Its queries are numbered in that file's order."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     benchmark: Benchmark
     revision: str = "main"
     schema_from: Literal["release", "rows"] = "release"
+    queries: Literal["all", "sample"] = "all"
 
     @model_validator(mode="after")
     def _schema_only(self) -> "ArmParams":
@@ -70,7 +75,8 @@ class ArmParams(BaseModel):
     def paths(self) -> tuple[str, str]:
         """The objects file and the benchmark file read from the release."""
         name = self.benchmark.removesuffix("_schema") if self.from_rows else self.benchmark
-        return f"assets/all_data/serialized_data/{name}.jsonl", f"assets/all_data/benchmarks/{name}.json"
+        folder = "benchmarks_subsampled" if self.queries == "sample" else "benchmarks"
+        return f"assets/all_data/serialized_data/{name}.jsonl", f"assets/all_data/{folder}/{name}.json"
 
 
 def released(path: Path) -> Iterator[tuple[str, str, str]]:

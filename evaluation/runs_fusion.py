@@ -45,8 +45,10 @@ def normalize(ranking: Ranking, norm: Norm = "min-max") -> dict[str, float]:
 
 
 def fuse_ranking(rankings: Sequence[Ranking], method: Method = "rrf", k: float = 60,
-                 weights: Sequence[float] | None = None, norm: Norm = "min-max") -> list[tuple[str, float]]:
-    """One query's rankings fused by ``method``: documents best first, ties by id."""
+                 weights: Sequence[float] | None = None, norm: Norm = "min-max",
+                 ties: Literal["id", "first_seen"] = "id") -> list[tuple[str, float]]:
+    """One query's rankings fused by ``method``: documents best first, ties by id (``first_seen``: in
+    the order first met, the first ranking first, each by rank)."""
     weights = list(weights) if weights is not None else [1.0] * len(rankings)
     scores: dict[str, float] = {}
     hits: dict[str, int] = {}
@@ -58,6 +60,8 @@ def fuse_ranking(rankings: Sequence[Ranking], method: Method = "rrf", k: float =
             hits[doc] = hits.get(doc, 0) + 1
     if method == "combmnz":
         scores = {d: s * hits[d] for d, s in scores.items()}
+    if ties == "first_seen":
+        return sorted(scores.items(), key=lambda item: -item[1])
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
 
 

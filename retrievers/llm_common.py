@@ -26,9 +26,11 @@ def round_robin(runs: Sequence[Hits]) -> Hits:
     return [(oid, 1.0 / i) for i, oid in enumerate(merged, 1)]
 
 
-def merge(runs: Sequence[Hits], method: Literal["rrf", "round_robin"], rrf_k: float) -> Hits:
-    """One run from several (the sub-queries' runs of one question)."""
-    return fuse_ranking(runs, "rrf", rrf_k) if method == "rrf" else round_robin(runs)
+def merge(runs: Sequence[Hits], method: Literal["rrf", "round_robin"], rrf_k: float,
+          ties: Literal["id", "first_seen"] = "id") -> Hits:
+    """One run from several (the sub-queries' runs of one question); equal RRF scores by id or in the
+    order first met."""
+    return fuse_ranking(runs, "rrf", rrf_k, ties=ties) if method == "rrf" else round_robin(runs)
 
 
 def collapse_documents(hits: Hits, doc_of: Mapping[str, str]) -> Hits:

@@ -262,9 +262,14 @@ class TransformersBackend(Backend):
         self._lock = threading.Lock()
 
     def generate(self, requests: list[Request], done: Done) -> None:
-        greedy = sorted((i for i, r in enumerate(requests) if r.sampling.greedy),
-                        key=lambda i: sum(len(c) for _, c in requests[i].messages))
-        batches = [greedy[j:j + self.config.batch_size] for j in range(0, len(greedy), self.config.batch_size)]
+        groups: dict[str, list[int]] = {}
+        for i, r in enumerate(requests):
+            if r.sampling.greedy:
+                groups.setdefault(r.sampling.model_dump_json(), []).append(i)
+        batches = []
+        for group in groups.values():  # one batch, one sampling
+            group.sort(key=lambda i: sum(len(c) for _, c in requests[i].messages))
+            batches += [group[j:j + self.config.batch_size] for j in range(0, len(group), self.config.batch_size)]
         batches += [[i] for i, r in enumerate(requests) if not r.sampling.greedy]
         for batch in batches:
             with self._lock:

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from rbench.core.errors import ConfigError
 from rbench.llm.backends import Completion, Request, backend_for
 from rbench.llm.budget import Budget, Fitted, Render, budget_for, fit_prompt
 from rbench.llm.cache import CallCache, call_key
@@ -164,11 +165,22 @@ class LLM:
         that does not enforce constraints is checked, and asked again (``CONSTRAINT_RETRIES``
         times at most) as calls of their own: their own sampling and cache key, counted like
         any call; one that still misses is passed on and counted as parse status ``unconstrained``."""
-        requests = [Request(tuple(map(tuple, p)), sampling, s) for p in prompts for s in range(samples)]
+        fitted = [self._capped(p, sampling) for p in prompts] if sampling.cap_to_context else [sampling] * len(prompts)
+        requests = [Request(tuple(map(tuple, p)), fitted[i], s) for i, p in enumerate(prompts) for s in range(samples)]
         texts = self._answers(requests)
         if sampling.constraint is not None and self.config.backend == "openai" and not self.config.structured_outputs:
             self._conform(requests, texts)
         return [[texts[i * samples + s] for s in range(samples)] for i in range(len(prompts))]
+
+    def _capped(self, prompt: Messages, sampling: Sampling) -> Sampling:
+        context = self.budget.context_tokens
+        if context is None:
+            raise ConfigError(f"LLM {self.config.model!r}: cap_to_context needs its context length: set context_tokens")
+        room = context - self.budget.count(prompt)
+        if room < 1:
+            raise ConfigError(f"LLM {self.config.model!r}: a prompt of {context - room} tokens leaves no room in its "
+                              f"context of {context}: shorten the prompt or raise context_tokens")
+        return sampling.model_copy(update={"max_tokens": min(sampling.max_tokens, room)})
 
     def _conform(self, requests: list[Request], texts: list[str]) -> None:
         constraint = requests[0].sampling.constraint

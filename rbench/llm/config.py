@@ -148,6 +148,9 @@ class Sampling(BaseModel):
     stop: tuple[str, ...] = ()
     constraint: Constraint | None = None
     beams: PositiveInt = 1
+    cap_to_context: bool = False
+    """Lower ``max_tokens``, prompt by prompt, to what the model's context leaves after the prompt, as
+    vLLM's in-process engine stops a request at ``max_model_len`` (needs a known context length)."""
 
     @property
     def greedy(self) -> bool:
@@ -161,6 +164,8 @@ class Sampling(BaseModel):
             view["constraint"] = self.constraint.key_view()
         if self.beams > 1:
             view["beams"] = self.beams
+        if self.cap_to_context:
+            view["cap_to_context"] = True
         if not self.greedy:
             view.update(temperature=self.temperature, top_p=self.top_p, seed=self.seed, sample=sample)
         return view

@@ -89,6 +89,16 @@ def parse_queries(text: str, question: str, limit: int) -> Parsed:
     return Parsed(queries, "repaired" if dropped else "ok", master)
 
 
+def parse_lines(text: str) -> Parsed:
+    """Every line that is not blank, each run of white space made one space, in order, repeats kept and
+    no limit: ARM's reading of a decomposition (``src/utils/query_decomposition_vllm.py`` lines 207-212,
+    apostolhskouk/ARM@5a6cb92: ``strip().split('\\n')``, ``re.sub(r'\\s+', ' ', line).strip()``). No line:
+    ``fallback`` with no items (ARM then searches the question alone)."""
+    lines = [re.sub(r"\s+", " ", line).strip() for line in text.strip().split("\n")]
+    kept = [line for line in lines if line]
+    return Parsed(kept, "ok" if kept else "fallback")
+
+
 def parse_passage(text: str, question: str) -> Parsed:
     """An expansion passage: the text stripped of surrounding whitespace and quotes; an
     empty answer falls back to the question."""

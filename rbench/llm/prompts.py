@@ -1,7 +1,8 @@
 """Prompt files: a system message, few-shot examples and a user template, in YAML.
 
-A prompt is named by a built-in name (a file in ``rbench/prompts``) or a path to a
-user's file of the same shape. The system message and user template hold ``{variables}``
+A prompt is named by a built-in name (a file in ``rbench/prompts``), a reference prompt read from a
+reference implementation's pinned source (``arm:decompose``: :mod:`rbench.llm.reference_prompts`) or a
+path to a user's file of the same shape. The system message and user template hold ``{variables}``
 that the caller fills; other braces are left as they are. The file's content is part of every cache key
 that depends on it.
 """
@@ -13,13 +14,13 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import yaml
 from pydantic import AfterValidator
 
 from rbench.core.configfile import resolved_str
-from rbench.core.errors import ConfigError
+from rbench.core.errors import ConfigError, DataError
 
 BUILTIN = Path(__file__).resolve().parent.parent / "prompts"
 VARIABLE = re.compile(r"\{([a-z_]+)\}")
@@ -68,8 +69,11 @@ def prompt_location(ref: str) -> Path:
     path = Path(ref).expanduser()
     if path.is_file():
         return path.resolve()
+    from rbench.llm.reference_prompts import REFERENCE_PROMPTS
+
     builtin = sorted(p.stem for p in BUILTIN.glob("*.yaml"))
-    raise ConfigError(f"prompt {ref!r} is neither a built-in prompt {builtin} nor an existing file")
+    raise ConfigError(f"prompt {ref!r} is neither a built-in prompt {builtin}, a reference prompt "
+                      f"{sorted(REFERENCE_PROMPTS)} nor an existing file")
 
 
 def parse_prompt(text: str, source: str) -> Prompt:
@@ -93,6 +97,22 @@ def parse_prompt(text: str, source: str) -> Prompt:
     return Prompt(source, text, str(data.get("system") or "").strip(), tuple(examples), data["user"].strip())
 
 
+def prompt_file_text(data: dict[str, Any], where: str) -> str:
+    """The prompt file of a prompt given by its parts (``system``, ``examples`` of ``user``/``assistant``, the
+    ``user`` template, optional ``description``); a DataError naming ``where`` the parts came from if the file
+    could not keep a message as it is (white space at its ends, or a ``{name}`` that rendering would fill)."""
+    fixed = [data["system"], *(t for shot in data["examples"] for t in shot.values())]
+    for part in (*fixed, data["user"]):
+        if part != part.strip():
+            raise DataError(f"{where}: a message begins or ends with white space, which a prompt file cannot keep")
+    for part in fixed:
+        found = VARIABLE.search(part)
+        if found:
+            raise DataError(f"{where}: {found.group(0)} in a fixed message would be filled in as a variable: this "
+                            "prompt cannot be kept as it is")
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=1 << 16)
+
+
 @lru_cache(maxsize=None)
 def _load(path: Path, mtime_ns: int) -> Prompt:
     return parse_prompt(path.read_text(encoding="utf-8"), str(path))
@@ -100,11 +120,16 @@ def _load(path: Path, mtime_ns: int) -> Prompt:
 
 def load_prompt(ref: str, needs: set[str] | frozenset[str] = frozenset()) -> Prompt:
     """Load a prompt and check that its template uses the ``needs`` variables."""
-    path = prompt_location(ref)
-    prompt = _load(path, path.stat().st_mtime_ns)
+    from rbench.llm.reference_prompts import REFERENCE_PROMPTS, reference_prompt
+
+    if ref in REFERENCE_PROMPTS:
+        where, prompt = ref, parse_prompt(prompt_file_text(*reference_prompt(ref)), ref)
+    else:
+        path = prompt_location(ref)
+        where, prompt = str(path), _load(path, path.stat().st_mtime_ns)
     missing = set(needs) - prompt.variables
     if missing:
-        raise ConfigError(f"prompt {path}: the user template must contain {sorted('{' + v + '}' for v in missing)}")
+        raise ConfigError(f"prompt {where}: the user template must contain {sorted('{' + v + '}' for v in missing)}")
     return prompt
 
 
@@ -113,6 +138,10 @@ def prompt_ref(*needs: str):
     must use the ``needs`` variables; checked when the config is read."""
 
     def check(ref: str) -> str:
+        from rbench.llm.reference_prompts import REFERENCE_PROMPTS
+
+        if ref in REFERENCE_PROMPTS:  # read when the plan needs its text, like a dataset's files
+            return ref
         try:
             load_prompt(ref, set(needs))
         except ConfigError as e:

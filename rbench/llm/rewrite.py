@@ -15,7 +15,7 @@ from rbench.core.errors import ConfigError
 from rbench.core.identity import code_digest
 from rbench.llm.client import LLM
 from rbench.llm.config import LLMConfig, Sampling
-from rbench.llm.parse import Parsed, parse_passage, parse_queries
+from rbench.llm.parse import Parsed, parse_lines, parse_passage, parse_queries
 from rbench.llm.prompts import Prompt, load_prompt, parse_prompt
 
 Parser = Callable[[str, str, int], Parsed]
@@ -42,6 +42,11 @@ def rewrite_kind(name: str) -> Callable[[Parser], Parser]:
 @rewrite_kind("decompose")
 def _decompose(raw: str, question: str, limit: int) -> Parsed:
     return parse_queries(raw, question, limit)
+
+
+@rewrite_kind("decompose_lines")
+def _decompose_lines(raw: str, question: str, limit: int) -> Parsed:
+    return parse_lines(raw)
 
 
 @rewrite_kind("multi_query")
@@ -98,7 +103,8 @@ class RewriteSpec(BaseModel):
     def key_view(self) -> dict[str, Any]:
         """What the rewrites depend on (not where the prompt file was, nor runtime settings)."""
         view = self.model_dump(mode="json", exclude={"prompt_source", "llm", "parser_module"})
-        return {**view, "llm": self.llm.key_view(), "parser": code_digest(self.parser_module)}
+        llm = self.llm.key_view() | ({"context_tokens": self.llm.context_tokens} if self.sampling.cap_to_context else {})
+        return {**view, "llm": llm, "parser": code_digest(self.parser_module)}
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,20 @@ def test_arm_release_fixture_uses_its_doc_id_join(tmp_path):
     assert _table(prepared.file("queries.parquet"))[0]["gold_doc_ids"] == ["Lions_sentence_3", "Lions_table_0"]
 
 
+def test_arm_release_sample_is_its_benchmarks_subsampled_file(tmp_path):
+    raw = tmp_path / "raw"
+    write_release(raw, "fetaqa", [{"object": "Lions [SEP] [H] rank : 1", "page_title": "Lions", "source": "table_0"}],
+                  [{"query": f"q{i}", "document_ids": ["Lions_table_0"]} for i in range(3)])
+    (raw / "assets/all_data/benchmarks_subsampled").mkdir()
+    (raw / "assets/all_data/benchmarks_subsampled/fetaqa.json").write_text(json.dumps(
+        [{"query": "q2", "document_ids": ["Lions_table_0"]}]))
+    prepared = _prepare(tmp_path, raw, {"name": "f", "adapter": "arm", "params": {"benchmark": "fetaqa",
+                                                                                 "queries": "sample"}})
+    assert [(q["query_id"], q["text"]) for q in _table(prepared.file("queries.parquet"))] == [("0", "q2")]
+    every = _prepare(tmp_path / "all", raw, {"name": "f", "adapter": "arm", "params": {"benchmark": "fetaqa"}})
+    assert len(_table(every.file("queries.parquet"))) == 3
+
+
 def write_release(release: Path, benchmark: str, objects: list[dict], entries: list[dict]) -> Path:
     """One benchmark of the ARM release in its layout: its objects file and its benchmark file."""
     for folder in ("serialized_data", "benchmarks"):

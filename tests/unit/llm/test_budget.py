@@ -8,7 +8,8 @@ import re
 import pytest
 
 from rbench.llm.backends import LLMError
-from rbench.llm.budget import PromptTooLong, approximate_tokens, fit_prompt
+from rbench.core.errors import ConfigError
+from rbench.llm.budget import Budget, PromptTooLong, approximate_tokens, fit_prompt
 from rbench.llm.client import LLM
 from rbench.llm.config import LLMConfig, Sampling
 from rbench.llm.listwise import select_top, sliding_window
@@ -117,3 +118,21 @@ def test_a_server_without_tokenize_is_counted_by_the_stated_approximation(tmp_pa
         sent = [(m["role"], m["content"]) for m in server.bodies[0]["messages"]]
         assert server.requests == 1 and 300 < approximate_tokens(sent) <= 350
         assert llm.accounting.summary()["llm_budget_candidates_dropped"] == 10 - _shown(server.bodies[0]["messages"])
+
+
+def test_cap_to_context_lowers_max_tokens_to_the_room_a_prompt_leaves():
+    messages = [("user", "one two three four five")]  # 5 words: 5 tokens on this server
+    with ChatServer(context=40) as server:
+        llm = LLM(LLMConfig(backend="openai", base_url=server.url, model="test-model", max_retries=0))
+        llm.chat_one([messages], Sampling(max_tokens=100, cap_to_context=True))
+        assert server.refused == [] and server.bodies[-1]["max_tokens"] == 35
+        llm.chat_one([messages], Sampling(max_tokens=20, cap_to_context=True))
+        assert server.bodies[-1]["max_tokens"] == 20  # room enough: as asked
+        with pytest.raises(LLMError):
+            llm.chat_one([messages], Sampling(max_tokens=100))
+        assert server.refused
+    unknown = LLM(LLMConfig(backend="openai", base_url="http://127.0.0.1:9/v1", model="m", context_tokens=None,
+                            max_retries=0))
+    unknown._budget = Budget(None, len, "test")
+    with pytest.raises(ConfigError, match="cap_to_context needs its context length: set context_tokens"):
+        unknown.chat_one([messages], Sampling(cap_to_context=True))
