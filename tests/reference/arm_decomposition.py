@@ -27,12 +27,10 @@ What is changed to run here, and why (nothing else is):
 
 import json
 import sys
-import tempfile
 import types
-from importlib.metadata import version
 from pathlib import Path
 
-from arm_dense_rerank import arm_source
+from arm_dense_rerank import arm_checkout, mxbai_on_cpu, versions
 
 RENDERED: list[str] = []
 ANSWERS: list[str] = []
@@ -77,24 +75,13 @@ def stub_vllm() -> None:
 
 
 def main(git_dir: str, spec_path: str, out_path: str) -> None:
-    import torch
-
-    torch.set_num_threads(1)
     spec = json.loads(Path(spec_path).read_text())
-    work = Path(tempfile.mkdtemp(prefix="arm-decomposition-"))
-    arm_source(git_dir, spec["commit"], work)
-    sys.path.insert(0, str(work))
+    work = arm_checkout(git_dir, spec["commit"])
     stub_vllm()
-    import mxbai_rerank
-
-    class OnThisMachine(mxbai_rerank.MxbaiRerankV2):
-        def __init__(self, model, **kwargs):
-            super().__init__(model, **{**kwargs, "device_map": "cpu"})
-
     import src.retrieval.dense_decomp as dense_decomp
     import src.retrieval.dense_decomp_rerank as dense_decomp_rerank
 
-    dense_decomp_rerank.MxbaiRerankV2 = OnThisMachine
+    dense_decomp_rerank.MxbaiRerankV2 = mxbai_on_cpu()
     cache = work / "all_decompositions"
     index = work / "index"
     k = spec["k"]
@@ -114,13 +101,11 @@ def main(git_dir: str, spec_path: str, out_path: str) -> None:
     def hits(batches):
         return [[{"object": r.object, **r.metadata, "score": r.score} for r in batch] for batch in batches]
 
-    versions = {p: version(p) for p in ("mxbai-rerank", "transformers", "sentence-transformers", "torch",
-                                         "faiss-cpu", "tokenizers", "numpy")}
     decompositions = json.loads((cache / "decompositions.json").read_text(encoding="utf-8"))
     Path(out_path).write_text(json.dumps({
         "dr-d": hits(drd), "drr-d": hits(drrd), "rendered": RENDERED, "answers": ANSWERS,
         "decompositions": decompositions,
-        "ollama_asked": [q for q in spec["queries"] if q not in decompositions], "versions": versions}))
+        "ollama_asked": [q for q in spec["queries"] if q not in decompositions], "versions": versions()}))
 
 
 if __name__ == "__main__":

@@ -40,24 +40,41 @@ def stub_vllm() -> None:
     sys.modules["vllm"] = vllm
 
 
-def main(git_dir: str, spec_path: str, out_path: str) -> None:
+def arm_checkout(git_dir: str, commit: str) -> Path:
+    """A work folder holding ARM's ``src/`` at ``commit``, importable as ``src``; torch on one thread."""
     import torch
 
     torch.set_num_threads(1)
-    spec = json.loads(Path(spec_path).read_text())
     work = Path(tempfile.mkdtemp(prefix="arm-reference-"))
-    arm_source(git_dir, spec["commit"], work)
+    arm_source(git_dir, commit, work)
     sys.path.insert(0, str(work))
-    stub_vllm()
+    return work
+
+
+def mxbai_on_cpu():
+    """``MxbaiRerankV2`` as ARM builds it, with ``device_map="cpu"`` for ARM's ``cuda:1``."""
     import mxbai_rerank
 
     class OnThisMachine(mxbai_rerank.MxbaiRerankV2):
         def __init__(self, model, **kwargs):
             super().__init__(model, **{**kwargs, "device_map": "cpu"})
 
+    return OnThisMachine
+
+
+def versions() -> dict[str, str]:
+    """The versions of the packages ARM's side ran with."""
+    return {p: version(p) for p in ("mxbai-rerank", "transformers", "sentence-transformers", "torch", "faiss-cpu",
+                                    "tokenizers", "numpy")}
+
+
+def main(git_dir: str, spec_path: str, out_path: str) -> None:
+    spec = json.loads(Path(spec_path).read_text())
+    work = arm_checkout(git_dir, spec["commit"])
+    stub_vllm()
     import src.retrieval.dense_rerank as dense_rerank
 
-    dense_rerank.MxbaiRerankV2 = OnThisMachine
+    dense_rerank.MxbaiRerankV2 = mxbai_on_cpu()
     arm = dense_rerank.DenseRetrieverWithReranker(embedding_model_name=spec["embedder"],
                                                   reranker_model_name=spec["reranker"])
     arm.enable_tqdm = False
@@ -70,9 +87,7 @@ def main(git_dir: str, spec_path: str, out_path: str) -> None:
     def hits(batches):
         return [[{"object": r.object, **r.metadata, "score": r.score} for r in batch] for batch in batches]
 
-    versions = {p: version(p) for p in ("mxbai-rerank", "transformers", "sentence-transformers", "torch",
-                                         "faiss-cpu", "tokenizers", "numpy")}
-    Path(out_path).write_text(json.dumps({"dr": hits(dense), "drr": hits(reranked), "versions": versions}))
+    Path(out_path).write_text(json.dumps({"dr": hits(dense), "drr": hits(reranked), "versions": versions()}))
 
 
 if __name__ == "__main__":

@@ -15,11 +15,10 @@ depend on what the LLM wrote, only on the collected set. ``guidance`` is a stub 
 
 import json
 import sys
-import tempfile
 import types
 from pathlib import Path
 
-from arm_dense_rerank import arm_source, stub_vllm
+from arm_dense_rerank import arm_checkout, stub_vllm
 
 
 def stub_guidance() -> None:
@@ -34,13 +33,8 @@ def stub_guidance() -> None:
 
 
 def main(git_dir: str, spec_path: str, out_path: str) -> None:
-    import torch
-
-    torch.set_num_threads(1)
     spec = json.loads(Path(spec_path).read_text())
-    work = Path(tempfile.mkdtemp(prefix="arm-react-order-"))
-    arm_source(git_dir, spec["commit"], work)
-    sys.path.insert(0, str(work))
+    work = arm_checkout(git_dir, spec["commit"])
     stub_vllm()
     stub_guidance()
     import src.retrieval.react as react

@@ -17,10 +17,8 @@ the rewrite stage would hand them on) to compare hit for hit.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -30,7 +28,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tests.reference.ottqa_drr import ARM_COMMIT, EMBEDDER, build_slice, embedder_folder  # noqa: E402
+from tests.reference.ottqa_drr import (  # noqa: E402
+    ARM_COMMIT,
+    EMBEDDER,
+    build_slice,
+    embedder_folder,
+    print_comparison,
+    print_times,
+    rbench_side,
+    run_arm,
+    since,
+    slice_parser,
+)
 
 RECORDED = REPO / "tests" / "reference" / "recorded" / "ottqa-decomp.json"
 LLM = {"backend": "transformers", "model": "smollm2-135m", "batch_size": 1, "context_tokens": 4096}
@@ -129,7 +138,7 @@ def rendered(queries: list[str], folder: str) -> list[str]:
 
 
 def record(args) -> None:
-    from tests.conftest import ARM_PYTHON, substitute_causal_reranker
+    from tests.conftest import substitute_causal_reranker
 
     work = Path(tempfile.mkdtemp(prefix="ottqa-decomp-"))
     objects, queries = build_slice(Path(args.data), args.queries, args.tables)
@@ -138,11 +147,7 @@ def record(args) -> None:
     spec = {"commit": ARM_COMMIT, "corpus": str(work / "corpus.jsonl"), "queries": queries,
             "embedder": embedder_folder(), "reranker": reranker, "llm": reranker, "k": args.k}
     (work / "spec.json").write_text(json.dumps(spec))
-    times = {}
-    started = time.perf_counter()
-    subprocess.run([str(ARM_PYTHON), str(REPO / "tests/reference/arm_decomposition.py"), args.arm_repo,
-                    str(work / "spec.json"), str(work / "arm.json")], check=True)
-    times["arm"] = (time.perf_counter() - started, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
+    times = {"arm": run_arm("arm_decomposition.py", args.arm_repo, work)}
     arm = json.loads((work / "arm.json").read_text())
     if arm["ollama_asked"]:
         print(f"ARM's Ollama decomposer was asked for {arm['ollama_asked']} (no server here: no sub-query)")
@@ -151,27 +156,18 @@ def record(args) -> None:
     subprocess.run(["git", "clone", "-q", "--no-checkout", args.arm_repo, str(mirror / "ARM")], check=True)
     subprocess.run(["git", "-C", str(mirror / "ARM"), "checkout", "-q", ARM_COMMIT], check=True)
     os.environ["RBENCH_MIRROR"] = str(work / "mirror")
-    import torch
-
-    torch.set_num_threads(1)  # as the reference side
-    started = time.perf_counter()
+    started = rbench_side()
     ours_rewrites = rewrite_table(queries, None, work / "rewrites.parquet")
     ours = rbench_hits(objects, queries, work / "rewrites.parquet", reranker, args.k, work)
-    times["rbench"] = (time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    times["rbench"] = since(started)
     same_prompts = sum(a == b for a, b in zip(arm["rendered"], rendered(queries, reranker)))
     print(f"prompts: {same_prompts} of {len(queries)} rendered identically")
     same_answers = sum(a == r.raw for a, r in zip(arm["answers"], ours_rewrites))
     print(f"answers: {same_answers} of {len(queries)} identical")
     same_subs = sum(arm["decompositions"].get(q, []) == list(r.queries) for q, r in zip(queries, ours_rewrites))
     print(f"sub-queries: {same_subs} of {len(queries)} identical; ARM asked Ollama for {arm['ollama_asked']}")
-    for method in ("dr-d", "drr-d"):
-        same = sum(_keys(a) == _keys(b) for a, b in zip(arm[method], ours[method]))
-        gap = max(abs(x["score"] - y["score"]) for a, b in zip(arm[method], ours[method]) for x, y in zip(a, b))
-        print(f"{method}: {same} of {len(queries)} queries hit for hit; largest score difference {gap:.2e}")
-    for side, (seconds, rss) in times.items():
-        print(f"{side}: {seconds:.1f} s wall (index, LLM, both methods, model loads), peak RSS {rss:.0f} MiB")
-    print(f"ratio rbench / ARM: {times['rbench'][0] / times['arm'][0]:.2f} (machine: {os.cpu_count()} cores; "
-          "torch threads: 1 each)")
+    print_comparison(arm, ours, ("dr-d", "drr-d"))
+    print_times(times, "index, LLM, both methods, model loads")
     RECORDED.write_text(json.dumps({
         "provenance": {"reference": f"apostolhskouk/ARM@{ARM_COMMIT}: src/retrieval/dense_decomp.py "
                                     "DenseRetrieverWithDecomposition (dr-d, vLLM decomposer), "
@@ -194,19 +190,8 @@ def record(args) -> None:
     print(f"written: {RECORDED.relative_to(REPO)}")
 
 
-def _keys(hits: list[dict]) -> list[tuple]:
-    return [(h["object"], h["page_title"], h["source"]) for h in hits]
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("verb", choices=["record"])
-    parser.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
-    parser.add_argument("--arm-repo", required=True, help="a clone or bare mirror of apostolhskouk/ARM")
-    parser.add_argument("--queries", type=int, default=5)
-    parser.add_argument("--tables", type=int, default=60)
-    parser.add_argument("--k", type=int, default=10)
-    record(parser.parse_args())
+    record(slice_parser(__doc__).parse_args())
 
 
 if __name__ == "__main__":

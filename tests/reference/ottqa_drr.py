@@ -46,6 +46,21 @@ def build_slice(data: Path, queries: int, tables: int) -> tuple[list[dict], list
     return objects, [q["question"] for q in picked]
 
 
+def recorded_slice(recorded: Path, data: Path) -> tuple[dict, list[dict], list[str]]:
+    """A recorded reference and the slice it was recorded on (objects, queries), rebuilt from ``data`` and
+    checked to be the same; a missing OTT-QA copy is :func:`tests.conftest.missing` (a failure in CI)."""
+    from tests.conftest import missing
+
+    if not (data / "ottqa" / "released_data" / "dev.json").exists():
+        missing(f"the shared OTT-QA data is not at {data / 'ottqa'}")
+    reference = json.loads(recorded.read_text())
+    cut = reference["provenance"]["slice"]
+    objects, queries = build_slice(data, cut["queries"], cut["tables"])
+    if queries != reference["queries"] or len(objects) != cut["objects"]:
+        raise AssertionError(f"the slice rebuilt from {data} is not the one {recorded.name} was recorded on")
+    return reference, objects, queries
+
+
 def rbench_hits(objects: list[dict], queries: list[str], reranker: str, k: int, work: Path) -> dict[str, list]:
     """rbench's `dense` and `rerank` (mxbai-v2) over the slice: per query the hits as ARM reports them."""
     import pyarrow as pa
@@ -86,7 +101,7 @@ def embedder_folder() -> str:
 def record(args) -> None:
     import tempfile
 
-    from tests.conftest import ARM_PYTHON, substitute_causal_reranker
+    from tests.conftest import substitute_causal_reranker
 
     work = Path(tempfile.mkdtemp(prefix="ottqa-drr-"))
     objects, queries = build_slice(Path(args.data), args.queries, args.tables)
@@ -95,26 +110,13 @@ def record(args) -> None:
     spec = {"commit": ARM_COMMIT, "corpus": str(work / "corpus.jsonl"), "queries": queries,
             "embedder": embedder_folder(), "reranker": reranker, "k": args.k}
     (work / "spec.json").write_text(json.dumps(spec))
-    times = {}
-    started = time.perf_counter()
-    subprocess.run([str(ARM_PYTHON), str(REPO / "tests/reference/arm_dense_rerank.py"), args.arm_repo,
-                    str(work / "spec.json"), str(work / "arm.json")], check=True)
-    times["arm"] = (time.perf_counter() - started, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
-    import torch
-
-    torch.set_num_threads(1)  # as the reference side
-    started = time.perf_counter()
-    ours = rbench_hits(objects, queries, reranker, args.k, work)
-    times["rbench"] = (time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    times = {"arm": run_arm("arm_dense_rerank.py", args.arm_repo, work)}
     arm = json.loads((work / "arm.json").read_text())
-    for method in ("dr", "drr"):
-        same = sum(_keys(a) == _keys(b) for a, b in zip(arm[method], ours[method]))
-        gap = max(abs(x["score"] - y["score"]) for a, b in zip(arm[method], ours[method]) for x, y in zip(a, b))
-        print(f"{method}: {same} of {len(queries)} queries hit for hit; largest score difference {gap:.2e}")
-    for side, (seconds, rss) in times.items():
-        print(f"{side}: {seconds:.1f} s wall (index, both methods, model loads), peak RSS {rss:.0f} MiB")
-    print(f"ratio rbench / ARM: {times['rbench'][0] / times['arm'][0]:.2f} (machine: {os.cpu_count()} cores; "
-          "torch threads: 1 each)")
+    started = rbench_side()
+    ours = rbench_hits(objects, queries, reranker, args.k, work)
+    times["rbench"] = since(started)
+    print_comparison(arm, ours, ("dr", "drr"))
+    print_times(times, "index, both methods, model loads")
     RECORDED.parent.mkdir(parents=True, exist_ok=True)
     RECORDED.write_text(json.dumps({
         "provenance": {"reference": f"apostolhskouk/ARM@{ARM_COMMIT}: src/retrieval/dense.py FaissDenseRetriever "
@@ -131,19 +133,65 @@ def record(args) -> None:
     print(f"written: {RECORDED.relative_to(REPO)}")
 
 
-def _keys(hits: list[dict]) -> list[tuple]:
+def run_arm(script: str, arm_repo: str, work: Path) -> tuple[float, float]:
+    """Run ARM's side (``tests/reference/<script>`` in ``make arm-env``) on ``work/spec.json`` into
+    ``work/arm.json``: its wall seconds and peak RSS in MiB."""
+    from tests.conftest import ARM_PYTHON
+
+    started = time.perf_counter()
+    subprocess.run([str(ARM_PYTHON), str(REPO / "tests" / "reference" / script), arm_repo, str(work / "spec.json"),
+                    str(work / "arm.json")], check=True)
+    return time.perf_counter() - started, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def rbench_side() -> float:
+    """Start rbench's side as ARM's runs (torch on one thread): the start time for :func:`since`."""
+    import torch
+
+    torch.set_num_threads(1)
+    return time.perf_counter()
+
+
+def since(started: float) -> tuple[float, float]:
+    """Wall seconds since ``started`` and this process's peak RSS in MiB."""
+    return time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def print_comparison(arm: dict, ours: dict, methods: tuple[str, ...]) -> None:
+    """Per method: how many queries got the same hits in the same order, and the largest score difference."""
+    for method in methods:
+        same = sum(hit_keys(a) == hit_keys(b) for a, b in zip(arm[method], ours[method]))
+        gap = max(abs(x["score"] - y["score"]) for a, b in zip(arm[method], ours[method]) for x, y in zip(a, b))
+        print(f"{method}: {same} of {len(ours[method])} queries hit for hit; largest score difference {gap:.2e}")
+
+
+def print_times(times: dict[str, tuple[float, float]], what: str) -> None:
+    """Each side's wall time and peak memory, and the ratio rbench / ARM, with the machine."""
+    for side, (seconds, rss) in times.items():
+        print(f"{side}: {seconds:.1f} s wall ({what}), peak RSS {rss:.0f} MiB")
+    print(f"ratio rbench / ARM: {times['rbench'][0] / times['arm'][0]:.2f} (machine: {os.cpu_count()} cores; "
+          "torch threads: 1 each)")
+
+
+def hit_keys(hits: list[dict]) -> list[tuple]:
+    """A ranking as ARM identifies its hits: object text, page title, source."""
     return [(h["object"], h["page_title"], h["source"]) for h in hits]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def slice_parser(doc: str) -> argparse.ArgumentParser:
+    """The command line of a reference script over the slice."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("verb", choices=["record"])
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
     parser.add_argument("--arm-repo", required=True, help="a clone or bare mirror of apostolhskouk/ARM")
     parser.add_argument("--queries", type=int, default=5)
     parser.add_argument("--tables", type=int, default=60)
     parser.add_argument("--k", type=int, default=10)
-    record(parser.parse_args())
+    return parser
+
+
+def main() -> None:
+    record(slice_parser(__doc__).parse_args())
 
 
 if __name__ == "__main__":

@@ -16,30 +16,18 @@ conversion once)."""
 
 from __future__ import annotations
 
-import json
-
-import pytest
-
-from tests.conftest import REPO, missing, substitute_causal_reranker
+from tests.conftest import REPO, substitute_causal_reranker
 from tests.reference.ottqa_decomp import RECORDED, arm_params, decompose_hits, rbench_hits, rewrite_table
-from tests.reference.ottqa_drr import build_slice
+from tests.reference.ottqa_drr import recorded_slice
 
 DATA = REPO.parent / "shared" / "data"
 
 
-@pytest.fixture(scope="module")
-def recorded():
-    if not (DATA / "ottqa" / "released_data" / "dev.json").exists():
-        missing(f"the shared OTT-QA data is not at {DATA / 'ottqa'}")
-    return json.loads(RECORDED.read_text())
-
-
-def test_decompose_with_arms_settings_gives_arms_subqueries_and_hits(tmp_path, recorded):
+def test_decompose_with_arms_settings_gives_arms_subqueries_and_hits(tmp_path):
+    recorded, objects, queries = recorded_slice(RECORDED, DATA)
     cut = recorded["provenance"]["slice"]
     checked = recorded["provenance"]["checked"]
     assert checked["prompts_identical"] == checked["answers_identical"] == cut["queries"]
-    objects, queries = build_slice(DATA, cut["queries"], cut["tables"])
-    assert queries == recorded["queries"] and len(objects) == cut["objects"]
     rewrites = rewrite_table(queries, recorded["answers"], tmp_path / "rewrites.parquet", prompt="decompose")
     for question, rewritten in zip(queries, rewrites):
         assert list(rewritten.queries) == recorded["decompositions"].get(question, []), question

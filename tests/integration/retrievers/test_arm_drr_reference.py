@@ -7,27 +7,15 @@ Cost: ~45 s (MiniLM over the slice's rows twice, SmolLM2 over 5 x 30 pairs, the 
 
 from __future__ import annotations
 
-import json
-
-import pytest
-
-from tests.conftest import REPO, missing, substitute_causal_reranker
-from tests.reference.ottqa_drr import RECORDED, build_slice, rbench_hits
+from tests.conftest import REPO, substitute_causal_reranker
+from tests.reference.ottqa_drr import RECORDED, rbench_hits, recorded_slice
 
 DATA = REPO.parent / "shared" / "data"
 
 
-@pytest.fixture(scope="module")
-def recorded():
-    if not (DATA / "ottqa" / "released_data" / "dev.json").exists():
-        missing(f"the shared OTT-QA data is not at {DATA / 'ottqa'}")
-    return json.loads(RECORDED.read_text())
-
-
-def test_dense_and_mxbai_rerank_give_arms_hits_for_the_same_slice(tmp_path, recorded):
+def test_dense_and_mxbai_rerank_give_arms_hits_for_the_same_slice(tmp_path):
+    recorded, objects, queries = recorded_slice(RECORDED, DATA)
     cut = recorded["provenance"]["slice"]
-    objects, queries = build_slice(DATA, cut["queries"], cut["tables"])
-    assert queries == recorded["queries"] and len(objects) == cut["objects"]
     ours = rbench_hits(objects, queries, substitute_causal_reranker(tmp_path / "reranker"), cut["k"], tmp_path)
     for method in ("dr", "drr"):
         for q, (arm, got) in enumerate(zip(recorded[method], ours[method])):
