@@ -278,12 +278,20 @@ class Cell:
 
 
 def _renames(pairs: Sequence[str], known: set[str]) -> dict[str, str]:
-    """``--map PUBLISHED=RUN`` pairs as a dict; a name the table lacks is an error listing its names."""
+    """``--map PUBLISHED=RUN`` pairs as a dict; either name may hold ``=`` (Table 9's
+    ``spider[granularity=schema]``): the pair is split at the one ``=`` that leaves a published name on its
+    left. A name the table lacks is an error listing its names."""
     renames = {}
     for pair in pairs:
-        published, sep, run = pair.partition("=")
-        if not sep or not published or not run:
+        cuts = [i for i, c in enumerate(pair) if c == "=" and 0 < i < len(pair) - 1]
+        if not cuts:
             raise RbenchError(f"--map {pair!r} is not PUBLISHED=RUN (e.g. --map biology=bright-biology)")
+        fits = [i for i in cuts if pair[:i] in known]
+        if len(fits) > 1:
+            raise RbenchError(f"--map {pair!r} splits into a published name and a run name in {len(fits)} ways: "
+                              "rename the run so that its name holds no published name followed by '='")
+        cut = fits[0] if fits else cuts[0]
+        published, run = pair[:cut], pair[cut + 1:]
         if published not in known:
             raise RbenchError(f"--map {pair!r}: the published table has no system or dataset {published!r}; it "
                               f"has {', '.join(sorted(known))}")

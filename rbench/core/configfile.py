@@ -49,7 +49,15 @@ def read_yaml_text(path: Path) -> tuple[Any, str]:
     if size > MAX_FILE_BYTES:
         raise ConfigError(f"{path} is {size / 1e6:.1f} MB: a settings file holds at most {MAX_FILE_BYTES >> 20} MiB; "
                           "put data in files the settings name, not in the settings themselves")
-    text = path.read_text(encoding="utf-8-sig")
+    with open(path, "rb") as f:  # bounded: a device, FIFO or /proc file reports no size
+        data = f.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise ConfigError(f"{path} gives more than {MAX_FILE_BYTES >> 20} MiB (it is not a regular file of that "
+                          "size): a settings file holds at most that; give the settings as a file")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path} is not UTF-8 text (byte {e.start}): give a YAML settings file") from None
     loader = _UniqueKeyLoader(text)
     loader.name = str(path)
     try:

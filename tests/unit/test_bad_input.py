@@ -600,6 +600,13 @@ def test_hostile_config_files_are_refused_before_any_resolution(tmp_path, tiny_f
     huge.write_text(base + "# " + "x" * (5 << 20) + "\n")
     with pytest.raises(ConfigError, match="huge.yaml is 5.2 MB: a settings file holds at most 4 MiB"):
         load_config(huge)
+    started = time.perf_counter()  # a device reports no size (issue 81, item 5: 94 s to a MemoryError)
+    with pytest.raises(ConfigError, match="/dev/zero gives more than 4 MiB"):
+        load_config(Path("/dev/zero"))
+    assert time.perf_counter() - started < 5
+    (tmp_path / "latin.yaml").write_bytes(b"name: caf\xe9\n")
+    with pytest.raises(ConfigError, match=r"latin.yaml is not UTF-8 text \(byte 9\)"):
+        load_config(tmp_path / "latin.yaml")
     shared = [list(range(10))]
     for _ in range(6):
         shared = [shared] * 10  # one list of lists, shared by reference: 10 million values when repeated

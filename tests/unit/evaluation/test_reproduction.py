@@ -108,6 +108,19 @@ def test_unknown_names_and_bad_maps_are_named():
         compare(table, {}, maps=["bio"])
     with pytest.raises(RbenchError, match="has no system or dataset 'biolgy'"):
         compare(table, {}, maps=["biolgy=bio"])
+    with pytest.raises(RbenchError, match="'bio=' is not PUBLISHED=RUN"):
+        compare(table, {}, maps=["bio="])
+
+
+def test_map_names_may_hold_an_equals_sign():
+    """Issue 79: Table 9's ``spider[granularity=schema]`` could not be mapped (split at the first ``=``)."""
+    from rbench.evaluation.reproduction import _renames
+
+    known = {"spider[granularity=schema]", "spider[granularity=row]", "bm25"}
+    assert _renames(["spider[granularity=schema]=spider-schema"], known) == {"spider[granularity=schema]": "spider-schema"}
+    assert _renames(["bm25=bm25[k1=0.9]"], known) == {"bm25": "bm25[k1=0.9]"}
+    with pytest.raises(RbenchError, match="splits into a published name and a run name in 2 ways"):
+        _renames(["a=b=c"], {"a", "a=b"})
 
 
 def test_the_shipped_tables_match_their_sources_totals():
