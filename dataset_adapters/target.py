@@ -214,7 +214,8 @@ class Target(Adapter):
                          patterns=["*.parquet", "**/*.parquet"]) for name in (corpus, queries)]
 
     def objects(self, raw: Path, params: TargetParams) -> Iterator[CorpusObject]:
-        untitled = skipped = 0
+        untitled = skipped = repeated = 0
+        seen: set[tuple[str, str]] = set()
         for row in _rows(raw / "target" / params.repo("corpus"), CORPUS_COLUMNS):
             table = row["table"]
             if params.form == "target" and not (table and isinstance(table, list) and table[0]):
@@ -224,6 +225,11 @@ class Target(Adapter):
                 raise DataError(f"TARGET table {row['table_id']!r} has no rows")
             header, *rows = [[str(c) for c in r] for r in table]
             database, table_id = str(row["database_id"]), str(row["table_id"])
+            if params.form == "target" and params.granularity == "schema":
+                if (database, table_id) in seen:  # scripts/run_extract_schemas.py lines 14-16, 34: the first kept
+                    repeated += 1
+                    continue
+                seen.add((database, table_id))
             context = context_title(row.get("context"))
             untitled += not context
             title = {"table_id": table_id, "none": "", "context": context or table_id}[params.title]
@@ -239,10 +245,20 @@ class Target(Adapter):
         if skipped:
             log.warning("TARGET %s: %d table(s) are empty or have no header and are skipped, as ARM's "
                         "serialize_tables.py skips them", params.benchmark, skipped)
+        if repeated:
+            log.warning("TARGET %s: %d repeated database/table pair(s) left out of the schema objects (the first "
+                        "kept), as ARM's run_extract_schemas.py keeps one per table", params.benchmark, repeated)
 
     def queries(self, raw: Path, params: TargetParams) -> Iterator[Query]:
+        ungrounded = 0
         for row in _rows(raw / "target" / params.repo("queries"), QUERY_COLUMNS):
             tables = row["table_id"] if isinstance(row["table_id"], list) else [row["table_id"]]
-            database = str(row["database_id"])
-            yield Query(query_id=str(row["query_id"]), text=str(row["query"]),
-                        gold_doc_ids=[doc_id(database, str(t)) for t in tables])
+            database = row["database_id"]
+            gold = [doc_id(str(database), str(t)) for t in tables if database not in (None, "") and t not in (None, "")]
+            ungrounded += not gold
+            yield Query(query_id=str(row["query_id"]), text=str(row["query"]), gold_doc_ids=gold)
+        if ungrounded:  # no judgement: left out of the sample and the scores, as ARM leaves them out before sampling
+            log.warning("TARGET %s: %d quer(ies) name no table (table_id or database_id missing or empty) and have "
+                        "no gold document; they are not scored (ARM: create_benchmarks.py lines 84-86, "
+                        "create_target_bench_all.py line 36, sample_queries.py lines 20-27)",
+                        params.benchmark, ungrounded)

@@ -192,6 +192,27 @@ def test_spider_from_targets_text2sql_files_is_arms_metadata_objects(tmp_path):
                                        "params": {"benchmark": "ottqa", "split": "test"}})
 
 
+def test_target_queries_without_a_table_and_repeated_tables_as_arm_leaves_them(tmp_path, caplog):
+    """Issue 79: a Text2SQL query whose table_id is None or empty has no gold (ARM drops it before sampling:
+    scripts/target/create_benchmarks.py lines 84-86, create_target_bench_all.py line 36, sample_queries.py
+    lines 20-27), and a repeated database/table pair gives one schema object (run_extract_schemas.py)."""
+    raw = tmp_path / "raw"
+    write_target_text2sql(raw, "spider", "test", {
+        "database_id": ["zoo", "zoo", "zoo"], "table_id": ["lions", "lions", "keepers"],
+        "table": [[["name", "rank"], ["Leo", "1"]], [["name", "rank"], ["Leo", "2"]], [["keeper", "age"], ["Ann", "31"]]],
+        "context": [{}] * 3},
+        {"query_id": ["0", "1", "2", "3"], "query": ["Who is first?", "No table?", "Empty table id?", "Empty list?"],
+         "database_id": ["zoo", "zoo", "zoo", "zoo"], "table_id": [["lions"], None, [""], []],
+         "answer": ["Leo", "", "", ""]})
+    prepared = _prepare(tmp_path / "s", raw, {"name": "spider", "adapter": "target",
+                                              "params": {"benchmark": "spider", "form": "target", "granularity": "schema"}})
+    assert [c["text"] for c in _table(prepared.file("corpus.parquet"))] == [
+        "zoo [SEP] lions [SEP] [H] name [H] rank", "zoo [SEP] keepers [SEP] [H] keeper [H] age"]
+    queries = {q["query_id"]: q["gold_doc_ids"] for q in _table(prepared.file("queries.parquet"))}
+    assert queries == {"0": ["zoo :: lions"], "1": [], "2": [], "3": []}
+    assert "3 quer(ies) name no table" in caplog.text and "1 repeated database/table pair(s)" in caplog.text
+
+
 def _plain_sample_queries(items: list[dict], k: int) -> list[dict]:
     """``subsample_json`` of ARM's ``src/utils/sample_queries.py``, transcribed as plainly as it reads."""
     from sklearn.cluster import KMeans
