@@ -179,7 +179,7 @@ def test_a_cold_run_plans_once_builds_each_retriever_twice_and_reads_its_file_on
     monkeypatch.setattr(Path, "read_text", counted_read)
     monkeypatch.setattr(builtins, "open", counted_open)
     assert main(["run", str(config)]) == 0
-    assert len(plans) == 1 and builds == {"bm25s": 2, "bm25s-k1": 2} and reads == ["read_text"]
+    assert len(plans) == 1 and builds == {"bm25s": 2, "bm25s-k1": 2} and reads == ["open"]
     capsys.readouterr()
     flows = []
     monkeypatch.setattr(rbench.door, "run_flow", lambda *a, **k: flows.append(a))
