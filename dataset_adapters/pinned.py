@@ -21,10 +21,10 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rbench.core.errors import DataError
+from rbench.core.pinned_files import RAW
 from rbench.dataset_adapters.base import FileSpec
 
 PINS = Path(__file__).parent / "pins"
-RAW = "https://raw.githubusercontent.com/{repository}/{commit}/"
 
 
 class Pin(BaseModel):

@@ -12,6 +12,9 @@ from pathlib import Path
 
 from rbench.core.errors import DataError
 
+RAW = "https://raw.githubusercontent.com/{repository}/{commit}/"
+"""A GitHub repository's raw address at a commit (``dataset_adapters/pinned.py`` pins whole sets of files by it)."""
+
 
 @dataclass(frozen=True)
 class PinnedFile:
@@ -25,7 +28,7 @@ class PinnedFile:
     @property
     def url(self) -> str:
         """The file's raw address at the commit."""
-        return f"https://raw.githubusercontent.com/{self.repository}/{self.commit}/{self.path}"
+        return RAW.format(repository=self.repository, commit=self.commit) + self.path
 
     @property
     def mirror_path(self) -> str:

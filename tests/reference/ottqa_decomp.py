@@ -39,6 +39,7 @@ from tests.reference.ottqa_drr import (  # noqa: E402
     run_arm,
     since,
     slice_parser,
+    write_corpus,
 )
 
 RECORDED = REPO / "tests" / "reference" / "recorded" / "ottqa-decomp.json"
@@ -54,19 +55,6 @@ def arm_params(reranker: str | None, prompt: str = "arm:decompose") -> dict:
         params |= {"rerank": {"model": reranker, "family": "mxbai-v2", "batch_size": 32},
                    "rerank_candidates": "union"}
     return params
-
-
-def write_corpus(objects: list[dict], work: Path) -> Path:
-    """The slice's objects as an rbench corpus (object ids ``o<position>``)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    corpus = work / "corpus.parquet"
-    pq.write_table(pa.table({
-        "object_id": [f"o{i}" for i in range(len(objects))], "text": [o["object"] for o in objects],
-        "doc_id": [f"{o['page_title']}_{o['source']}" for o in objects],
-        "page_title": [o["page_title"] for o in objects], "modality": ["row"] * len(objects)}), corpus)
-    return corpus
 
 
 def rbench_hits(objects: list[dict], queries: list[str], rewrites: Path, reranker: str, k: int,

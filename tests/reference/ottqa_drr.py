@@ -61,18 +61,24 @@ def recorded_slice(recorded: Path, data: Path) -> tuple[dict, list[dict], list[s
     return reference, objects, queries
 
 
-def rbench_hits(objects: list[dict], queries: list[str], reranker: str, k: int, work: Path) -> dict[str, list]:
-    """rbench's `dense` and `rerank` (mxbai-v2) over the slice: per query the hits as ARM reports them."""
+def write_corpus(objects: list[dict], work: Path) -> Path:
+    """The slice's objects as an rbench corpus (object ids ``o<position>``)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-
-    from rbench.retrievers.base import make_retriever
 
     corpus = work / "corpus.parquet"
     pq.write_table(pa.table({
         "object_id": [f"o{i}" for i in range(len(objects))], "text": [o["object"] for o in objects],
         "doc_id": [f"{o['page_title']}_{o['source']}" for o in objects],
         "page_title": [o["page_title"] for o in objects], "modality": ["row"] * len(objects)}), corpus)
+    return corpus
+
+
+def rbench_hits(objects: list[dict], queries: list[str], reranker: str, k: int, work: Path) -> dict[str, list]:
+    """rbench's `dense` and `rerank` (mxbai-v2) over the slice: per query the hits as ARM reports them."""
+    from rbench.retrievers.base import make_retriever
+
+    corpus = write_corpus(objects, work)
     dense_params = {"model": EMBEDDER}
     out = {}
     for method, name, params in (("dr", "dense", dense_params),
