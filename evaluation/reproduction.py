@@ -21,7 +21,7 @@ import math
 from dataclasses import asdict, dataclass
 from datetime import date
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Mapping, Protocol, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -341,11 +341,118 @@ def exact_verdict(per_query: Sequence[float], published: float, decimals: int) -
     return ("equal", 0) if q == 0 else (f"off by {q} of {len(per_query)} queries", q)
 
 
-def same_computation(requirement: "Requirement | None", params: Mapping[str, str]) -> bool:
-    """Whether a run's child ``params`` meet one of ``requirement``'s ``exact`` sets (never when it has none)."""
-    if requirement is None or requirement.exact is None:
-        return False
-    return any(all(str(params.get(k)) == str(v) for k, v in option.items()) for option in requirement.exact)
+EXEMPT: dict[str, str] = {
+    "dataset.name": "the dataset's name in results",
+    "retriever.label": "the retriever's name in results",
+    "dataset.max_missing_gold": "a gate: it refuses a dataset, never changes a number of one it accepts",
+    "dataset.params.path": "the folder the files are read from: which benchmark they hold is the published "
+                           "dataset's name, and their bytes the download stage's digest",
+    "metrics.k": "the cut-offs reported: a cell reads its own k, and one the run lacks is reported missing",
+    "*.device": "where a model runs (the same weights and inputs)",
+    "*.batch_size": "how many inputs a model takes at once",
+    "*.threads": "CPU threads a backend uses",
+    "*.max_concurrency": "requests in flight to an LLM server",
+    "*.timeout": "how long a request may take before it is retried",
+    "*.max_retries": "how often a failed request is retried",
+    "*.api_key_env": "the name of the variable that holds a secret",
+    "*.basic_auth_env": "the name of the variable that holds a secret",
+    "*.on_disk": "whether a FAISS index is memory-mapped: the same vectors, searched the same way",
+}
+"""The settings that cannot change a published number, each with its reason: the one list
+:func:`differences` skips (a key, or ``*.name`` for that last part under any prefix). Every other
+resolved setting of a run is part of the computation."""
+
+
+def exempt(key: str) -> str:
+    """Why setting ``key`` (``retriever.params.first_stage.params.device``) cannot change a number, or ""."""
+    return EXEMPT.get(key) or EXEMPT.get(f"*.{key.rsplit('.', 1)[-1]}", "")
+
+
+class Settings(Protocol):
+    """What the comparison asks of the layers above it (``rbench.config.exact``): a rule's stated
+    settings completed as a run completes its own, and the settings a named protocol fixes."""
+
+    def resolved(self, prefix: str, stated: Mapping[str, object], run: Mapping[str, str],
+                 protocol: str | None = None) -> Mapping[str, object]:
+        """The complete settings under ``prefix`` (``dataset`` or ``retriever``), flattened as a child run
+        logs them, of the component that ``stated`` (``retriever.name``, ``retriever.params.k1``, ...)
+        describes, every unstated setting at the default an experiment under ``protocol`` gives it;
+        ``run`` lends the values of :data:`EXEMPT` keys."""
+        ...
+
+    def protocol(self, name: str) -> Mapping[str, object]:
+        """The parent-run settings (``depth``, ``metrics.recall_denominator``, ...) that protocol ``name`` fixes."""
+        ...
+
+
+def _shown(value: object) -> str:
+    return "unset" if value is _UNSET else str(value)
+
+
+_UNSET = object()
+
+
+def differences(rule: Mapping[str, object], run: Mapping[str, str], settings: Settings,
+                protocol: str | None = None) -> list[str]:
+    """Every resolved setting, bar :data:`EXEMPT`, where a child run's logged ``run`` params differ from
+    the computation ``rule`` states (``key: the published computation has X, the run Y``): the rule's
+    dataset and retriever completed by ``settings`` at their defaults under the table's ``protocol``, so
+    that a setting the rule does not name is compared too, a new one included."""
+    out = []
+    for prefix in ("dataset", "retriever"):
+        stated = {k: v for k, v in rule.items() if k.startswith(f"{prefix}.")}
+        try:
+            reference = {k: str(v) for k, v in settings.resolved(prefix, stated, run, protocol).items()}
+        except (ValueError, RbenchError) as e:
+            given = ", ".join(f"{k} = {v}" for k, v in stated.items()) or "no settings"
+            out.append(f"the published {prefix} ({given}) cannot be resolved here: {e}")
+            continue
+        ran = {k: v for k, v in run.items() if k.startswith(f"{prefix}.")}
+        for key in sorted(set(reference) | set(ran)):
+            want, got = reference.get(key, _UNSET), ran.get(key, _UNSET)
+            if not exempt(key) and (want is _UNSET or got is _UNSET or str(want) != str(got)):
+                out.append(f"{key}: the published computation has {_shown(want)}, the run {_shown(got)}")
+    return out
+
+
+def _merged(*parts: Mapping[str, object]) -> dict[str, object] | None:
+    """The union of ``parts``, or None when two of them give one key different values."""
+    out: dict[str, object] = {}
+    for part in parts:
+        for key, value in part.items():
+            if key in out and str(out[key]) != str(value):
+                return None
+            out[key] = value
+    return out
+
+
+def _options(rule: Requirement) -> list[dict[str, object]]:
+    """A rule's whole computations: each ``exact`` option with its ``requires`` and the ``any_of``
+    option it agrees with (the adapter's ``split``, say, that the exact option leaves to ``any_of``)."""
+    return [merged for option in rule.exact or [] for alternative in rule.any_of or [{}]
+            if (merged := _merged(rule.requires, alternative, option)) is not None]
+
+
+def exact_rules(table: "PublishedTable", system: str, dataset: str) -> list[dict[str, object]]:
+    """The alternative whole computations a cell's ``exact`` rules state: each of its system's with
+    each of its dataset's (none when either has no ``exact``: a stand-in model)."""
+    sys_rule, ds_rule = table.systems.get(system), table.datasets.get(dataset)
+    if sys_rule is None or ds_rule is None or sys_rule.exact is None or ds_rule.exact is None:
+        return []
+    return [merged for s in _options(sys_rule) for d in _options(ds_rule) if (merged := _merged(s, d)) is not None]
+
+
+def protocol_differences(table: "PublishedTable", parent: Mapping[str, str], settings: Settings) -> str:
+    """Why a run's parent params do not evaluate as the table's protocol does ("" when they do):
+    judged by what the protocol fixes (depth, metric definitions, query sample), not by its name."""
+    if not table.protocol:
+        return ""
+    for key, want in settings.protocol(table.protocol).items():
+        got = parent.get(key)
+        if not exempt(key) and str(got) != str(want):
+            return (f"the published cells follow protocol {table.protocol!r}, which fixes {key} = {want}; the run "
+                    f"has {'none' if got is None else got} (set protocol: {table.protocol} in the experiment file)")
+    return ""
 
 
 def unmet(requirement: "Requirement | None", params: Mapping[str, str], what: str) -> str:
@@ -366,14 +473,20 @@ def unmet(requirement: "Requirement | None", params: Mapping[str, str], what: st
 
 def compare(table: PublishedTable, scores: Mapping[tuple[str, str], Mapping[tuple[str, int, str], float]],
             maps: Sequence[str] = (), trials: int = 10_000, seed: int = 0,
-            params: Mapping[tuple[str, str], Mapping[str, str]] | None = None, protocol: str | None = None,
+            params: Mapping[tuple[str, str], Mapping[str, str]] | None = None,
+            parent: Mapping[str, str] | None = None, settings: Settings | None = None,
             notes: Sequence["Note"] = ()) -> list[Cell]:
     """Each published cell beside the run's per-query ``scores[(dataset, retriever)][(metric,
     k, query_id)]``. A published system or dataset is looked up under its own name, or the name
     ``maps`` (``PUBLISHED=RUN`` strings, systems and datasets alike) gives it. ``params``: each
     child run's logged parameters, checked against the table's system and dataset
-    requirements; ``protocol``: the run's evaluation protocol, checked against the table's.
-    ``notes``: reviewed notes on measured deviations, attached to the cells they name."""
+    requirements, and for a cell with ``exact`` rules every resolved setting against the rule's
+    computation (:func:`differences`); ``parent``: the parent run's params, checked against what the
+    table's protocol fixes; ``settings`` resolves both (needed with either). ``notes``: reviewed
+    notes on measured deviations, attached to the cells they name."""
+    if (params is not None or parent is not None) and settings is None:
+        raise ValueError("compare: params or parent given without settings to resolve the published rules "
+                         "(pass rbench.config.exact.SETTINGS)")
     if trials < 1:
         raise RbenchError(f"--trials {trials}: the bootstrap needs at least one resample (default 10,000)")
     cells = table.cells()
@@ -402,24 +515,27 @@ def compare(table: PublishedTable, scores: Mapping[tuple[str, str], Mapping[tupl
         measured = float(np.mean(per_query))
         low, high = bootstrap_interval(per_query, trials, seed)
         child = (params or {}).get((run_dataset, run_system), {})
-        reason = ""
-        if table.protocol and protocol is not None and protocol != table.protocol:
-            reason = (f"the published cells follow protocol {table.protocol!r}, the run {protocol!r} "
-                      f"(set protocol: {table.protocol} in the experiment file)")
+        reason = protocol_differences(table, parent, settings) if parent is not None and settings else ""
         reason = reason or unmet(table.systems.get(system), child, system) or unmet(
             table.datasets.get(dataset), child, dataset)
         diff_low = diff_high = None
-        exact = (not reason and table.decimals is not None and sample is not None and not sample.inferred
-                 and len(per_query) == sample.n and same_computation(table.systems.get(system), child)
-                 and same_computation(table.datasets.get(dataset), child))
+        exact, differs = False, ""
+        rules = exact_rules(table, system, dataset) if table.decimals is not None else []
+        if not reason and rules and settings is not None:
+            if sample is None or sample.inferred:
+                differs = "the published sample size is not stated, so the cells cannot be matched query for query"
+            elif len(per_query) != sample.n:
+                differs = f"the run scores {len(per_query)} queries, the published cells {sample.n}"
+            else:
+                nearest = min((differences(rule, child, settings, table.protocol) for rule in rules), key=len)
+                exact = not nearest
+                differs = "; ".join(nearest[:3]) + (f"; and {len(nearest) - 3} more" if len(nearest) > 3 else "")
         again = table.rounded_from(system, dataset, metric, k)
         if exact:
-            verdict, off_by = exact_verdict(per_query, published, table.decimals)
-            why = ""
-            if off_by and again and exact_verdict(per_query, again.value, again.decimals)[1] == 0:
-                verdict, off_by = "equal", 0
-                why = (f"the printed {published:g} rounds {again.source}'s {again.value:g}, which the run's mean "
-                       f"{measured:.4f} rounds to at {again.decimals} decimals")
+            value, decimals = (again.value, again.decimals) if again else (published, table.decimals or 0)
+            verdict, off_by = exact_verdict(per_query, value, decimals)
+            why = (f"the printed {published:g} rounds {again.source}'s {again.value:g} again; the run's mean "
+                   f"{measured:.4f} is judged against {again.value:g} at {again.decimals} decimals") if again else ""
             out.append(Cell(**base, measured=measured, delta=measured - published, ci_low=low, ci_high=high,
                             inside=off_by == 0, queries=len(per_query), verdict=verdict, exact=True, off_by=off_by,
                             reason=why))
@@ -434,7 +550,8 @@ def compare(table: PublishedTable, scores: Mapping[tuple[str, str], Mapping[tupl
         verdict = "not comparable" if reason else ("inside" if held else "outside")
         out.append(Cell(**base, measured=measured, delta=measured - published, ci_low=low, ci_high=high,
                         inside=held, queries=len(per_query), diff_low=diff_low, diff_high=diff_high,
-                        verdict=verdict, reason=reason))
+                        verdict=verdict, reason=reason or (f"not the published computation: {differs}" if differs
+                                                           else "")))
     return out
 
 

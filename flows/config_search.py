@@ -17,7 +17,8 @@ from rbench.experiment import preflight, reopened
 from rbench.flows.benchmark import run_with_runner
 from rbench.results import SearchSummary
 from rbench.tasks.evaluate import read_aggregate, read_ir_values
-from rbench.tracking.write import flatten, log_search
+from rbench.core.configfile import flatten
+from rbench.tracking.write import log_search
 
 
 @flow(name="rbench-config-search", log_prints=True)

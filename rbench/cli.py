@@ -444,15 +444,16 @@ def cmd_fuse(args: argparse.Namespace) -> int:
 def _compare_run(uri: str, run: str, experiment: str, tables: list, maps: list[str], trials: int,
                  seed: int) -> tuple[object, list[dict]]:
     """A run's parent and its comparison document against each published table."""
+    from rbench.config.exact import SETTINGS
     from rbench.evaluation.reproduction import compare, document, load_notes
     from rbench.tracking.read import load_results, load_run_params
 
     (parent,), _, scores = load_results(uri, [run], experiment, per_query=True)
-    protocol, params, ceilings = load_run_params(uri, parent.info.run_id, experiment)
+    logged, params, ceilings = load_run_params(uri, parent.info.run_id, experiment)
     name = f"{parent.info.run_name} ({parent.info.run_id[:8]})"
-    return parent, [document(table, compare(table, scores, maps, trials, seed, params=params, protocol=protocol,
-                                            notes=load_notes(table)), name, trials, seed, ceilings)
-                    for table in tables]
+    return parent, [document(table, compare(table, scores, maps, trials, seed, params=params, parent=logged,
+                                            settings=SETTINGS, notes=load_notes(table)), name, trials, seed,
+                             ceilings) for table in tables]
 
 
 def _log_comparisons(uri: str, run_id: str, tables: list, docs: list[dict], out: Path) -> None:

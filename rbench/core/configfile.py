@@ -199,6 +199,16 @@ def validate_file(model: type[BaseModel], path: Path | str, what: str, hint: str
         raise ConfigError(format_validation_error(e, str(path), what, model)) from None
 
 
+def flatten(prefix: str, value: Any) -> dict[str, Any]:
+    """Nested settings as MLflow params: ``{prefix}.{key}`` per leaf (``execution.runner``)."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(flatten(f"{prefix}.{k}" if prefix else str(k), v))
+        return out
+    return {prefix: value}
+
+
 def validate_params(model: type[BaseModel], params: dict[str, Any], context: dict | None = None) -> dict[str, Any]:
     """Validate a component's ``params`` as ``model`` (paths resolved by ``context``) and return
     them as plain JSON values; problems become one ValueError of ``params.key: problem (got

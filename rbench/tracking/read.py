@@ -200,9 +200,9 @@ def load_results(tracking_uri: str, runs: Sequence[str], experiment: str | None 
 CEILING_KEYS = ("queries", "gold_outside_corpus", "recall_ceiling", "perfect_recall_ceiling")
 
 
-def load_run_params(tracking_uri: str, run: str, experiment: str | None = None) -> tuple[str, dict, dict]:
-    """A parent run's evaluation protocol (``standard`` for runs logged before protocols were
-    logged), its child runs' logged parameters per ``(dataset, retriever label)``, and per dataset
+def load_run_params(tracking_uri: str, run: str, experiment: str | None = None) -> tuple[dict, dict, dict]:
+    """A parent run's logged parameters (its protocol, depth, metric and sample settings), its
+    child runs' logged parameters per ``(dataset, retriever label)``, and per dataset
     the ceilings its evaluated queries put on recall (:data:`CEILING_KEYS`, from the evaluate
     stage; none for runs logged before it counted them)."""
 
@@ -213,7 +213,7 @@ def load_run_params(tracking_uri: str, run: str, experiment: str | None = None) 
         found = {key: child.data.metrics.get(f"evaluate.{key}") for key in CEILING_KEYS}
         if dataset not in ceilings and found["recall_ceiling"] is not None:
             ceilings[dataset] = found
-    return (parent.data.params.get("protocol", "standard"),
+    return (dict(parent.data.params),
             {(dataset, label): dict(child.data.params) for child, dataset, label in children}, ceilings)
 
 

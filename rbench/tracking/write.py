@@ -15,8 +15,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from rbench.config import ExperimentConfig
+from rbench.config import DatasetConfig, ExperimentConfig, RetrieverConfig
 from rbench.core import settings
+from rbench.core.configfile import flatten
 from rbench.core.errors import TrackingError
 from rbench.core.hashing import canonical_json
 from rbench.core.secrets import redact, split_credentials
@@ -34,14 +35,20 @@ def metric_name(metric: str, k: int) -> str:
     return f"{metric}_at_{k}" if k else metric
 
 
-def flatten(prefix: str, value: Any) -> dict[str, Any]:
-    """Nested settings as MLflow params: ``{prefix}.{key}`` per leaf (``execution.runner``)."""
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            out.update(flatten(f"{prefix}.{k}" if prefix else str(k), v))
-        return out
-    return {prefix: value}
+def parent_params(cfg: ExperimentConfig) -> dict[str, Any]:
+    """The params an experiment's parent run logs: its names, depth, protocol and the settings of
+    its sample, metrics and execution (what ``rbench compare`` checks a protocol against)."""
+    return {"experiment": cfg.name, "datasets": ",".join(d.name for d in cfg.datasets),
+            "retrievers": ",".join(r.label for r in cfg.retrievers), "depth": cfg.depth,
+            "protocol": cfg.protocol, **flatten("subsample", cfg.subsample.model_dump(mode="json")),
+            **flatten("metrics", cfg.metrics.model_dump(mode="json")),
+            **flatten("execution", cfg.execution.model_dump(mode="json"))}
+
+
+def child_params(cfg: ExperimentConfig, dataset: DatasetConfig, retriever: RetrieverConfig) -> dict[str, Any]:
+    """The params a pair's child run logs: every resolved setting of its dataset and retriever, and the depth."""
+    return {**flatten("dataset", dataset.model_dump(mode="json")),
+            **flatten("retriever", retriever.model_dump(mode="json")), "depth": cfg.depth}
 
 
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
@@ -266,13 +273,7 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
     with mlflow.start_run(run_id=parent_run) as parent:
         parent_id = parent.info.run_id
         mlflow.set_tags(tags)
-        mlflow.log_params(
-            {"experiment": cfg.name, "datasets": ",".join(d.name for d in cfg.datasets),
-             "retrievers": ",".join(r.label for r in cfg.retrievers), "depth": cfg.depth,
-             "protocol": cfg.protocol, **flatten("subsample", cfg.subsample.model_dump(mode="json")),
-             **flatten("metrics", cfg.metrics.model_dump(mode="json")),
-             **flatten("execution", cfg.execution.model_dump(mode="json"))}
-        )
+        mlflow.log_params(parent_params(cfg))
         mlflow.log_text(config_text, "experiment.yaml")
         mlflow.log_dict({"stages": [asdict(r) for r in report], "failures": [asdict(f) for f in failures]},
                         "stages.json")
@@ -298,11 +299,7 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
             with mlflow.start_run(run_id=child_id, nested=True):
                 mlflow.set_tags({"rbench.dataset": dataset.name, "rbench.retriever": retriever.label,
                                  "rbench.evaluate_key": evaluation.key})
-                mlflow.log_params({
-                    **flatten("dataset", dataset.model_dump(mode="json")),
-                    **flatten("retriever", retriever.model_dump(mode="json")),
-                    "depth": cfg.depth,
-                })
+                mlflow.log_params(child_params(cfg, dataset, retriever))
                 mlflow.log_metrics({metric_name(a["metric"], a["k"]): a["value"] for a in aggregate})
                 mlflow.log_metrics(stage_metrics(result))
                 for name in ("per_query.parquet", "aggregate.parquet", "qrels.trec"):

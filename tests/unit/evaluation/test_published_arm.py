@@ -151,7 +151,7 @@ def test_each_gpu_study_runs_what_its_published_table_requires(study, name):
     run's cells are comparable."""
     from rbench.config import load_config
     from rbench.evaluation.reproduction import unmet
-    from rbench.tracking.write import flatten
+    from rbench.core.configfile import flatten
 
     cfg = load_config(Path(__file__).resolve().parents[3] / "configs" / "studies" / f"{study}.yaml")
     table = load_published(name)

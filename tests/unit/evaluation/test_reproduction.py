@@ -9,10 +9,13 @@ import pytest
 import yaml
 
 from rbench.config import load_config
+from rbench.config.exact import SETTINGS
 from rbench.core.errors import ConfigError, RbenchError
 from rbench.evaluation.report import reproduction_markdown, write_report
 from rbench.evaluation.reproduction import bootstrap_interval, compare, document, load_published, published_names
 from rbench.evaluation.reproduction_text import summary
+
+from tests.unit.evaluation.test_exact_rules import logged
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -252,16 +255,19 @@ def test_verdicts_inside_outside_and_not_comparable(tmp_path):
     table = load_published(str(path))
     scores = {("biology", "bm25"): {**{("recall", 5, f"q{i}"): float(i < 200) for i in range(500)},
                                     **{("recall", 10, f"q{i}"): float(i < 200) for i in range(500)}}}
+    arm, _ = logged([{"name": "ottqa"}], {"name": "bm25"})
     by = {c.k: c for c in compare(table, scores, trials=200, params={("biology", "bm25"): {"retriever.name": "bm25"}},
-                                  protocol="arm")}
+                                  parent=arm, settings=SETTINGS)}
     assert by[5].verdict == "inside" and by[5].diff_low < 0 < by[5].diff_high and by[5].published_queries == 100
     assert by[10].verdict == "outside" and by[10].diff_high < 0
     stand_in = compare(table, scores, trials=200, params={("biology", "bm25"): {"retriever.name": "bm25s"}},
-                       protocol="arm")
+                       parent=arm, settings=SETTINGS)
     assert stand_in[0].verdict == "not comparable" and "retriever.name = bm25, the run bm25s" in stand_in[0].reason
-    other_protocol = compare(table, scores, trials=200, protocol="standard")
-    assert other_protocol[0].verdict == "not comparable" and "protocol 'arm'" in other_protocol[0].reason
-    doc = document(table, compare(table, scores, trials=200, protocol="arm"), "r", 200, 0)
+    other_protocol = compare(table, scores, trials=200, parent={**arm, "protocol": "standard", "depth": "1000"},
+                             settings=SETTINGS)
+    assert other_protocol[0].verdict == "not comparable" and "protocol 'arm', which fixes depth = 30; the run " \
+        "has 1000" in other_protocol[0].reason
+    doc = document(table, compare(table, scores, trials=200, parent=arm, settings=SETTINGS), "r", 200, 0)
     assert "| 0.450 (~100) | 0.4000 (500) | -0.0500 |" in reproduction_markdown(doc)
 
 
@@ -366,17 +372,21 @@ def test_exact_verdicts_for_the_same_computation_intervals_for_stand_ins(tmp_pat
     hits = {("recall", 1, f"q{i}"): float(i < 44) for i in range(100)}
     hits.update({("recall", 5, f"q{i}"): float(i < 65) for i in range(100)})
     scores = {("biology", "bm25"): hits, ("biology", "dr"): hits}
-    same = {"dataset.adapter": "ottqa", "dataset.params.form": "target", "retriever.params.k1": "0.9"}
-    params = {("biology", "bm25"): {**same, "retriever.name": "bm25"},
-              ("biology", "dr"): {**same, "retriever.name": "dense"}}
-    cells = {(c.system, c.k): c for c in compare(table, scores, trials=200, params=params, protocol="arm")}
+    arm, bm25 = logged([{"name": "biology", "adapter": "ottqa"}], {"name": "bm25"})
+    _, dense = logged([{"name": "biology", "adapter": "ottqa"}], {"name": "dense", "label": "dr"})
+    params = {**bm25, **dense}
+    cells = {(c.system, c.k): c for c in compare(table, scores, trials=200, params=params, parent=arm,
+                                                 settings=SETTINGS)}
     assert cells[("bm25", 1)].verdict == "off by 1 of 100 queries" and cells[("bm25", 1)].exact
     assert cells[("bm25", 5)].verdict == "equal" and cells[("bm25", 5)].off_by == 0
     assert cells[("dr", 1)].verdict == "inside" and not cells[("dr", 1)].exact  # no exact: a stand-in model
     other_form = {k: {**v, "dataset.params.form": "rbench"} for k, v in params.items()}
-    assert compare(table, scores, trials=200, params=other_form, protocol="arm")[0].verdict == "inside"
+    (cell, *_) = compare(table, scores, trials=200, params=other_form, parent=arm, settings=SETTINGS)
+    assert cell.verdict == "inside" and "dataset.params.form: the published computation has target, the run rbench" \
+        in cell.reason
     fewer = {k: {key: v for key, v in s.items() if int(key[2][1:]) < 50} for k, s in scores.items()}
-    assert compare(table, fewer, trials=200, params=params, protocol="arm")[0].verdict != "equal"  # another sample
+    (cell, *_) = compare(table, fewer, trials=200, params=params, parent=arm, settings=SETTINGS)
+    assert cell.verdict != "equal" and "the run scores 50 queries, the published cells 100" in cell.reason
     doc = document(table, list(cells.values()), "r", 200, 0)
     assert summary(doc).startswith("1 equal, 1 off by some queries, 1 inside, 0 outside")
     # issue 70, item 9: at the table's three digits (on 3f3249c padded to 0.4500, which reads as a fourth digit)
@@ -446,13 +456,14 @@ def test_a_cell_printed_from_another_tables_rounded_value_is_compared_with_that_
                 "source": "table-6"}]
     raw = dict(protocol="arm", decimals=2, queries={"*": {"n": 100, "basis": "the code samples 100"}},
                systems={"bm25": {"requires": {"retriever.name": "bm25"}, "exact": [{}]}},
-               datasets={"biology": {"exact": [{}]}}, values={"bm25": {"biology": {"precision@5": 0.10}}})
-    params = {("biology", "bm25"): {"retriever.name": "bm25"}}
+               datasets={"biology": {"requires": {"dataset.adapter": "ottqa"}, "exact": [{}]}},
+               values={"bm25": {"biology": {"precision@5": 0.10}}})
+    arm, params = logged([{"name": "biology", "adapter": "ottqa"}], {"name": "bm25"})
 
     def verdict(mean: float, **changes):
         table = load_published(str(_table(tmp_path, **{**raw, **changes})))
         scores = {("biology", "bm25"): {("precision", 5, f"q{i}"): mean for i in range(100)}}
-        (cell,) = compare(table, scores, trials=50, params=params, protocol="arm")
+        (cell,) = compare(table, scores, trials=50, params=params, parent=arm, settings=SETTINGS)
         return cell
 
     assert verdict(0.0947).verdict == "off by 1 of 100 queries"  # the table without its rounded list
@@ -460,7 +471,8 @@ def test_a_cell_printed_from_another_tables_rounded_value_is_compared_with_that_
     assert (cell.verdict, cell.off_by, cell.exact) == ("equal", 0, True)
     assert "the printed 0.1 rounds table-6's 0.095" in cell.reason and "0.0947" in cell.reason
     assert verdict(0.0940, rounded=rounded).verdict == "off by 1 of 100 queries"  # .094: neither .095 nor .10
-    assert verdict(0.1010, rounded=rounded).verdict == "equal" and not verdict(0.1010, rounded=rounded).reason
+    printed_only = verdict(0.1010, rounded=rounded)  # the printed .10, not the .095 it reprints (issue 79, item 3)
+    assert printed_only.verdict == "off by 6 of 100 queries" and "judged against 0.095" in printed_only.reason
     stand_in = {**raw, "systems": {"bm25": {"requires": {"retriever.name": "bm25"}}}}
     assert verdict(0.0947, **stand_in, rounded=rounded).diff_low is not None  # an interval, around .095
     with pytest.raises(ConfigError, match="rounded names bm25/biology/recall@5"):
