@@ -196,6 +196,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     from rbench.core.locations import given_mirror, remembered_mirror, resolve_store
     from rbench.dataset_adapters.base import ADAPTERS
+    from rbench.dataset_listing import dataset_availability
     from rbench.retrievers.base import RETRIEVERS
 
     what = args.what
@@ -209,8 +210,10 @@ def cmd_list(args: argparse.Namespace) -> int:
             print(f"  {name:<12} {cls.description}")
             params = ", ".join(f"{k}={_shown_default(v)}" for k, v in cls.Params.model_fields.items())
             print(f"  {'':<12} params: {params}")
-            for variant, status in dataset_availability(cls, Path(mirror) if mirror else None):
+            for variant, status, paths in dataset_availability(cls, Path(mirror) if mirror else None):
                 print(f"  {'':<12}   {variant:<36} {status}")
+                if paths:
+                    print(f"  {'':<12}   {'':<36} looks for {paths}")
     if what in ("retrievers", "all"):
         print("retrievers:")
         for name, cls in sorted(RETRIEVERS.items()):
@@ -265,41 +268,6 @@ def cmd_runs(args: argparse.Namespace) -> int:
         what = ", ".join(r["systems"]) or r["kind"]
         print(f"{r['id']:<32}  {r['started']:<16}  {r['status']:<8}  {r['experiment']:<18}  {r['name']}: {what}")
     return 0
-
-
-def dataset_availability(adapter_cls, mirror: Path | None) -> list[tuple[str, str]]:
-    """``(variant, status)`` per dataset variant: offline from the mirror (with its size), or not."""
-    from typing import get_args
-
-    from rbench.dataset_adapters.base import expand
-
-    fields = adapter_cls.Params.model_fields
-    axis = next((k for k in ("benchmark", "split", "task") if k in fields), None)
-    if axis is not None:
-        variants = [{axis: b} for b in get_args(fields[axis].annotation)]
-    elif all(not f.is_required() for f in fields.values()):
-        variants = [{}]
-    else:
-        return [("(given in the config)", adapter_cls.where_from)]
-    rows = []
-    for params in variants:
-        specs = expand(adapter_cls().files(adapter_cls.Params.model_validate(params)))
-        label = ", ".join(f"{k}={v}" for k, v in params.items()) or "default"
-        present = [mirror / s.name for s in specs if mirror is not None and (mirror / s.name).exists()]
-        if mirror is not None and len(present) == len(specs):
-            size = sum(f.stat().st_size for p in present for f in ([p] if p.is_file() else p.rglob("*")) if f.is_file())
-            rows.append((label, f"offline from the mirror, {size / 1e6:.1f} MB in {len(specs)} file(s)"))
-        else:
-            sourced = [s for s in specs if s.hf_repo or s.url]
-            if not sourced:
-                rows.append((label, f"not in the mirror ({len(present)}/{len(specs)} files) and no download source: "
-                                    "put the files in the mirror (or give their paths in the params)"))
-                continue
-            source = sourced[0].hf_repo or "GitHub"
-            unpinned = sum(s.sha256 is None for s in specs)
-            rows.append((label, f"not in the mirror ({len(present)}/{len(specs)} files): downloads from {source}"
-                         + (f" ({unpinned} file(s) unverified: no pinned sha256)" if unpinned else "")))
-    return rows
 
 
 def _reading_store(args: argparse.Namespace) -> tuple[Path, str]:

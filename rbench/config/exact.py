@@ -16,12 +16,12 @@ from rbench.config import (PROTOCOL_FORMS, PROTOCOL_RETRIEVER_PARAMS, PROTOCOLS,
 from rbench.core.configfile import flatten
 from rbench.evaluation.reproduction import exempt
 
-_LOGGED = {"None": None, "True": True, "False": False}
-"""Values as MLflow logs them (``str`` of the JSON value) where a rule copies them."""
+LOGGED = {"None": None, "True": True, "False": False}
+"""Values as MLflow logs them (``str`` of the JSON value), where a rule copies them, and the values they stand for."""
 
 
 def _typed(value: object) -> object:
-    return _LOGGED.get(value, value) if isinstance(value, str) else value
+    return LOGGED.get(value, value) if isinstance(value, str) else value
 
 
 def _nested(prefix: str, stated: Mapping[str, object], run: Mapping[str, str]) -> dict[str, Any]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rbench.cli import main
 
 
@@ -32,6 +34,22 @@ def test_list_datasets_reads_the_mirror_the_stores_last_run_read(tmp_path, monke
     out = capsys.readouterr().out
     assert f"mirror: {mirror} (the last 'rbench run' into this store read it)" in out
     assert "downloaded by ir_datasets on first use" in out  # issue 70, item 11: it said "local paths"
+    assert f"looks for {mirror}/table_bench/TableBench.jsonl\n" in out  # issue 79, item 5: the layout said
+    assert f"looks for {mirror}/target/spider-corpus-test/spider-corpus-test.json, {mirror}/target/spider-queries-test\n" in out
+    assert f"looks for {mirror}/fetaqa/fetaQA-v1_test.jsonl\n" in out
+
+
+def test_the_datasets_page_shows_every_adapters_mirror_layout():
+    from rbench.dataset_adapters.base import ADAPTERS
+    from rbench.dataset_listing import mirror_layout_table
+
+    table = mirror_layout_table()
+    assert all(f"| `{name}` |" in table for name in ADAPTERS.names())
+    assert "| `tablebench` | default | `table_bench/TableBench.jsonl` |" in table
+    page = (Path(__file__).resolve().parents[2] / "docs" / "datasets.md").read_text()
+    hook = (Path(__file__).resolve().parents[2] / "docs" / "hooks" / "generated.py").read_text()
+    assert "<!-- the mirror layout: rbench.dataset_listing.mirror_layout_table() -->" in page and \
+        "mirror_layout_table" in hook
 
 
 def test_bad_config_exits_2_with_the_reason(tmp_path, capsys):
