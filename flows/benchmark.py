@@ -17,7 +17,7 @@ from rbench.core.secrets import redact
 from rbench.core.store import Store
 from rbench.experiment import config_text, experiment_for_flow, run_name
 from rbench.orchestration.attempts import bury_earlier_attempts
-from rbench.orchestration.graph import planned, summarize_results
+from rbench.orchestration.graph import handed_on, planned, summarize_results
 from rbench.orchestration.plan import ExperimentPlan, handed, handed_plan, run_plan
 from rbench.orchestration.runner import StoppableThreads, Submitter, ended_by_termination, task_runner
 from rbench.results import Failure, FlowSummary, PairResult, StageRow, StagesOutcome
@@ -49,7 +49,8 @@ def run_experiment(cfg: ExperimentConfig) -> StagesOutcome:
 
 
 def run_with_runner(cfg: ExperimentConfig) -> tuple[list[PairResult], list[Failure], list[StageRow]]:
-    """Run :func:`run_experiment` as a subflow on the configured task runner, named after the run
+    """Run :func:`run_experiment` as a subflow on the configured task runner (each finished pair's
+    evaluation and run then checked in full, :func:`handed_on`), named after the run
     that calls it (``<run>-stages``) and with its tags: a deployment's ``rbench-heartbeat`` among
     them, so that the zombie automation crashes the subflow too when its node dies (it stayed
     Running before). The plan is the door's (:func:`rbench.orchestration.plan.handed_plan`), or,
@@ -61,7 +62,7 @@ def run_with_runner(cfg: ExperimentConfig) -> tuple[list[PairResult], list[Failu
                                           flow_run_name=f"{flow_run.name or cfg.name}-stages")
     with tags(*flow_run.tags), handed(plan):
         out = subflow(stages_only)  # a flow run's parameters are stored by Prefect: no tracking credentials in them
-    return list(out.results), list(out.failures), list(out.stages)
+    return (*handed_on(cfg, out.results, out.failures), list(out.stages))
 
 
 class PartialFailure(Exception):

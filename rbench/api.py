@@ -102,10 +102,12 @@ class Results:
         files, per_query = {}, []
         evaluations = [s for s in summary.stages if s.stage == "evaluate" and s.status in ("ran", "cached")]
         pairs = {f"{m.dataset}/{m.retriever}": (m.dataset, m.retriever) for m in summary.metrics}
+        kept = Store(store)
         for stage in evaluations:
-            artifact = Store(store).load("evaluate", str(stage.key))
+            artifact = kept.load("evaluate", str(stage.key))
             if artifact is None or stage.label not in pairs:
                 raise RbenchError(f"the evaluation of {stage.label} is not in the store {store} any more")
+            kept.verified(artifact)
             dataset, retriever = pairs[stage.label]  # a dataset's name may hold '/' (beir/scifact)
             files[(dataset, retriever)] = {"run": artifact.file("run.trec"), "qrels": artifact.file("qrels.trec")}
             table = pl.DataFrame(pq.read_table(artifact.file("per_query.parquet")))

@@ -214,6 +214,7 @@ class Store:
 
     def __init__(self, root: Path | str):
         self.root = Path(root).expanduser().resolve()
+        self._verified: set[tuple[str, str]] = set()
 
     def folder(self, stage: str, key: str) -> Path:
         """Final folder of an artifact (which may not exist yet)."""
@@ -306,17 +307,34 @@ class Store:
             if (artifact.stage, artifact.key) in seen:
                 continue
             seen.add((artifact.stage, artifact.key))
-            folder = artifact.path
-            if not folder.resolve().is_relative_to(self.root):  # a folder from outside the store: no manifest
-                continue
-            manifest, damage = self._examine(folder, full=True)
-            if manifest is None:
-                raise DamagedArtifact(
-                    f"the stored {artifact.stage} artifact {folder} is damaged ({damage}): nothing is built from it. "
-                    f"Run `rbench verify --remove --store {self.root}` (it removes it and everything built from "
-                    "it), then run again to rebuild them")
-            recorded.append({"stage": artifact.stage, "key": artifact.key, "content": content_of(manifest["files"])})
+            manifest = self._whole(artifact, "built from")
+            if manifest is not None:
+                recorded.append({"stage": artifact.stage, "key": artifact.key, "content": content_of(manifest["files"])})
         return recorded
+
+    def verified(self, artifact: Artifact) -> Artifact:
+        """``artifact``, once every byte of it matches its manifest (checked once per store object and
+        artifact): whatever hands a stored file on, to MLflow, a user or the Python API, reads it through
+        this, as a build reads its inputs (:meth:`read_inputs`). A cache hit's check reads a file's size
+        and ends only, so damage in the middle of a file is found here, as :class:`DamagedArtifact`."""
+        if (artifact.stage, artifact.key) not in self._verified:
+            self._whole(artifact, "handed on from")
+            self._verified.add((artifact.stage, artifact.key))
+        return artifact
+
+    def _whole(self, artifact: Artifact, doing: str) -> dict | None:
+        """``artifact``'s manifest once every byte matches it; None for a folder outside the store (a
+        hand-made one: no manifest); damage raises :class:`DamagedArtifact` with the repair."""
+        folder = artifact.path
+        if not folder.resolve().is_relative_to(self.root):
+            return None
+        manifest, damage = self._examine(folder, full=True)
+        if manifest is None:
+            raise DamagedArtifact(
+                f"the stored {artifact.stage} artifact {folder} is damaged ({damage}): nothing is {doing} it. "
+                f"Run `rbench verify --remove --store {self.root}` (it removes it and everything built from "
+                "it), then run again to rebuild them")
+        return manifest
 
     def build(
         self, stage: str, key: str, builder: Callable[[Path, Checkpoint], dict | None],

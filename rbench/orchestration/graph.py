@@ -11,7 +11,7 @@ import time
 from typing import Callable, Sequence
 
 from rbench.config import ExperimentConfig
-from rbench.core.errors import DataError
+from rbench.core.errors import DamagedArtifact, DataError
 from rbench.core.processes import build_call
 from rbench.core.secrets import redact
 from rbench.core.store import Artifact, Stage, Store
@@ -35,6 +35,26 @@ def summarize_results(cfg: ExperimentConfig, results: Sequence[PairResult], repo
     )
     return FlowSummary(tracking_uri=redact(cfg.tracking_uri()), metrics=metrics, stages=tuple(report),
                        failures=tuple(failures), mlflow_run_id=run_id)
+
+
+def handed_on(cfg: ExperimentConfig, results: Sequence[PairResult],
+              failures: Sequence[Failure]) -> tuple[list[PairResult], list[Failure]]:
+    """The finished pairs whose evaluation and run pass a check of every byte against their manifests
+    (:meth:`Store.verified`), and the failures with one more for each pair that does not
+    (``DamagedArtifact``, naming the repair): what a run logs, summarizes and returns is never read
+    from a damaged stored file, not even one a cache hit's check of its size and ends passed."""
+    store, kept, failed = Store(cfg.store), [], list(failures)
+    for result in results:
+        try:
+            for artifact in (result.evaluation, result.run):
+                if artifact is not None:
+                    store.verified(artifact)
+        except DamagedArtifact as e:
+            failed.append(Failure(dataset=result.dataset, retriever=str(result.retriever.label),
+                                  error=f"DamagedArtifact: {e}"))
+            continue
+        kept.append(result)
+    return kept, failed
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,7 @@ def _load(store: Store, address: list[str] | None, record: Path) -> Artifact | N
     if artifact is None:
         raise RbenchError(f"{record}: the artifact {address[0]}/{address[1]} is no longer in the store "
                           "(removed or damaged): rerun the experiment instead, which rebuilds and logs it")
-    return artifact
+    return store.verified(artifact)
 
 
 def log_pending(record: Path, tracking_uri: str | None = None) -> str:

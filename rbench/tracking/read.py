@@ -327,12 +327,15 @@ def _child_files(client, parent, child, dataset: str, system: str, store: Path |
             qrels = Path(client.download_artifacts(child.info.run_id, "qrels.trec", tmp)).read_text(encoding="utf-8")
     if qrels is None:
         key = child.data.tags.get("rbench.evaluate_key")
-        kept = store / "evaluate" / key / "qrels.trec" if store is not None and key else None
-        if kept is None or not kept.is_file():
+        from rbench.core.store import Store
+
+        stored = Store(store) if store is not None and key else None
+        kept = stored.load("evaluate", key) if stored is not None else None
+        if stored is None or kept is None or not kept.file("qrels.trec").is_file():
             raise RbenchError(f"run {parent.info.run_id} was logged without its qrels and the store "
                               f"{store or '(none)'} does not hold them ({dataset}/{system}): pass --store, the "
                               "store the run wrote to, or rerun its config (every stage is cached) to log them")
-        qrels = kept.read_text(encoding="utf-8")
+        qrels = stored.verified(kept).file("qrels.trec").read_text(encoding="utf-8")
     return run_text, qrels
 
 

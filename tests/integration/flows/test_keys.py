@@ -146,6 +146,47 @@ def test_changed_queries_rerun_only_what_reads_them(tmp_path, tiny_files):
                              ("retrieve", "tiny/bm25s"), ("evaluate", "tiny/bm25s")}  # the index is kept
 
 
+def _damage_the_middle(folder, name: str) -> None:
+    """Zero the second half of ``folder/name`` and make its manifest's fast fingerprint (size and ends) match
+    again, as damage in the middle of a large file leaves it."""
+    import json
+
+    from rbench.core.hashing import fast_fingerprint
+
+    path = folder / name
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2:] = bytes(len(data) - len(data) // 2)
+    path.write_bytes(bytes(data))
+    manifest = json.loads((folder / "_manifest.json").read_text())
+    manifest["files"][name]["fast"] = fast_fingerprint(path)
+    (folder / "_manifest.json").write_text(json.dumps(manifest))
+
+
+def test_a_cached_evaluation_damaged_in_the_middle_never_reaches_mlflow_or_the_summary(tmp_path, tiny_files):
+    """Issue 81, item 1: on main a bit flipped in the middle of a cached evaluate artifact's run.trec (size kept)
+    was copied into MLflow and handed out by `export`, and `show --measures` scored it. Now the pair fails with
+    DamagedArtifact naming the repair; its damaged file is logged nowhere; the clean pair is logged as before."""
+    import mlflow
+
+    corpus, queries = tiny_files
+    datasets = [tiny_dataset(corpus, queries)]
+    clean = _run(tmp_path, datasets, [{"name": "bm25s"}, {"name": "bm25"}])
+    evaluation = tmp_path / "store" / "evaluate" / _keys(clean)[("evaluate", "tiny/bm25s")]
+    _damage_the_middle(evaluation, "run.trec")
+    again = summary_of(_run(tmp_path, datasets, [{"name": "bm25s"}, {"name": "bm25"}], name="again.yaml",
+                            return_state=True))
+    assert _ran(again) == set()  # every stage a cache hit: only the full check sees the damage
+    (failure,) = again.failures
+    assert (failure.dataset, failure.retriever) == ("tiny", "bm25s")
+    assert "DamagedArtifact" in failure.error and str(evaluation) in failure.error
+    assert "rbench verify --remove" in failure.error
+    assert {m.retriever for m in again.metrics} == {"bm25"}
+    client = mlflow.MlflowClient(again.tracking_uri)
+    children = client.search_runs([client.get_run(again.mlflow_run_id).info.experiment_id],
+                                  f"tags.mlflow.parentRunId = '{again.mlflow_run_id}'")
+    assert [c.data.tags["rbench.retriever"] for c in children] == ["bm25"]
+
+
 def test_a_damaged_index_never_becomes_a_result_and_verify_remove_repairs_it(tmp_path, tiny_files, capsys):
     """Issue 68, A/A': a stored bm25s index damaged where a cache hit's fingerprint does not look (its
     manifest's fast fingerprint made to match, as for bytes in the middle of a large file), then a run
@@ -154,19 +195,14 @@ def test_a_damaged_index_never_becomes_a_result_and_verify_remove_repairs_it(tmp
     import json
 
     from rbench.cli import main
-    from rbench.core.hashing import fast_fingerprint
 
     corpus, queries = tiny_files
     datasets, bm25s = [tiny_dataset(corpus, queries)], [{"name": "bm25s"}]
     clean = _run(tmp_path, datasets, bm25s)
     index = tmp_path / "store" / "index" / _keys(clean)[("index", "tiny/bm25s")]
-    manifest = json.loads((index / "_manifest.json").read_text())
-    name = max(manifest["files"], key=lambda n: manifest["files"][n]["size"])
-    data = bytearray((index / name).read_bytes())
-    data[len(data) // 2:] = bytes(len(data) - len(data) // 2)
-    (index / name).write_bytes(bytes(data))
-    manifest["files"][name]["fast"] = fast_fingerprint(index / name)
-    (index / "_manifest.json").write_text(json.dumps(manifest))
+    files = json.loads((index / "_manifest.json").read_text())["files"]
+    name = max(files, key=lambda n: files[n]["size"])
+    _damage_the_middle(index, name)
 
     deeper = tmp_path / "deeper.yaml"
     damaged = _run(tmp_path, datasets, bm25s, name="deeper.yaml")  # depth 10 again: every stage cached
