@@ -10,6 +10,7 @@ from typing import Sequence
 from rbench.core.locations import rbench_command
 from rbench.core.secrets import redact
 from rbench.tracking.backend import mlflow_client
+from rbench.tracking.names import name_of
 
 WHOLE_RANKING = ("map", "rprec")
 """The measures logged over the whole ranking, under their name alone (k 0)."""
@@ -68,7 +69,8 @@ def list_runs(tracking_uri: str, experiment: str | None = None, limit: int = 20)
         if "mlflow.parentRunId" in run.data.tags:
             continue
         info = run.info
-        systems = sorted({key.rsplit(".", 1)[0] for key in run.data.metrics if key.count(".") >= 2})
+        systems = sorted({".".join(map(name_of, key.rsplit(".", 1)[0].split("."))) for key in run.data.metrics
+                          if key.count(".") >= 2})
         out.append({
             "id": info.run_id, "name": info.run_name, "experiment": experiments[info.experiment_id],
             "status": info.status, "kind": run.data.tags.get("rbench.kind", "experiment"),

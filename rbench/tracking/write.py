@@ -24,6 +24,7 @@ from rbench.core.secrets import redact, split_credentials
 from rbench.core.session import current
 from rbench.results import Failure, PairResult, StageRow
 from rbench.tasks.evaluate import read_aggregate
+from rbench.tracking.names import key_part
 from rbench.tracking.backend import experiment_of_run, prepare_tracking, tracking
 
 log = logging.getLogger("rbench")
@@ -209,9 +210,10 @@ def stage_metrics(result: PairResult) -> dict[str, float]:
 def headline_metrics(rows: Sequence[dict], headline: Sequence[str] = ("recall", "ndcg")) -> dict[str, float]:
     """The parent run's quality metrics, so that runs compare at parent level in MLflow's runs
     table: each system's ``headline`` measures (a name at every k, or ``name@k``, ``name@all``)
-    as ``<dataset>.<system>.<metric>_at_<k>`` (the child runs hold every measure)."""
-    return {".".join([_REFUSED.sub("_", r["dataset"]), _REFUSED.sub("_", r["retriever"]),
-                      metric_name(r["metric"], r["k"])]): r["value"] for r in rows
+    as ``<dataset>.<system>.<metric>_at_<k>`` (the child runs hold every measure), names escaped
+    reversibly (:func:`rbench.tracking.names.key_part`), so that two datasets never share a key."""
+    return {".".join([key_part(r["dataset"]), key_part(r["retriever"]), metric_name(r["metric"], r["k"])]): r["value"]
+            for r in rows
             if r["metric"] in headline or f"{r['metric']}@{r['k'] or 'all'}" in headline}
 
 
