@@ -337,8 +337,9 @@ class Adapter(ABC):
     excludes: ClassVar[bool] = False
     unique_positions: ClassVar[bool] = False
     every_query: ClassVar[bool] = False
-    repeated_record: ClassVar[str] = ("two records share the document id {doc_id!r}; give each document its own id "
-                                      "(or merge the records into one)")
+    repeated_record: ClassVar[str] = ("two records share the document id {doc_id!r} and position {position}: an "
+                                      "object's position is its place in its document, so number each document's "
+                                      "objects 0, 1, 2, ... (CorpusObject.position), or give each document its own id")
     """The error for two records at one position of one document (``{doc_id}``, ``{position}``),
     in the words of the adapter's data."""
     where_from: ClassVar[str] = "local paths given in the config"

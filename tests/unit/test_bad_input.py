@@ -299,7 +299,7 @@ def _prepare_beir(tmp_path: Path, folder: Path):
 @pytest.mark.parametrize("corpus, where, what", [
     ([{"_id": "d1", "text": "lava"}, {"_id": "d2", "title": "t", "text": None}], "corpus.jsonl:2", "'text' is null"),
     ([{"_id": "d1", "text": "lava"}, {"_id": "d2", "text": "ash"}, {"_id": "d1", "text": "rock"}],
-     "corpus.jsonl:1 and ", "share the document id 'd1'"),
+     "corpus.jsonl:1 and ", "share the document id 'd1' and position 0: an object's position is its place"),
     ([{"_id": "", "text": "lava"}], "corpus.jsonl:1", "empty document id"),
 ], ids=["text-null", "id-shared", "id-empty"])
 def test_bad_beir_records_are_named_with_their_line(tmp_path, corpus, where, what):
