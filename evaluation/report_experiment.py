@@ -14,6 +14,7 @@ from __future__ import annotations
 import html
 from typing import Literal, Mapping, Sequence
 
+from rbench.core.configfile import did_you_mean
 from rbench.evaluation.metrics_ir import Measure, measure_name
 from rbench.evaluation.metrics_significance import (
     bootstrap_test,
@@ -58,13 +59,14 @@ def experiment_tables(per_query: PerQuery, measures: Sequence[Measure], baseline
     system's name (default: the first system, by name); a dataset without it, or an unknown
     ``test``, is a ValueError naming the choices."""
     if test not in TESTS:
-        raise ValueError(f"unknown test {test!r}; choose from {', '.join(TESTS)}")
+        raise ValueError(f"unknown test {test!r}; choose from {', '.join(TESTS)}{did_you_mean(test, TESTS)}")
     tables = []
     for dataset in sorted({d for d, _ in per_query}):
         systems = sorted(s for d, s in per_query if d == dataset)
         base = baseline or systems[0]
         if base not in systems:
-            raise ValueError(f"baseline {base!r} is not a system of dataset {dataset!r}; its systems: {systems}")
+            raise ValueError(f"baseline {base!r} is not a system of dataset {dataset!r}; its systems: {systems}"
+                             f"{did_you_mean(base, systems)}")
         systems = [base] + [s for s in systems if s != base]
         scores = {s: per_query[(dataset, s)] for s in systems}
         names = [measure_name(m) for m in measures]

@@ -695,9 +695,22 @@ def _door_flags(parser: argparse.ArgumentParser, runner: bool = True) -> None:
         parser.add_argument("--address", help="existing Dask scheduler or Ray cluster address (with --runner dask|ray)")
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose refusal of a value outside a closed choice (a subcommand, ``--test``)
+    names the choice closest to it."""
+
+    def _check_value(self, action: argparse.Action, value: object) -> None:
+        from rbench.core.configfile import did_you_mean
+
+        if action.choices is not None and value not in action.choices:
+            choices = ", ".join(map(repr, action.choices))
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r} (choose from {choices})"
+                                                 f"{did_you_mean(value, action.choices)}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``rbench`` command."""
-    parser = argparse.ArgumentParser(prog="rbench", description=DESCRIPTION)
+    parser = Parser(prog="rbench", description=DESCRIPTION)
     parser.add_argument("--debug", action="store_true", help="show the traceback of an input error (also in "
                         "Prefect's task logs)")
     parser.add_argument("--verbose", action="store_true", help="also show Prefect's per-task state lines and "

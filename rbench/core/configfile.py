@@ -6,9 +6,10 @@ the file that holds it, whatever the working directory."""
 from __future__ import annotations
 
 import difflib
+import re
 import typing
 from pathlib import Path
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any, Callable, Iterable, Mapping
 
 import yaml
 from pydantic import AfterValidator, BaseModel, ValidationError, ValidationInfo
@@ -172,6 +173,23 @@ def unknown_key(loc: tuple, model: type[BaseModel] | None) -> str:
     return f"unknown key; did you mean {close[0]!r}?" if close else "unknown key; remove it or check its spelling"
 
 
+def did_you_mean(value: object, choices: Iterable[object]) -> str:
+    """``"; did you mean 'map'?"`` for the choice closest to a misspelt ``value``, else ""."""
+    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def problem(err: Mapping[str, Any], model: type[BaseModel] | None) -> str:
+    """One pydantic error's message: an unknown key names the known key it is closest to, and a value
+    outside a closed choice the choice it is closest to ("did you mean 'map'?")."""
+    if err["type"] == "extra_forbidden":
+        return unknown_key(err["loc"], model)
+    msg = err["msg"]
+    if err["type"] in ("literal_error", "enum") and isinstance(err.get("input"), str):
+        msg += did_you_mean(err["input"], re.findall(r"'([^']*)'", str((err.get("ctx") or {}).get("expected", ""))))
+    return msg
+
+
 def format_validation_error(err: ValidationError, source: str, what: str = "experiment config",
                             model: type[BaseModel] | None = None) -> str:
     """Render pydantic errors as 'key.path: problem (got value)' lines; an unknown key of ``model``
@@ -179,9 +197,7 @@ def format_validation_error(err: ValidationError, source: str, what: str = "expe
     lines = [f"invalid {what} {source}:"]
     for e in err.errors():
         where = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        msg = e["msg"]
-        if e["type"] == "extra_forbidden":
-            msg = unknown_key(e["loc"], model)
+        msg = problem(e, model)
         got = e.get("input")
         secret = "api_key" in where  # a key pasted where its variable's name belongs is not repeated
         shown = "" if isinstance(got, (dict, list)) or got is None or secret else f" (got {got!r})"
@@ -219,7 +235,7 @@ def validate_params(model: type[BaseModel], params: dict[str, Any], context: dic
         problems = []
         for err in e.errors():
             where = ".".join(str(p) for p in err["loc"])
-            msg = unknown_key(err["loc"], model) if err["type"] == "extra_forbidden" else err["msg"]
+            msg = problem(err, model)
             got = err.get("input")
             secret = "api_key" in where  # a key pasted where its variable's name belongs is not repeated
             shown = "" if isinstance(got, (dict, list)) or got is None or secret else f" (got {got!r})"

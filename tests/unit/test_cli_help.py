@@ -56,3 +56,22 @@ def test_printed_hints_call_rbench_as_this_shell_can(tmp_path, monkeypatch, caps
     assert ".venv/bin/rbench compare RUN --against NAME" in capsys.readouterr().out
     monkeypatch.chdir(tmp_path)
     assert command_name() == str(script)
+
+
+@pytest.mark.parametrize("argv, bad, guess", [(["reprot", "x"], "reprot", "report"),
+                                              (["list", "datsets"], "datsets", "datasets"),
+                                              (["report", "latest", "--test", "ttest"], "ttest", "t-test")])
+def test_a_misspelt_subcommand_or_choice_names_the_closest_one(argv, bad, guess, capsys):
+    """Issue 81, item 7: argparse listed the choices without a guess."""
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and f"invalid choice: {bad!r}" in err and f"; did you mean {guess!r}?" in err
+
+
+def test_a_misspelt_baseline_names_the_closest_system():
+    from rbench.evaluation.report_experiment import experiment_tables
+
+    per_query = {("d", s): {("ndcg", 10, "q1"): 1.0} for s in ("bm25", "dense")}
+    with pytest.raises(ValueError, match="its systems: \\['bm25', 'dense'\\]; did you mean 'bm25'\\?"):
+        experiment_tables(per_query, measures=["ndcg@10"], baseline="bm52")

@@ -287,3 +287,13 @@ def test_the_configs_measure_names_are_the_evaluations():
     from rbench.evaluation.metrics_ir import RBENCH
 
     assert MEASURES == RBENCH
+
+
+def test_a_misspelt_closed_choice_names_the_closest_one():
+    """Issue 81, item 7: ``mapp`` for a measure, ``targt`` for an adapter's form said only what is allowed."""
+    msg = _error({**BASE, "metrics": {"standard": ["mapp"], "precision_denominator": "retreived"},
+                  "datasets": [{"name": "fetaqa", "params": {"form": "targt"}}]})
+    assert "metrics.standard.0: Input should be 'map', 'success' or 'rprec'; did you mean 'map'? (got 'mapp')" in msg
+    assert "did you mean 'retrieved'? (got 'retreived')" in msg
+    assert "params.form: Input should be 'rbench' or 'target'; did you mean 'target'? (got 'targt')" in msg
+    assert "did you mean" not in _error({**BASE, "metrics": {"standard": ["zzzz"]}})  # nothing close: no guess
