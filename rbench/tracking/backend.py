@@ -48,9 +48,11 @@ def opened_afresh(uri: str) -> None:
     database deleted since (a notebook that removed its store between two runs) failed every
     write with "attempt to write a readonly database", though :func:`prepare_tracking` had made
     the database again. About 0.75 ms per MLflow call (``tests/benchmarks/mlflow_pool.py``); a
-    process that only talks to a server database keeps MLflow's pool."""
+    process that only talks to a server database keeps MLflow's pool. MLflow's INFO line naming the
+    pool ("Create SQLAlchemy engine with pool options") is not printed: it opened every ``show``."""
     if uri.startswith("sqlite:"):
         os.environ.setdefault("MLFLOW_SQLALCHEMYSTORE_POOLCLASS", "NullPool")
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
 
 
 def mlflow_client(uri: str):

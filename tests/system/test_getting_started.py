@@ -143,6 +143,7 @@ def test_every_getting_started_command_runs(tmp_path):
     assert "bm25" in outputs[".venv/bin/rbench list retrievers"]
     show = next(text for command, text in outputs.items() if command.startswith(".venv/bin/rbench show"))
     assert "fetaqa" in show and "dense" in show
+    assert "Create SQLAlchemy engine" not in show and "Create SQLAlchemy engine" not in outputs["make run"]  # issue 81
     again = subprocess.run(["make", "run"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     rerun = again.stdout + again.stderr
