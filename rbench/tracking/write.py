@@ -274,7 +274,7 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
     close_abandoned_runs(client, experiment_id, parent_run, keep=set(children.values()))
     with mlflow.start_run(run_id=parent_run) as parent:
         parent_id = parent.info.run_id
-        mlflow.set_tags(tags)
+        mlflow.set_tags({**tags, GROUP: parent_id})
         mlflow.log_params(parent_params(cfg))
         mlflow.log_text(config_text, "experiment.yaml")
         mlflow.log_dict({"stages": [asdict(r) for r in report], "failures": [asdict(f) for f in failures]},
@@ -299,7 +299,7 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
                                                                       **_process_tags()}),
                 run_name=child).info.run_id
             with mlflow.start_run(run_id=child_id, nested=True):
-                mlflow.set_tags({"rbench.dataset": dataset.name, "rbench.retriever": retriever.label,
+                mlflow.set_tags({GROUP: parent_id, "rbench.dataset": dataset.name, "rbench.retriever": retriever.label,
                                  "rbench.evaluate_key": evaluation.key})
                 mlflow.log_params(child_params(cfg, dataset, retriever))
                 mlflow.log_metrics({metric_name(a["metric"], a["k"]): a["value"] for a in aggregate})
@@ -399,8 +399,18 @@ def _children(mlflow, experiment_id: str, parent_id: str) -> dict[str, str]:
     return {r.info.run_name: r.info.run_id for r in runs}
 
 
+GROUP = "rbench.group"
+"""The tag an experiment's parent run and each of its child runs carry, holding the parent's id: MLflow's
+search has no OR, so a filter on the parent's id alone hid its children."""
+
+
+def group_filter(run_id: str) -> str:
+    """The MLflow search filter that finds the parent run ``run_id`` and its child runs."""
+    return f"tags.`{GROUP}` = '{run_id}'"
+
+
 def run_link(tracking_uri: str, experiment_id: str, run_id: str | None = None) -> str:
-    """The MLflow UI's runs table of an experiment, filtered to the run ``run_id`` when given, at
+    """The MLflow UI's runs table of an experiment, filtered to the run ``run_id`` and its children when given, at
     ``RBENCH_MLFLOW_PUBLIC_URL`` when set (the address a browser uses; the worker's tracking URI,
     e.g. ``http://mlflow:5000``, may resolve only inside the cluster). The link names MLflow 3's
     "Model training" view: 3.17's UI takes its view from the link's ``workflowType``, else from
@@ -412,7 +422,7 @@ def run_link(tracking_uri: str, experiment_id: str, run_id: str | None = None) -
     public = settings.mlflow_public_url() or split_credentials(tracking_uri)[0]
     query = {"workflowType": "machine_learning"}
     if run_id is not None:
-        query["searchFilter"] = f"attributes.run_id = '{run_id}'"
+        query["searchFilter"] = group_filter(run_id)
     return f"{public.rstrip('/')}/#/experiments/{experiment_id}/runs?{urlencode(query)}"
 
 

@@ -106,6 +106,8 @@ def test_caching_end_to_end(tmp_path, tiny_files):
 def test_mlflow_has_the_printed_numbers(finished, tmp_path):
     from mlflow.tracking import MlflowClient
 
+    from rbench.tracking.write import group_filter
+
     _, result = finished
     client = MlflowClient(tracking_uri=result.tracking_uri)
     parent = client.get_run(result.mlflow_run_id)
@@ -113,6 +115,8 @@ def test_mlflow_has_the_printed_numbers(finished, tmp_path):
         [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
     )
     assert {c.info.run_name for c in children} == {"tiny/bm25", "tiny/dense"}
+    grouped = client.search_runs([parent.info.experiment_id], group_filter(parent.info.run_id))  # the printed link's
+    assert {r.info.run_name for r in grouped} == {parent.info.run_name, "tiny/bm25", "tiny/dense"}  # issue 81, item 7
     ran = [s for s in result.stages if s.status == "ran"]
     first_start = min(s.finished - s.seconds for s in ran) * 1000
     assert abs(parent.info.start_time - first_start) < 2  # MLflow's duration starts with the first stage

@@ -103,7 +103,7 @@ def test_links_use_the_public_addresses_a_browser_opens(monkeypatch):
 
     monkeypatch.delenv("RBENCH_MLFLOW_PUBLIC_URL", raising=False)
     runs = "#/experiments/3/runs?workflowType=machine_learning"  # the runs table, in MLflow 3's Model training view
-    only = "&searchFilter=attributes.run_id+%3D+%27abc%27"
+    only = "&searchFilter=tags.%60rbench.group%60+%3D+%27abc%27"  # the parent and its children (issue 81, item 7)
     assert run_link("http://u:pw@mlflow:5000", "3", "abc") == f"http://mlflow:5000/{runs}{only}"
     monkeypatch.setenv("RBENCH_MLFLOW_PUBLIC_URL", "https://mlflow.example.org/")
     assert run_link("http://mlflow:5000", "3") == f"https://mlflow.example.org/{runs}"
