@@ -345,6 +345,7 @@ EXEMPT: dict[str, str] = {
     "dataset.name": "the dataset's name in results",
     "retriever.label": "the retriever's name in results",
     "dataset.max_missing_gold": "a gate: it refuses a dataset, never changes a number of one it accepts",
+    "dataset.max_object_bytes": "a gate: it refuses a dataset, never changes a number of one it accepts",
     "dataset.params.path": "the folder the files are read from: which benchmark they hold is the published "
                            "dataset's name, and their bytes the download stage's digest",
     "metrics.k": "the cut-offs reported: a cell reads its own k, and one the run lacks is reported missing",

@@ -104,18 +104,19 @@ def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -
     checked = None if adapter.unique_positions else places
     corpus = folder / "corpus.parquet"
 
-    def write(batches: Iterable[pa.RecordBatch], lines_known: bool) -> tuple[int, str, np.ndarray, np.ndarray]:
-        written = write_corpus(corpus, batches, checked, config.name)
+    def write(batches: Iterable[pa.RecordBatch], lines_known: bool) -> tuple[int, str, np.ndarray, np.ndarray, int]:
+        written = write_corpus(corpus, batches, checked, config.name, config.max_object_bytes)
         if checked:
             check_places(places, config.name, lines_known, adapter.repeated_record)
         return written
 
     try:
         try:
-            empty, corpus_digest, keys, records = write(ahead(adapter.object_batches(raw.path, params)), False)
+            empty, corpus_digest, keys, records, largest = write(ahead(adapter.object_batches(raw.path, params)),
+                                                                 False)
         except RowByRow as why:
             log.info("%s: read row by row (%s)", config.name, why)
-            empty, corpus_digest, keys, records = write(batches_of(adapter.objects(raw.path, params)), True)
+            empty, corpus_digest, keys, records, largest = write(batches_of(adapter.objects(raw.path, params)), True)
     finally:
         places.unlink(missing_ok=True)
     if not len(keys):
@@ -136,6 +137,7 @@ def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -
     digests = {"corpus": corpus_digest,
                "queries": table_digest(folder / "queries.parquet", with_found.schema.names)}
     report["blank_queries"], report["blank_query_examples"] = len(blank), blank[:5]
+    report["largest_object_bytes"] = largest
     write_atomic(folder / "validation.json", json.dumps(report, indent=2, ensure_ascii=False))
     if blank:
         log.warning("%s: %d queries are blank and are scored as they are (no retriever can find their gold), "
@@ -166,17 +168,17 @@ def sources(params, raw: Artifact, names: tuple[str, ...] = ("corpus", "path")) 
 
 
 def write_corpus(path: Path, batches: Iterable[pa.RecordBatch], places: Path | None,
-                 dataset: str) -> tuple[int, str, np.ndarray, np.ndarray]:
+                 dataset: str, max_object_bytes: int | None = None) -> tuple[int, str, np.ndarray, np.ndarray, int]:
     """Write the corpus table from batches of :data:`OBJECT_SCHEMA`, each object with its id;
     objects whose text is blank (whitespace and NUL characters only) are left out and counted.
     Returns that count, the table's digest (:class:`TableDigest` of :data:`CORPUS_KEY_COLUMNS`),
-    and for the checks of :func:`validate` its ids as numbers (see :func:`object_ids`) and its records' hashes
-    (:func:`row_hashes`), 8 bytes an object each. An empty document id is a DataError naming
-    the object's file and line. With ``places``, the side file for :func:`check_places` is
+    for the checks of :func:`validate` its ids as numbers (see :func:`object_ids`) and its records' hashes
+    (:func:`row_hashes`), 8 bytes an object each, and its largest text in bytes. An empty document id,
+    or a text over ``max_object_bytes``, is a DataError naming the object's file and line. With ``places``, the side file for :func:`check_places` is
     written beside it. A thread writes and digests each batch while the next one gets its ids.
     Progress is logged every ``PROGRESS_SECONDS``."""
     empty, digest, keys, records = 0, TableDigest(CORPUS_KEY_COLUMNS), [], []
-    count, last = 0, time.monotonic()
+    count, largest, last = 0, 0, time.monotonic()
     started = last
 
     def write(batch: pa.RecordBatch) -> None:
@@ -196,6 +198,7 @@ def write_corpus(path: Path, batches: Iterable[pa.RecordBatch], places: Path | N
             if blank.any():
                 empty += int(blank.sum())
                 batch = batch.filter(pa.array(~blank))
+            largest = max(largest, _largest(batch, dataset, max_object_bytes))
             if side is not None:
                 side.write_batch(pa.RecordBatch.from_arrays(
                     [pa.array(row_hashes(batch, ["doc_id", "position"]).view(np.int64)), batch.column("doc_id"),
@@ -215,7 +218,23 @@ def write_corpus(path: Path, batches: Iterable[pa.RecordBatch], places: Path | N
         if written is not None:
             written.result()
     return (empty, digest.hexdigest(), *(np.concatenate(k) if k else np.zeros(0, dtype=np.uint64)
-                                         for k in (keys, records)))
+                                         for k in (keys, records)), largest)
+
+
+def _largest(batch: pa.RecordBatch, dataset: str, limit: int | None) -> int:
+    """The largest text of ``batch`` in bytes; one over ``limit`` is a DataError naming it and the fix."""
+    if not batch.num_rows:
+        return 0
+    sizes = pc.binary_length(batch.column("text")).to_numpy(zero_copy_only=False)
+    biggest = int(sizes.max())
+    if limit is not None and biggest > limit:
+        at = int(np.flatnonzero(sizes > limit)[0])
+        first = batch.slice(at, 1).to_pylist()[0]
+        raise DataError(f"{first['origin'] or f'dataset {dataset!r}'}: an object of {int(sizes[at]):,} bytes "
+                        f"(document {first['doc_id']!r}) is over the dataset's max_object_bytes of {limit:,}: cut "
+                        "such texts into smaller objects (a chunker, e.g. params.chunker: {kind: tokens}, where the "
+                        "adapter has one) or raise max_object_bytes in the dataset's settings")
+    return biggest
 
 
 def check_places(places: Path, dataset: str, lines_known: bool = True,
@@ -309,9 +328,14 @@ def _installed(package: str) -> str | None:
 
 
 def check_prepared(artifact: Artifact, config: DatasetConfig) -> None:
-    """Apply the dataset's ``max_missing_gold`` to a built or reused prepared table."""
+    """Apply the dataset's ``max_missing_gold`` and ``max_object_bytes`` to a built or reused prepared table."""
     report = json.loads(artifact.file("validation.json").read_text())
     check_missing_gold(report, config.name, config.max_missing_gold)
+    largest = report.get("largest_object_bytes", 0)
+    if largest > config.max_object_bytes:
+        raise DataError(f"dataset {config.name!r}: its prepared corpus holds an object of {largest:,} bytes, over its "
+                        f"max_object_bytes of {config.max_object_bytes:,}: cut such texts into smaller objects (a "
+                        "chunker) or raise max_object_bytes in the dataset's settings")
 
 
 def chunks_with_a_model(config: DatasetConfig) -> bool:

@@ -112,7 +112,8 @@ class DatasetConfig(Strict):
     """One dataset: a registered adapter and its parameters.
 
     ``max_missing_gold``: the largest share of queries allowed to have no gold document
-    in the corpus before preparation refuses the dataset.
+    in the corpus before preparation refuses the dataset; ``max_object_bytes``: the largest
+    text of one object (8 MB by default).
     """
 
     name: SafeName = Field(min_length=1)
@@ -123,6 +124,9 @@ class DatasetConfig(Strict):
     """The adapter's parameters, validated by its ``Params``."""
     max_missing_gold: float = Field(0.5, ge=0, le=1)
     """The largest share of queries allowed to have no gold document in the corpus."""
+    max_object_bytes: PositiveInt = 8_000_000
+    """The largest text of one corpus object, in bytes (UTF-8): a larger one is refused, naming its file and
+    line (one 200 MB line was indexed for over 15 minutes); cut such texts with a chunker, or raise it."""
 
     @model_validator(mode="after")
     def _check_adapter(self, info: ValidationInfo) -> "DatasetConfig":

@@ -449,6 +449,12 @@ class Store:
                         self._discard(stage, key)
         return sorted(findings.values(), key=lambda f: (f.why != "damaged", f.stage, f.key))
 
+    def discard(self, artifact: Artifact) -> None:
+        """Remove an artifact this process built whose content was refused downstream (a user's file
+        that preparation rejected), under its lease, so that the store keeps no copy of it."""
+        with self.lease(artifact.stage, artifact.key):
+            self._discard(artifact.stage, artifact.key)
+
     def _discard(self, stage: str, key: str) -> None:
         """Move an artifact folder aside and delete it (the caller holds its lease)."""
         folder = self.folder(stage, key)

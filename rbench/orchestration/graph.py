@@ -17,7 +17,7 @@ from rbench.core.secrets import redact
 from rbench.core.store import Artifact, Stage, Store
 from rbench.orchestration.plan import ExperimentPlan, data_nodes, plan_experiment
 from rbench.results import Failure, FlowSummary, MetricRow, PairResult, StageRow
-from rbench.tasks.download import DOWNLOAD, source_of, unreachable
+from rbench.tasks.download import DOWNLOAD, DownloadConfig, source_of, unreachable
 from rbench.tasks.evaluate import read_aggregate
 from rbench.tasks.prepare import PREPARE
 
@@ -81,8 +81,7 @@ def check_data(cfg: ExperimentConfig) -> CheckedData:
         download, prepare = data_nodes(cfg, ds)
         files = download.config
         data.append((ds, download, prepare))
-        at_hand = all(f.local is not None or f.in_mirror(cfg.mirror) is not None for f in files.all_files(cfg.mirror))
-        if not at_hand and store.load(DOWNLOAD.name, str(download.key)) is None:
+        if not _at_hand(files, cfg.mirror) and store.load(DOWNLOAD.name, str(download.key)) is None:
             problems += [f"  dataset {ds.name!r}: {spec.name} from {source_of(spec)}: {why}"
                          for spec, why in unreachable(files, cfg.mirror)]
     if problems and cfg.mirror is not None and not Path(cfg.mirror).is_dir():
@@ -99,13 +98,23 @@ def check_data(cfg: ExperimentConfig) -> CheckedData:
         try:
             raw = _retried(DOWNLOAD, lambda: DOWNLOAD.run(store, [], download.config, key=download.key,
                                                           mirror=cfg.mirror))
-            prepared = PREPARE.run(store, [raw], ds, key=prepare.key,
-                                   call=build_call(PREPARE, ds, cfg.execution.native_builds_apart()))
+            try:
+                prepared = PREPARE.run(store, [raw], ds, key=prepare.key,
+                                       call=build_call(PREPARE, ds, cfg.execution.native_builds_apart()))
+            except DataError:
+                if raw.built and _at_hand(download.config, cfg.mirror):
+                    store.discard(raw)  # a refused input leaves no copy in the store (a copy is cheap to make again)
+                raise
         except OSError as e:
             raise DataError(f"dataset {ds.name!r}: {os_problem(e, store)}") from None
         built |= {(a.stage, a.key) for a in (raw, prepared) if a.built}
         corpora[ds.name] = prepared
     return CheckedData(frozenset(built), corpora)
+
+
+def _at_hand(files: DownloadConfig, mirror: Path | None) -> bool:
+    """Whether every file of a download is the user's own or in the mirror (nothing fetched from a network)."""
+    return all(f.local is not None or f.in_mirror(mirror) is not None for f in files.all_files(mirror))
 
 
 def _retried(stage: Stage, build: Callable[[], Artifact]) -> Artifact:

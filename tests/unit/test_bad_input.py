@@ -525,6 +525,57 @@ def test_a_symlink_loop_in_a_corpus_path_is_one_message(tmp_path, tiny_files, ca
     assert "'loop-a' cannot be resolved" in err and "Symlink loop" in err and "Traceback" not in err
 
 
+def test_a_refused_corpus_leaves_no_copy_in_the_store(tmp_path, tiny_files, capsys):
+    """Issue 81, item 5: a corpus path that is a link to a system file was refused, but the download stage's
+    copy of it stayed in ``store/download/``. Now preparation's refusal removes what the download copied."""
+    from rbench.cli import main
+
+    secret = tmp_path / "passwd"
+    secret.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    (tmp_path / "corpus-link").symlink_to(secret)
+    cfg = _config(tmp_path, tiny_files)
+    cfg["datasets"][0]["params"]["corpus"] = "corpus-link"
+    path = tmp_path / "linked.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "passwd:1 is not valid JSON" in err and "Traceback" not in err
+    copies = [p for p in (Path(cfg["store"]) / "download").rglob("*") if p.is_file() and "root:x" in p.read_text(errors="replace")]
+    assert copies == []
+
+
+def test_an_object_over_the_size_limit_is_refused_by_line_built_or_cached(tmp_path, tiny_files, capsys):
+    """Issue 81, item 5: a corpus of one 200 MB line was accepted and indexed for over 15 minutes. An object over
+    the dataset's max_object_bytes is refused with its file and line; a prepared table cached under a higher limit
+    is refused on reuse under a lower one."""
+    from rbench.cli import main
+    from rbench.config import parse_config
+    from rbench.orchestration.graph import check_data
+
+    corpus, queries = tiny_files
+    lines = corpus.read_text().splitlines()
+    big = json.loads(lines[1])
+    big["object"] = "lava " * 400  # 2,000 bytes
+    corpus.write_text("\n".join([lines[0], json.dumps(big), *lines[2:]]) + "\n")
+    path = tmp_path / "big.yaml"
+
+    def run(limit: int) -> str:
+        cfg = _config(tmp_path, tiny_files)
+        cfg["datasets"][0]["max_object_bytes"] = limit
+        path.write_text(yaml.safe_dump(cfg))
+        assert main(["run", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err
+        return err
+
+    assert f"{corpus}:2: an object of 2,000 bytes (document " in run(1000)
+    assert "over the dataset's max_object_bytes of 1,000: cut such texts" in run(1000)
+    roomy = _config(tmp_path, tiny_files)
+    roomy["datasets"][0]["max_object_bytes"] = 100_000
+    check_data(parse_config(roomy))  # the data phase alone: the table is prepared and kept
+    assert "its prepared corpus holds an object of 2,000 bytes, over its max_object_bytes of 1,000" in run(1000)
+
+
 def test_a_disk_that_fills_during_the_preflight_prepare_is_one_message(tmp_path, tiny_files, monkeypatch, capsys):
     import errno
 
