@@ -22,6 +22,7 @@ from __future__ import annotations
 import atexit
 import importlib
 import importlib.util
+import json
 import logging
 import os
 import signal
@@ -85,14 +86,25 @@ def server_app() -> Any:
     """Prefect's server app (``prefect.server.api.server:create_app``) in a temporary server that
     ends itself (as SIGTERM ends it) when the process that started it is gone: a notebook
     kernel's server runs in a session of its own, which no signal of the kernel's reaches, and a
-    killed kernel (or a ``kill -9``'d command) left it running for good."""
+    killed kernel (or a ``kill -9``'d command) left it running for good. It answers
+    :data:`WHO` with its process id, so that a starter knows the server on its port is its own."""
     from prefect.server.api.server import create_app
 
     parent = settings.server_parent()
     if parent is not None:
         threading.Thread(target=watch_parent, args=(parent, _terminate), name="rbench-parent-watch",
                          daemon=True).start()
-    return create_app()
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    app = create_app()
+    app.router.routes.insert(0, Route(WHO, lambda request: JSONResponse({"pid": os.getpid()})))  # before Prefect's mounts
+    return app
+
+
+WHO = "/rbench-server-pid"
+"""The temporary server's own route: its process id. Two commands started together could pick one
+free port; the second server then failed to bind while the first one answered its starter's checks."""
 
 
 def _terminate() -> None:
@@ -105,14 +117,63 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+class FirstStart:
+    """An exclusive lock (``temporary-server.lock`` in Prefect's home) held while a temporary server
+    starts on a database it has not started on before: Prefect migrates its database as it starts,
+    and two servers migrating one new ``prefect.db`` together failed ("No such index", "already
+    exists"; 1 of 6 started together here, 3 of 6 in the issue). Once one has started, a marker beside
+    the database (for this Prefect version) lets later starts run side by side."""
+
+    def __init__(self) -> None:
+        self.fd: int | None = None
+
+    @staticmethod
+    def needed() -> bool:
+        """Whether a start must take the lock: a database this Prefect has not started on yet, or one elsewhere."""
+        database = prefect_home() / "prefect.db"
+        return bool(os.environ.get("PREFECT_API_DATABASE_CONNECTION_URL")) or not (
+            database.is_file() and _marker().is_file())
+
+    def take(self, wait: bool) -> bool:
+        """Take the lock (waiting for it with ``wait``); False when another process holds it and ``wait`` is off."""
+        import fcntl
+
+        path = prefect_home() / "temporary-server.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self.fd = fd
+        return True
+
+    def release(self, started: bool) -> None:
+        """Let the next start go (``started``: marking the database as migrated)."""
+        if started:
+            _marker().touch()
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _marker() -> Path:
+    from importlib.metadata import version
+
+    return prefect_home() / f".rbench-started-prefect-{version('prefect')}"
+
+
 @dataclass(eq=False)
 class TemporaryServer:
     """A temporary Prefect server this process started on ``port`` (its ``process``); its output
-    is appended to :func:`server_log`."""
+    is appended to :func:`server_log`. ``first``: the lock of a first start it holds until it answers."""
 
     port: int
     process: subprocess.Popen[bytes]
     ready: bool = False
+    first: FirstStart | None = None
+    attempts: int = 1
 
     @property
     def url(self) -> str:
@@ -120,33 +181,60 @@ class TemporaryServer:
         return f"http://127.0.0.1:{self.port}/api"
 
     @classmethod
-    def spawn(cls) -> TemporaryServer:
+    def spawn(cls, first: FirstStart | None = None) -> TemporaryServer:
         """Start one on a free port; in a notebook in a session of its own."""
         port = _free_port()
+        return cls(port, cls._process(port), first=first)
+
+    @staticmethod
+    def _process(port: int) -> subprocess.Popen[bytes]:
         args, env = uvicorn_command(port)
         log = server_log()
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out:
-            process = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       start_new_session=in_a_notebook())
-        return cls(port, process)
+            return subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=in_a_notebook())
 
     def wait_until_ready(self, timeout: float) -> None:
-        """Return once it answers ``/health``; a server that ends, or does not answer within
-        ``timeout`` seconds, is stopped and is one error that shows its log's last lines and how
-        to go on."""
+        """Return once it answers :data:`WHO` with its own process id (another command's server on the
+        same port, or one that ended as it started, has it started again on another port, twice at most);
+        a server that ends, or does not answer within ``timeout`` seconds, is stopped and is one error
+        that shows its log's last lines and how to go on."""
         deadline = time.monotonic() + timeout
         while not self.ready:
             code = self.process.poll()
             if code is not None:
-                self._failed(f"ended as it started (exit code {code})")
+                self._again(f"ended as it started (exit code {code})")
+                continue
             try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as answer:
-                    self.ready = answer.status == 200
-            except OSError:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{WHO}", timeout=2) as answer:
+                    pid = json.loads(answer.read()).get("pid")
+            except (OSError, ValueError):
                 if time.monotonic() > deadline:
                     self._failed(f"did not answer within {timeout:g}s", busy=True)
                 time.sleep(0.05)
+                continue
+            if pid != self.process.pid:
+                self._again(f"found another server on port {self.port}")
+                continue
+            self.ready = True
+        if self.first is not None:
+            self.first.release(started=True)
+            self.first = None
+
+    def _again(self, what: str) -> None:
+        """Start it again on another port, or fail when it has been tried three times."""
+        if self.attempts >= 3:
+            self._failed(what)
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.attempts += 1
+        old = self.url
+        self.port = _free_port()
+        self.process = self._process(self.port)
+        if settings.temporary_api() == old:
+            settings.write(settings.TEMPORARY_API, self.url)
 
     def _failed(self, what: str, busy: bool = False) -> None:
         self.stop()
@@ -164,6 +252,9 @@ class TemporaryServer:
         run whose stages were all cached would wait for it)."""
         if self in _STARTED:
             _STARTED.remove(self)
+        if self.first is not None:
+            self.first.release(started=False)
+            self.first = None
         _unset(settings.TEMPORARY_API, self.url)
         if _unset("PREFECT_API_URL", self.url):
             _unset("PREFECT_UI_URL", "")
@@ -212,11 +303,26 @@ def start_early() -> None:
     code load. Stopped at exit or by :func:`stop_temporary_server`. Where Prefect is not loaded
     yet, only the environment is read: a Prefect profile that names a server, or forbids
     temporary ones, is read later (:func:`temporary_server`), which stops this one unused."""
+    start(wait=False)
+
+
+def start(wait: bool) -> None:
+    """Start a temporary server unless one runs or Prefect has a server of the user's: a first start
+    on its database under :class:`FirstStart`'s lock (without ``wait``, none is started while
+    another process holds it: :func:`temporary_server` waits for it then)."""
     for ended in [s for s in _STARTED if s.process.poll() is not None]:
         ended.stop()
     if _STARTED or own_server() or not _temporary_allowed():
         return
-    server = TemporaryServer.spawn()
+    first = None
+    if FirstStart.needed():
+        first = FirstStart()
+        if not first.take(wait):
+            return
+        if not FirstStart.needed():  # another process's server started on it while this one waited
+            first.release(started=False)
+            first = None
+    server = TemporaryServer.spawn(first)
     _STARTED.append(server)
     settings.write(settings.TEMPORARY_API, server.url)
     atexit.register(server.stop)
@@ -233,7 +339,7 @@ def temporary_server() -> TemporaryServer | None:
     if own_server() or not _temporary_allowed():
         stop_temporary_server()
         return None
-    start_early()
+    start(wait=True)
     server = _STARTED[-1]
     server.wait_until_ready(settings.server_startup_seconds())
     server.serve_this_process()
