@@ -15,8 +15,10 @@ def rows(doc: Mapping, missing: bool = True) -> list[list[str]]:
     marked ``~``, and the interval is of the difference when the published sample size is known
     (else the run's bootstrap interval, shifted by the published value). Without ``missing``, the
     cells the run does not have are left out (:func:`not_in_the_run` sums them up). Published values
-    are printed at the table's own digits (``decimals``; four where it declares none)."""
+    are printed at the table's own digits (``decimals``; four where it declares none), the run's mean
+    and delta at as many, and at least four (a 0.64508 beside a published 0.64508 read 0.6451)."""
     out, digits = [], doc.get("decimals") or 4
+    measured_digits = max(digits, 4)
     for c in doc["cells"]:
         if c["measured"] is None and not missing:
             continue
@@ -34,7 +36,8 @@ def rows(doc: Mapping, missing: bool = True) -> list[list[str]]:
         if c.get("reason"):
             verdict += f": {c['reason']}"
         interval = "none: the same computation" if c.get("exact") else f"[{low:+.4f}, {high:+.4f}]"
-        out.append(names + [f"{c['measured']:.4f} ({c['queries']})", f"{c['delta']:+.4f}", interval, verdict])
+        out.append(names + [f"{c['measured']:.{measured_digits}f} ({c['queries']})", f"{c['delta']:+.{measured_digits}f}",
+                            interval, verdict])
     return out
 
 

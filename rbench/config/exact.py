@@ -24,10 +24,16 @@ def _typed(value: object) -> object:
     return LOGGED.get(value, value) if isinstance(value, str) else value
 
 
+LENT = ("dataset.params.path",)
+"""Exempt settings (:data:`~rbench.evaluation.reproduction.EXEMPT`) that a dataset's validation
+requires and no rule can state (a BEIR folder: where the files are on the run's machine): the
+reference takes the run's value. Other exempt values stay at their defaults: MLflow logs every value
+as text, and a text where a number belongs does not validate."""
+
+
 def _nested(prefix: str, stated: Mapping[str, object], run: Mapping[str, str]) -> dict[str, Any]:
     """``stated``'s dotted keys as the nested settings an experiment file holds, with the run's
-    values of exempt keys that the validation needs (a dataset's name, a BEIR folder) where the rule
-    leaves them out and their parent is there."""
+    values of :data:`LENT` keys where the rule leaves them out."""
     root: dict[str, Any] = {}
     for key, value in stated.items():
         *parents, last = key.split(".")[1:]
@@ -38,18 +44,13 @@ def _nested(prefix: str, stated: Mapping[str, object], run: Mapping[str, str]) -
                 raise ValueError(f"the rule gives {key} and a value for its parent")
             node = child
         node[last] = _typed(value)
-    for key, value in run.items():
-        if not key.startswith(f"{prefix}.") or not exempt(key):
-            continue
-        *parents, last = key.split(".")[1:]
-        node = root
-        for part in parents:
-            node = node.get(part) if isinstance(node.get(part), dict) else (
-                node.setdefault(part, {}) if part == "params" and node is root else None)
-            if node is None:
-                break
-        if node is not None:
-            node.setdefault(last, _typed(value))
+    for key in LENT:
+        if key.startswith(f"{prefix}.") and key in run and exempt(key):
+            *parents, last = key.split(".")[1:]
+            node = root
+            for part in parents:
+                node = node.setdefault(part, {})
+            node.setdefault(last, run[key])
     return root
 
 
