@@ -178,8 +178,11 @@ def docstring_clause(doc: str, name: str) -> str:
 
 def field_rows(model: type[BaseModel], sections: Sections, only: Iterable[str] | None = None,
                extra: dict[str, str] | None = None) -> list[str]:
-    """A Markdown table of the model's fields: key, type, default, allowed values, description."""
+    """A Markdown table of the model's fields: key, type, default, allowed values, description; a
+    model without fields (an adapter without settings) has none, not a table of no rows."""
     doc = inspect.getdoc(model) or ""
+    if not model.model_fields:
+        return []
     rows = ["| key | type | default | allowed | description |", "| --- | --- | --- | --- | --- |"]
     for name, field in model.model_fields.items():
         if only is not None and name not in only:

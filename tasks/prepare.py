@@ -150,7 +150,8 @@ def build_prepare(folder: Path, inputs: list[Artifact], config: DatasetConfig) -
         log.warning("%s: %d queries have an empty gold list and are not scored (e.g. %s)", config.name,
                     report["queries_with_empty_gold"], report["empty_gold_examples"][:3])
     if report["duplicate_records"]:
-        log.warning("%s: %d objects repeat the document and text of another one (kept: a table may repeat a row)",
+        log.warning("%s: %d objects repeat the document and text of another one (kept: a table may repeat a row, "
+                    "a text a passage)",
                     config.name, report["duplicate_records"])
     return {**{k: v for k, v in report.items() if not isinstance(v, list)}, "digests": digests}
 
