@@ -94,21 +94,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     from rbench.door import open_experiment
 
     with open_experiment("embeddings" if args.command == "embeddings" else "benchmark", args.config,
-                         _door(args), check=not args.plan) as opened:
+                         _door(args)) as opened:
         if args.plan:
             return print_plan(opened)
         return run_opened(opened, force_flow=args.force_flow if args.command == "run" else True)
 
 
 def print_plan(opened) -> int:
-    """``rbench run --plan``: the plan of the opened experiment (its stages below a dataset that
-    is not prepared yet are keyed once it is), with no data phase, no flow and no check."""
+    """``rbench run --plan``: the plan the run would execute, the door's own (:meth:`OpenedExperiment.plan`),
+    made after the same checks and data phase (its datasets downloaded and prepared), so that every key
+    it prints is the key the run uses; no flow starts and no other stage runs."""
     from rbench.core.store import Store
-    from rbench.orchestration.plan import plan_experiment
 
     cfg = opened.config
-    plan = plan_experiment(cfg)
-    print(f"rbench: the plan of experiment {cfg.name!r} on store {cfg.store} (nothing runs)")
+    plan = opened.plan()
+    print(f"rbench: the plan of experiment {cfg.name!r} on store {cfg.store} (after the data phase; no flow runs)")
     print(f"{'stage':<9} {'label':<40} {'key':<12} status")
     print("\n".join(plan.lines(Store(cfg.store))))
     return 0
@@ -725,7 +725,8 @@ def build_parser() -> argparse.ArgumentParser:
         _door_flags(p)
         p.set_defaults(func=cmd_run, force_flow=False)
         p.add_argument("--plan", action="store_true",
-                       help="print the run's plan (each stage, its key, cached or to run, the runner) and run nothing")
+                       help="print the run's plan (each stage, its key, cached or to run, the runner) after its "
+                       "checks and data phase, and start no flow")
     run.add_argument("--force-flow", action="store_true",
                      help="start the flow (and log a new MLflow run) even when every stage is cached and MLflow "
                      "holds these results already")

@@ -185,7 +185,7 @@ def test_a_cold_run_plans_once_builds_each_retriever_twice_and_reads_its_file_on
     monkeypatch.setattr(rbench.door, "run_flow", lambda *a, **k: flows.append(a))
     assert main(["run", str(config), "--plan"]) == 0
     out = capsys.readouterr().out
-    assert not flows and "nothing runs" in out
+    assert not flows and "no flow runs" in out
     rows = [line.split() for line in out.splitlines() if line.split()[:1] and line.split()[0] in
             ("download", "prepare", "subsample", "index", "retrieve", "evaluate")]
     assert [r[:2] for r in rows] == [["download", "tiny"], ["prepare", "tiny"], ["subsample", "tiny"],
@@ -193,6 +193,29 @@ def test_a_cold_run_plans_once_builds_each_retriever_twice_and_reads_its_file_on
                                      ["index", "tiny/bm25s#2"], ["retrieve", "tiny/bm25s-k1"],
                                      ["evaluate", "tiny/bm25s-k1"]]  # bm25s's k1 shapes its index: a second one
     assert {r[3] for r in rows} == {"cached"} and "9 stages: 9 cached, 0 to run; 2 dataset x retriever pairs" in out
+
+
+def test_the_plan_printed_on_a_cold_store_has_the_keys_the_run_builds(tmp_path, tiny_files, monkeypatch, capsys):
+    """Issue 80, item 2: on main, ``--plan`` made a plan of its own with no data phase; on a cold store 7 of 9 stages
+    printed ``to run (keyed once prepared)``. Now it prints the door's plan after the data phase: every key, and
+    each the key the run then builds."""
+    import rbench.door
+    from rbench.core.store import Store
+
+    retrievers = [{"name": "bm25s"}, {"name": "bm25s", "label": "bm25s-k1", "params": {"k1": 1.2}}]
+    config = _config(tmp_path, "plan", tiny_files, store=str(tmp_path / "store"), retrievers=retrievers).resolve()
+    flows = []
+    with monkeypatch.context() as patched:
+        patched.setattr(rbench.door, "run_flow", lambda *a, **k: flows.append(a))
+        assert main(["run", str(config), "--plan"]) == 0
+    out = capsys.readouterr().out
+    stages = ("download", "prepare", "subsample", "index", "retrieve", "evaluate")
+    planned = {(r[0], r[1]): r[2] for r in (line.split() for line in out.splitlines()) if r[:1] and r[0] in stages}
+    assert not flows and len(planned) == 9 and "keyed once" not in out and "-" not in planned.values()
+    assert main(["run", str(config)]) == 0
+    built = {(stage, key[:12]) for stage in stages for key in (p.name for p in (Store(tmp_path / "store").root / stage)
+                                                                 .glob("*") if not p.name.startswith((".", "_")))}
+    assert {(stage, key) for (stage, _), key in planned.items()} <= built
 
 
 def test_a_run_owns_one_session_that_its_flow_and_stage_threads_read(tmp_path, tiny_files, monkeypatch):
