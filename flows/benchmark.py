@@ -19,6 +19,7 @@ from rbench.experiment import config_text, experiment_for_flow, run_name
 from rbench.orchestration.attempts import bury_earlier_attempts
 from rbench.orchestration.graph import handed_on, planned, summarize_results
 from rbench.orchestration.plan import ExperimentPlan, handed, handed_plan, run_plan
+from rbench.orchestration.prefect_seam import result_now
 from rbench.orchestration.runner import StoppableThreads, Submitter, ended_by_termination, task_runner
 from rbench.results import Failure, FlowSummary, PairResult, StageRow, StagesOutcome
 from rbench.tracking.logged import remember_logged
@@ -79,7 +80,7 @@ def summary_of(state) -> FlowSummary | BaseException | None:
     """The summary of a finished benchmark flow run, whether it completed or partly failed; read
     synchronously in a running event loop too (a Jupyter kernel's), where Prefect would hand back
     a coroutine."""
-    result = state.result(raise_on_failure=False, _sync=True)
+    result = result_now(state)
     return result.summary if isinstance(result, PartialFailure) else result
 
 
@@ -137,7 +138,7 @@ def benchmark(config_path: str | None = None, experiment: ExperimentConfig | Non
             log_pending_for(cfg)
         summary = summarize_results(cfg, results, report, run_id, failures)
         if run_id is None:
-            error = logged.result(raise_on_failure=False, _sync=True)
+            error = result_now(logged)
             why = redact(str(error) if isinstance(error, Exception) else logged.message or "MLflow logging failed")
             summary = replace(summary, mlflow_error=why,
                               mlflow_pending=str(save_pending(cfg, results, report, text, failures, why)))

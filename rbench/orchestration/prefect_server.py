@@ -11,7 +11,7 @@ Prefect itself is imported; its output is appended to ``$PREFECT_HOME/temporary-
 :func:`temporary_server` then makes its address the process's ``PREFECT_API_URL`` once it
 answers (Prefect's public settings, read again by ``prefect.context.refresh_global_settings_context``,
 so that Prefect's background services use it too): the calling process never imports Prefect's
-server, and no Prefect private name is used. In a Jupyter kernel the server runs in a session of its own (the kernel's
+server, and the private names it relies on are :mod:`rbench.orchestration.prefect_seam`'s. In a Jupyter kernel the server runs in a session of its own (the kernel's
 "interrupt" signals the kernel's whole process group, and a server killed by it left the run
 retrying its Crashed state for minutes) and serves every run of the kernel; it ends with the
 process that started it, however that ends.
@@ -40,6 +40,7 @@ from rbench.core import settings
 from rbench.core.errors import RbenchError
 from rbench.core.processes import watch_parent
 from rbench.core.stopping import in_a_notebook
+from rbench.orchestration.prefect_seam import SERVER_ENVIRONMENT
 
 LOG_NAME = "temporary-server.log"
 _STARTED: list[TemporaryServer] = []  # the one temporary server this process started, while it runs
@@ -77,8 +78,7 @@ def uvicorn_command(port: int) -> tuple[list[str], dict[str, str]]:
     args = [sys.executable, "-m", "uvicorn", "--app-dir", str(package.parent), "--factory",
             "rbench.orchestration.prefect_server:server_app", "--host", "127.0.0.1", "--port", str(port),
             "--log-level", "error", "--lifespan", "on"]
-    env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1",
-           settings.SERVER_PARENT: str(os.getpid())}
+    env = {**os.environ, **SERVER_ENVIRONMENT, settings.SERVER_PARENT: str(os.getpid())}
     return args, env
 
 

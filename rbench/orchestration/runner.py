@@ -35,6 +35,7 @@ from rbench.core.processes import build_call
 from rbench.core.session import RunSession, current
 from rbench.core.stopping import in_a_notebook, stopping, wait_for_the_end
 from rbench.core.store import Artifact, Stage, Store, summarize
+from rbench.orchestration.prefect_seam import shut_down_now
 from rbench.results import StageRow
 
 WAKE_SECONDS = 0.5
@@ -116,12 +117,9 @@ class StoppableThreads(ThreadPoolTaskRunner[Any]):
 
     def cancel_all(self) -> None:
         stopped = self._session is not None and self._session.stopping.is_set()
-        if not (stopped or stopping()) or self._executor is None:
+        if not (stopped or stopping()) or not shut_down_now(self):
             return super().cancel_all()
-        for event in self._cancel_events.values():
-            event.set()
-        self._executor.shutdown(wait=False, cancel_futures=True)
-        self._executor = None
+        return None
 
 
 def task_runner(execution: ExecutionConfig) -> Any:

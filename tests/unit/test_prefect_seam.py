@@ -73,3 +73,66 @@ def test_no_module_touches_prefects_private_names():
                     offenders += [f"{path.relative_to(REPO)}:{node.lineno} import {a.name}" for a in node.names
                                   if a.name.startswith("prefect") and "._" in f".{a.name}"]
     assert not offenders, offenders
+
+
+def test_prefects_private_names_are_named_in_the_seam_module_only():
+    """Issue 80, item 5: ``ThreadPoolTaskRunner._executor`` and ``_cancel_events``, ``_sync=True`` and the
+    ``PREFECT__SERVER_*`` variables were used in three modules; the seam test looked for three names only."""
+    from rbench.orchestration.prefect_seam import PRIVATE
+
+    seam = REPO / "rbench" / "orchestration" / "prefect_seam.py"
+    offenders = []
+    for folder in ("rbench", "flows", "tasks", "retrievers", "evaluation", "dataset_adapters", "deployments"):
+        for path in (REPO / folder).rglob("*.py"):
+            if path == seam:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                named = (node.attr if isinstance(node, ast.Attribute) else node.arg if isinstance(node, ast.keyword)
+                         else node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else "")
+                if named in PRIVATE:
+                    offenders.append(f"{path.relative_to(REPO)}:{getattr(node, 'lineno', '?')} {named}")
+    assert not offenders, offenders
+
+
+def test_the_thread_runners_pool_and_cancel_events_are_what_the_seam_shuts_down():
+    """``_executor``: the entered runner's ``ThreadPoolExecutor``; ``_cancel_events``: its tasks' ``threading.Event``s,
+    set by :func:`shut_down_now` as Prefect's ``cancel_all`` sets them, the pool shut down without waiting."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    from rbench.orchestration.prefect_seam import shut_down_now
+
+    runner = ThreadPoolTaskRunner(max_workers=1)
+    assert shut_down_now(runner) is False  # not entered: no pool
+    with runner:
+        assert isinstance(runner._executor, ThreadPoolExecutor) and isinstance(runner._cancel_events, dict)
+        event = threading.Event()
+        runner._cancel_events["task"] = event
+        assert shut_down_now(runner) and event.is_set() and runner._executor is None
+    assert "_cancel_events" in inspect.getsource(ThreadPoolTaskRunner.cancel_all)
+
+
+def test_a_states_result_reads_synchronously_with_sync_in_a_running_event_loop():
+    """``_sync=True`` (Prefect's ``sync_compatible`` keyword): a value, not a coroutine, inside a running loop."""
+    import asyncio
+
+    from prefect.states import Completed, Failed
+
+    from rbench.orchestration.prefect_seam import result_now
+
+    async def in_a_loop():
+        return result_now(Completed(data=3)), result_now(Failed(data=ValueError("x")))
+
+    done, failed = asyncio.run(in_a_loop())
+    assert done == 3 and isinstance(failed, ValueError)
+
+
+def test_the_temporary_servers_variables_are_the_ones_prefects_own_server_class_sets():
+    from prefect.server.api.server import SubprocessASGIServer
+
+    from rbench.orchestration.prefect_seam import SERVER_ENVIRONMENT
+
+    source = inspect.getsource(SubprocessASGIServer._run_uvicorn_command)
+    assert all(f'"{name}"' in source for name in SERVER_ENVIRONMENT), SERVER_ENVIRONMENT
