@@ -27,7 +27,8 @@ LAYERS: list[tuple[tuple[str, ...], str]] = [
      "MLflow: runs written, read back, kept for later; Prefect glue: the stage graph, stages as tasks on a "
      "task runner, retried runs, the deployments' pull step"),
     (("rbench.flows",), "the Prefect flows, wiring only (no settings class: a test checks it)"),
-    (("rbench.cli", "rbench.console_tables", "rbench"), "the command line, the Python API, the text tables"),
+    (("rbench.cli", "rbench.commands", "rbench.console_tables", "rbench"),
+     "the command line (a dispatcher over one module per subcommand), the Python API, the text tables"),
 ]
 """``(packages or modules, what they hold)`` per layer, lowest first."""
 
