@@ -132,9 +132,9 @@ class Results:
 
         return metrics_table(self.aggregate.to_dicts())
 
-    def scores(self) -> dict[tuple[str, str], dict[tuple[str, int, str], float]]:
+    def scores(self) -> dict[tuple[str, str], dict[tuple[str, int | None, str], float]]:
         """The per-query values keyed as :func:`rbench.evaluation.report_experiment.experiment_tables` reads them."""
-        out: dict[tuple[str, str], dict[tuple[str, int, str], float]] = {}
+        out: dict[tuple[str, str], dict[tuple[str, int | None, str], float]] = {}
         for row in self.per_query.iter_rows(named=True):
             out.setdefault((row["dataset"], row["retriever"]), {})[(row["metric"], row["k"], row["query_id"])] = \
                 row["value"]
@@ -266,7 +266,7 @@ def compare(*runs: Results | str | Path, measures: Sequence[str] = ("recall@5", 
     logged_runs = [item for item in runs if not isinstance(item, Path)]
     outside = [RunFile.parse(str(item)) for item in runs if isinstance(item, Path)]
     read_files = bool(outside) or any(is_ir_measure(m) for m in parsed)
-    scores: dict[tuple[str, str], dict[tuple[str, int, str], float]] = {}
+    scores: dict[tuple[str, str], dict[tuple[str, int | None, str], float]] = {}
     judged: dict[str, str] = {}  # qrels text by dataset, for the run files
     for n, item in enumerate(logged_runs):
         if isinstance(item, Results):

@@ -8,6 +8,7 @@ project keeps, which ``pyproject.toml`` maps into the package (:data:`FOLDERS`).
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 LAYERS: list[tuple[tuple[str, ...], str]] = [
     (("rbench.core",), "the store (stages, keys, atomic writes, fingerprints), leases, errors, registries, "
@@ -56,3 +57,29 @@ def layer_table() -> str:
         folders = ", ".join(f"`{folder(n)}`" for n in shown)
         rows.append(f"| {number} | {modules} | {folders} | {holds} |")
     return "\n".join(rows) + "\n"
+
+
+def type_tree(out: Path) -> Path:
+    """A tree in which a type checker finds every module under its package name: ``out/rbench`` links
+    each entry of ``rbench/`` and each of :data:`FOLDERS` (``out/rbench/tasks`` -> ``tasks/``), as the
+    installed package lays them out; made afresh, and returned. mypy does not follow the editable
+    install's folder mapping, and so saw ``tasks/``, ``retrievers/``, ... as untyped imports."""
+    import shutil
+
+    repo = Path(__file__).resolve().parents[1]
+    tree = out / "rbench"
+    if out.exists():
+        shutil.rmtree(out)
+    tree.mkdir(parents=True)
+    for entry in sorted((repo / "rbench").iterdir()):
+        if entry.name != "__pycache__":
+            (tree / entry.name).symlink_to(entry)
+    for package, where in FOLDERS.items():
+        (tree / package.split(".", 1)[1]).symlink_to(repo / where)
+    return out
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(type_tree(Path(sys.argv[1])))

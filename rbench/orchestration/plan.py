@@ -180,7 +180,7 @@ class _Planner:
         self.artifacts: dict[int, Artifact] = {}
         self.shared: dict[tuple[str, str, str], tuple[int, tuple[int, ...]]] = {}
         self.taken: dict[str, dict[str, str]] = {}
-        self.built: dict[str, Any] = {}
+        self.built: dict[str, Retriever] = {}
 
     def add(self, stage: Stage, config: Any, label: str, dataset: str, inputs: Sequence[int] = (),
             gpu: bool = False, options: Mapping[str, Any] | None = None, warm: Any = None) -> int:
@@ -274,7 +274,7 @@ def plan_experiment(cfg: ExperimentConfig, corpora: Mapping[str, Artifact] | Non
         download, prepare = data_nodes(cfg, ds)
         first = planner.add_node(download)
         prepared = planner.add_node(replace(prepare, inputs=(first,)), corpora.get(ds.name))
-        sample = cfg.subsample.for_dataset(get_adapter(ds.adapter).every_query)
+        sample = cfg.subsample.for_dataset(get_adapter(ds.adapter or ds.name).every_query)
         data[ds.name] = (first, prepared, planner.add(SUBSAMPLE, sample, ds.name, ds.name, (prepared,)))
     pairs = []
     for ds in cfg.datasets:
