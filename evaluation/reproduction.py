@@ -378,7 +378,7 @@ class Settings(Protocol):
         """The complete settings under ``prefix`` (``dataset`` or ``retriever``), flattened as a child run
         logs them, of the component that ``stated`` (``retriever.name``, ``retriever.params.k1``, ...)
         describes, every unstated setting at the default an experiment under ``protocol`` gives it;
-        ``run`` lends the values of :data:`EXEMPT` keys."""
+        ``run`` lends the exempt values a validation needs and no rule can state (a BEIR folder)."""
         ...
 
     def protocol(self, name: str) -> Mapping[str, object]:
@@ -386,11 +386,11 @@ class Settings(Protocol):
         ...
 
 
+_UNSET = object()
+
+
 def _shown(value: object) -> str:
     return "unset" if value is _UNSET else str(value)
-
-
-_UNSET = object()
 
 
 def differences(rule: Mapping[str, object], run: Mapping[str, str], settings: Settings,
