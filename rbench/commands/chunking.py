@@ -9,6 +9,7 @@ from pathlib import Path
 from rbench.commands.common import Command, door, door_flags
 
 def main(args: argparse.Namespace) -> int:
+    """The work of ``rbench chunking``; the exit code."""
     from rbench.door import open_experiment
 
     with open_experiment("chunking", args.config, door(args), corpora=args.corpus) as opened:
@@ -40,9 +41,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
                         help="limit the run to this corpus (corpora/ID.md); repeat for several (overrides 'corpora')")
     door_flags(parser, runner=False)
 
+
 COMMANDS = [
-    Command('chunking', help='run a chunking grid (chunk size x overlap x N) at span level',
-            description="Run a chunking grid (chunk size x overlap x N) and score it at span level, as Chroma's chunking evaluation does.",
-            examples=['rbench chunking configs/chunking.yaml --mirror ../shared/data --corpus state_of_the_union'],
+    Command("chunking",
+            help="run a chunking grid (chunk size x overlap x N) at span level",
+            description="Run a chunking grid (chunk size x overlap x N) and score it at span level, as Chroma's "
+                        "chunking evaluation does.",
+            examples=["rbench chunking configs/chunking.yaml --mirror ../shared/data --corpus state_of_the_union"],
             arguments=_arguments, main=main),
 ]

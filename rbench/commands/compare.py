@@ -11,6 +11,7 @@ from rbench.core.errors import RbenchError
 from rbench.core.locations import rbench_command
 
 def main(args: argparse.Namespace) -> int:
+    """The work of ``rbench compare``; the exit code."""
     from rbench.evaluation.report import reproduction_page
     from rbench.evaluation.reproduction import load_published
     from rbench.tracking.read import log_reproduction_page
@@ -80,9 +81,15 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
                         "written page always has them)")
     reading_flags(parser)
 
+
 COMMANDS = [
-    Command('compare', help='line a run up against published tables: 95%% intervals, a verdict per cell',
-            description='Line a run up against published tables: per cell the published and measured value, and a verdict (equal or off by q queries where it is the same computation, else a 95% interval).',
-            examples=['rbench compare latest --against arm-report-table6', 'rbench compare latest --against anserini-bright-bm25 --map bm25=bm25-lucene'],
+    Command("compare",
+            help="line a run up against published tables: 95%% intervals, a verdict per cell",
+            description="Line a run up against published tables: per cell the published and measured value, and a "
+                        "verdict (equal or off by q queries where it is the same computation, else a 95% interval).",
+            examples=[
+                "rbench compare latest --against arm-report-table6",
+                "rbench compare latest --against anserini-bright-bm25 --map bm25=bm25-lucene",
+            ],
             arguments=_arguments, main=main),
 ]

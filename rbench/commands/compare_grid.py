@@ -10,6 +10,7 @@ from rbench.commands.common import Command, reading_flags, tracking_uri
 from rbench.core.errors import RbenchError
 
 def main(args: argparse.Namespace) -> int:
+    """The work of ``rbench compare-grid``; the exit code."""
     import csv
     import io
 
@@ -45,9 +46,11 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     reading_flags(parser, experiment="rbench-chunking", experiment_help="the MLflow experiment 'latest' is read from "
                   "(default: rbench-chunking, where chunking grids log)")
 
+
 COMMANDS = [
-    Command('compare-grid', help='line a chunking grid run up against a published grid, cell by cell',
-            description='Line a chunking grid run up against a published grid, cell by cell.',
-            examples=['rbench compare-grid latest --against seed002-sotu-fixedtoken-minilm'],
+    Command("compare-grid",
+            help="line a chunking grid run up against a published grid, cell by cell",
+            description="Line a chunking grid run up against a published grid, cell by cell.",
+            examples=["rbench compare-grid latest --against seed002-sotu-fixedtoken-minilm"],
             arguments=_arguments, main=main),
 ]

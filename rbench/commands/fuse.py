@@ -7,6 +7,7 @@ import argparse
 from rbench.commands.common import Command, reading_flags, store_of, tracking_uri
 
 def main(args: argparse.Namespace) -> int:
+    """The work of ``rbench fuse``; the exit code."""
     from rbench.verbs import fuse, names_a_run
 
     uri = tracking_uri(args) if any(names_a_run(given) for given in args.inputs) else None
@@ -32,9 +33,16 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="fused.trec", help="the fused run file (default: ./fused.trec)")
     reading_flags(parser)
 
+
 COMMANDS = [
-    Command('fuse', help='fuse run files and rbench runs into one run file (RRF, CombSUM, CombMNZ)',
-            description='Fuse runs into one TREC run file as ranx fuses them: reciprocal rank fusion, CombSUM or CombMNZ of min-max normalised scores; inputs are run files (from rbench export or elsewhere) and rbench runs.',
-            examples=['rbench fuse export/fetaqa.bm25.trec export/fetaqa.dense.trec --out rrf.trec', 'rbench fuse latest pyserini.trec --method combsum --dataset fetaqa --out sum.trec'],
+    Command("fuse",
+            help="fuse run files and rbench runs into one run file (RRF, CombSUM, CombMNZ)",
+            description="Fuse runs into one TREC run file as ranx fuses them: reciprocal rank fusion, CombSUM or "
+                        "CombMNZ of min-max normalised scores; inputs are run files (from rbench export or elsewhere)"
+                        " and rbench runs.",
+            examples=[
+                "rbench fuse export/fetaqa.bm25.trec export/fetaqa.dense.trec --out rrf.trec",
+                "rbench fuse latest pyserini.trec --method combsum --dataset fetaqa --out sum.trec",
+            ],
             arguments=_arguments, main=main),
 ]

@@ -1,4 +1,5 @@
-"""``rbench list``: the registered datasets (and what a mirror holds of them), retrievers, models and published tables."""
+"""``rbench list``: the registered datasets (and what a mirror holds of them), retrievers, models and
+published tables."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from rbench.commands.common import Command
 from rbench.core.locations import rbench_command
 
 def main(args: argparse.Namespace) -> int:
+    """The work of ``rbench list``; the exit code."""
     from rbench.core.locations import given_mirror, remembered_mirror, resolve_store
     from rbench.dataset_adapters.base import ADAPTERS
     from rbench.dataset_listing import dataset_availability
@@ -82,15 +84,20 @@ def _shown_default(field) -> str:
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("what", nargs="?", default="all",
-                        choices=["all", "datasets", "retrievers", "models", "tables"], help="what to list (default all)")
+                        choices=["all", "datasets", "retrievers", "models", "tables"],
+                        help="what to list (default all)")
     parser.add_argument("--mirror", help="mirror folder to check for offline availability (default: $RBENCH_MIRROR, "
                         "else the one the store's last run read)")
     parser.add_argument("--store", help="store folder whose last run's mirror to use (default: $RBENCH_STORE, "
                         "else ./.rbench)")
 
+
 COMMANDS = [
-    Command('list', help='list datasets, retrievers and models',
-            description="List the registered datasets (and whether the mirror holds them), retrievers with their parameters, models (embedding models, LLMs, cross-encoders) and the published tables 'compare' takes.",
-            examples=['rbench list retrievers', 'rbench list datasets --mirror ../shared/data', 'rbench list tables'],
+    Command("list",
+            help="list datasets, retrievers and models",
+            description="List the registered datasets (and whether the mirror holds them), retrievers with their "
+                        "parameters, models (embedding models, LLMs, cross-encoders) and the published tables "
+                        "'compare' takes.",
+            examples=["rbench list retrievers", "rbench list datasets --mirror ../shared/data", "rbench list tables"],
             arguments=_arguments, main=main),
 ]

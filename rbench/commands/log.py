@@ -8,6 +8,7 @@ from pathlib import Path
 from rbench.commands.common import Command
 
 def main(args: argparse.Namespace) -> int:
+    """The work of ``rbench log``; the exit code."""
     from rbench.core.locations import given_tracking_uri, resolve_store
     from rbench.core.store import Store
     from rbench.tracking.pending import log_pending, pending_records
@@ -30,9 +31,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the "
                         "recorded one)")
 
+
 COMMANDS = [
-    Command('log', help='log to MLflow the runs whose logging failed (kept in the store)',
-            description='Log to MLflow the runs whose logging failed (the tracking server was down); their records are kept in the store.',
-            examples=['rbench log --store .rbench'],
+    Command("log",
+            help="log to MLflow the runs whose logging failed (kept in the store)",
+            description="Log to MLflow the runs whose logging failed (the tracking server was down); their records "
+                        "are kept in the store.",
+            examples=["rbench log --store .rbench"],
             arguments=_arguments, main=main),
 ]

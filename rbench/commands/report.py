@@ -7,6 +7,7 @@ import argparse
 from rbench.commands.common import MEASURES_HELP, Command, reading_flags, store_of, tracking_uri
 
 def main(args: argparse.Namespace) -> int:
+    """The work of ``rbench report``; the exit code."""
     from rbench.evaluation.report_experiment import table_text
     from rbench.verbs import report
 
@@ -55,9 +56,18 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
                         "printed in the table's caption)")
     reading_flags(parser)
 
+
 COMMANDS = [
-    Command('report', help='Markdown + HTML report of runs, with paired significance tests',
-            description='Write report.md, report.html and experiment.tex for one or more runs: the parameters that differ between runs, an experiment table per dataset (systems x measures, each system tested against a baseline, Holm-corrected, significance and the best value marked, also printed), all metrics, recall@k curves, costs, and comparisons with published tables.',
-            examples=['rbench report latest --out report', 'rbench report RUN_A RUN_B --measures ndcg@10 recall@5 --baseline bm25', 'rbench report latest --run-file pyserini=run.bm25.trec --measures "P@10 AP nDCG@10" --test t-test'],
+    Command("report",
+            help="Markdown + HTML report of runs, with paired significance tests",
+            description="Write report.md, report.html and experiment.tex for one or more runs: the parameters that "
+                        "differ between runs, an experiment table per dataset (systems x measures, each system tested"
+                        " against a baseline, Holm-corrected, significance and the best value marked, also printed), "
+                        "all metrics, recall@k curves, costs, and comparisons with published tables.",
+            examples=[
+                "rbench report latest --out report",
+                "rbench report RUN_A RUN_B --measures ndcg@10 recall@5 --baseline bm25",
+                "rbench report latest --run-file pyserini=run.bm25.trec --measures \"P@10 AP nDCG@10\" --test t-test",
+            ],
             arguments=_arguments, main=main),
 ]

@@ -12,6 +12,7 @@ from rbench.commands.run import run_opened
 from rbench.core.locations import rbench_command
 
 def main(args: argparse.Namespace) -> int:
+    """The work of ``rbench reproduce``; the exit code."""
     from rbench.door import open_experiment
     from rbench.evaluation.reproduction import load_published
     from rbench.evaluation.reproduction_study import load_reproduction, matrix, page
@@ -64,9 +65,13 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trials", type=int, default=10_000, help="bootstrap resamples (default 10,000)")
     parser.add_argument("--out", default="reproduction", help="output folder (default: ./reproduction)")
 
+
 COMMANDS = [
-    Command('reproduce', help="run a published study's local configs and line every published cell up on one page (cluster configs listed with their commands)",
-            description="Run a published study's local configs and line every published cell up on one page; configs that need a cluster are listed with their commands.",
-            examples=['rbench reproduce arm-report --mirror ../shared/data'],
+    Command("reproduce",
+            help="run a published study's local configs and line every published cell up on one page (cluster configs"
+                 " listed with their commands)",
+            description="Run a published study's local configs and line every published cell up on one page; configs "
+                        "that need a cluster are listed with their commands.",
+            examples=["rbench reproduce arm-report --mirror ../shared/data"],
             arguments=_arguments, main=main),
 ]

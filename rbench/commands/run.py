@@ -13,6 +13,7 @@ from rbench.core.errors import PENDING_EXIT
 from rbench.core.locations import rbench_command
 
 def main(args: argparse.Namespace) -> int:
+    """The work of ``rbench run`` and ``rbench embeddings``; the exit code."""
     from rbench.door import open_experiment
 
     with open_experiment("embeddings" if args.command == "embeddings" else "benchmark", args.config,
@@ -105,13 +106,23 @@ def _arguments(parser: argparse.ArgumentParser, force_flow: bool) -> None:
     else:
         parser.set_defaults(force_flow=False)
 
+
 COMMANDS = [
-    Command('run', help='run an experiment YAML file',
-            description='Run an experiment YAML file: download, prepare, subsample, index, retrieve and evaluate every dataset x retriever pair, then log the metrics to MLflow. Stages are cached in the store by content: a rerun builds only what a change touched, and a rerun that changes nothing starts no flow.',
-            examples=['rbench run configs/default.yaml --mirror ../shared/data', 'rbench run my-corpus.yaml --store /data/rbench --runner dask'],
+    Command("run",
+            help="run an experiment YAML file",
+            description="Run an experiment YAML file: download, prepare, subsample, index, retrieve and evaluate "
+                        "every dataset x retriever pair, then log the metrics to MLflow. Stages are cached in the "
+                        "store by content: a rerun builds only what a change touched, and a rerun that changes "
+                        "nothing starts no flow.",
+            examples=[
+                "rbench run configs/default.yaml --mirror ../shared/data",
+                "rbench run my-corpus.yaml --store /data/rbench --runner dask",
+            ],
             arguments=lambda p: _arguments(p, force_flow=True), main=main),
-    Command('embeddings', help='run an experiment and compare its dense models (table, plots)',
-            description='Run an experiment and compare its dense models: recall@k, throughput and index size per model, as a table and plots.',
-            examples=['rbench embeddings configs/embeddings.yaml --mirror ../shared/data'],
+    Command("embeddings",
+            help="run an experiment and compare its dense models (table, plots)",
+            description="Run an experiment and compare its dense models: recall@k, throughput and index size per "
+                        "model, as a table and plots.",
+            examples=["rbench embeddings configs/embeddings.yaml --mirror ../shared/data"],
             arguments=lambda p: _arguments(p, force_flow=False), main=main),
 ]

@@ -8,6 +8,7 @@ import time
 from rbench.commands.common import Command, door, door_flags
 
 def main(args: argparse.Namespace) -> int:
+    """The work of ``rbench search``; the exit code."""
     from rbench.door import open_experiment
 
     with open_experiment("search", args.config, door(args)) as opened:
@@ -32,9 +33,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", help="artifact store folder (overrides the config)")
     door_flags(parser)
 
+
 COMMANDS = [
-    Command('search', help="search a retriever's parameters (grid, random, TPE)",
-            description="Search a retriever's parameters (grid, random or TPE) on an experiment with a 'search:' section; each trial is a cached run, the best is logged.",
-            examples=['rbench search configs/search-bm25.yaml'],
+    Command("search",
+            help="search a retriever's parameters (grid, random, TPE)",
+            description="Search a retriever's parameters (grid, random or TPE) on an experiment with a 'search:' "
+                        "section; each trial is a cached run, the best is logged.",
+            examples=["rbench search configs/search-bm25.yaml"],
             arguments=_arguments, main=main),
 ]

@@ -8,6 +8,7 @@ from rbench.commands.common import MEASURES_HELP, Command, reading_flags, store_
 from rbench.core.secrets import redact
 
 def main(args: argparse.Namespace) -> int:
+    """The work of ``rbench show``; the exit code."""
     from rbench.console_tables import measures_table, metrics_table
     from rbench.tracking.read import load_chunking_table, load_results
 
@@ -38,9 +39,16 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--measures", nargs="+", metavar="MEASURE", help=MEASURES_HELP)
     reading_flags(parser)
 
+
 COMMANDS = [
-    Command('show', help='print the metrics of a finished run (an experiment or a chunking grid)',
-            description="Print the metrics table of a finished run (an experiment or a chunking grid) from MLflow; with --measures, those measures (rbench's or ir_measures' names) per system.",
-            examples=['rbench show latest', 'rbench show 7474e0875eb448178fc1305f05ca627c --store /data/rbench', 'rbench show latest --measures "P@10 AP nDCG@10 R@100"'],
+    Command("show",
+            help="print the metrics of a finished run (an experiment or a chunking grid)",
+            description="Print the metrics table of a finished run (an experiment or a chunking grid) from MLflow; "
+                        "with --measures, those measures (rbench's or ir_measures' names) per system.",
+            examples=[
+                "rbench show latest",
+                "rbench show 7474e0875eb448178fc1305f05ca627c --store /data/rbench",
+                "rbench show latest --measures \"P@10 AP nDCG@10 R@100\"",
+            ],
             arguments=_arguments, main=main),
 ]

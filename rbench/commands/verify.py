@@ -9,6 +9,7 @@ from rbench.commands.common import Command
 from rbench.core.errors import RbenchError
 
 def main(args: argparse.Namespace) -> int:
+    """The work of ``rbench verify``; the exit code."""
     from rbench.core.locations import resolve_store
     from rbench.core.store import Store
 
@@ -47,9 +48,13 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fast", action="store_true", help="sizes and fingerprints only (what a cache hit checks)")
     parser.add_argument("--remove", action="store_true", help="delete damaged artifacts so that they are rebuilt")
 
+
 COMMANDS = [
-    Command('verify', help='check every stored artifact against its manifest',
-            description='Check every stored artifact against its manifest (sizes and SHA-256 digests) and against what it was built from; --remove deletes the damaged and stale ones, everything built from them, and leases left by killed builders, so that the next run rebuilds them.',
-            examples=['rbench verify --store .rbench', 'rbench verify --fast'],
+    Command("verify",
+            help="check every stored artifact against its manifest",
+            description="Check every stored artifact against its manifest (sizes and SHA-256 digests) and against "
+                        "what it was built from; --remove deletes the damaged and stale ones, everything built from "
+                        "them, and leases left by killed builders, so that the next run rebuilds them.",
+            examples=["rbench verify --store .rbench", "rbench verify --fast"],
             arguments=_arguments, main=main),
 ]

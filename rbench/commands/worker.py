@@ -7,6 +7,7 @@ import argparse
 from rbench.commands.common import Command, positive
 
 def main(args: argparse.Namespace) -> int:
+    """The work of ``rbench worker``; the exit code."""
     from rbench.worker import Supervisor
 
     worker_args = ["--pool", args.pool, *(["--name", args.name] if args.name else []),
@@ -25,9 +26,13 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--grace", type=positive, default=10.0, help="seconds a stopping flow run, then the "
                         "worker, is given before it is killed (default 10)")
 
+
 COMMANDS = [
-    Command('worker', help='a Prefect process worker whose shutdown (SIGTERM, Ctrl-C) stops its flow runs as rbench stops: leases released, one line, resumable',
-            description='A Prefect process worker whose shutdown (SIGTERM, Ctrl-C) stops its flow runs as rbench stops: leases released, one line, resumable.',
-            examples=['rbench worker --pool gpu-pool --with-healthcheck'],
+    Command("worker",
+            help="a Prefect process worker whose shutdown (SIGTERM, Ctrl-C) stops its flow runs as rbench stops: "
+                 "leases released, one line, resumable",
+            description="A Prefect process worker whose shutdown (SIGTERM, Ctrl-C) stops its flow runs as rbench "
+                        "stops: leases released, one line, resumable.",
+            examples=["rbench worker --pool gpu-pool --with-healthcheck"],
             arguments=_arguments, main=main),
 ]
