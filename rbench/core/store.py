@@ -309,7 +309,8 @@ class Store:
             seen.add((artifact.stage, artifact.key))
             manifest = self._whole(artifact, "built from")
             if manifest is not None:
-                recorded.append({"stage": artifact.stage, "key": artifact.key, "content": content_of(manifest["files"])})
+                recorded.append({"stage": artifact.stage, "key": artifact.key,
+                                 "content": content_of(manifest["files"])})
         return recorded
 
     def verified(self, artifact: Artifact) -> Artifact:

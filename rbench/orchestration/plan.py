@@ -134,7 +134,8 @@ class ExperimentPlan:
         artifacts = self.in_store(store)
         out = []
         for node, artifact in zip(self.nodes, artifacts):
-            status = "cached" if artifact is not None else "to run" if node.key else "to run (keyed once its inputs are)"
+            status = ("cached" if artifact is not None else "to run" if node.key
+                      else "to run (keyed once its inputs are)")
             device = " gpu" if node.gpu else ""
             key = (node.key or "-")[:12]
             out.append(f"{node.stage.name:<9} {node.label:<40} {key:<12} {status}{device}")

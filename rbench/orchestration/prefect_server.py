@@ -11,7 +11,8 @@ Prefect itself is imported; its output is appended to ``$PREFECT_HOME/temporary-
 :func:`temporary_server` then makes its address the process's ``PREFECT_API_URL`` once it
 answers (Prefect's public settings, read again by ``prefect.context.refresh_global_settings_context``,
 so that Prefect's background services use it too): the calling process never imports Prefect's
-server, and the private names it relies on are :mod:`rbench.orchestration.prefect_seam`'s. In a Jupyter kernel the server runs in a session of its own (the kernel's
+server, and the private names it relies on are :mod:`rbench.orchestration.prefect_seam`'s. In a Jupyter
+kernel the server runs in a session of its own (the kernel's
 "interrupt" signals the kernel's whole process group, and a server killed by it left the run
 retrying its Crashed state for minutes) and serves every run of the kernel; it ends with the
 process that started it, however that ends.
@@ -98,7 +99,7 @@ def server_app() -> Any:
     from starlette.routing import Route
 
     app = create_app()
-    app.router.routes.insert(0, Route(WHO, lambda request: JSONResponse({"pid": os.getpid()})))  # before Prefect's mounts
+    app.router.routes.insert(0, Route(WHO, lambda request: JSONResponse({"pid": os.getpid()})))  # before its mounts
     return app
 
 

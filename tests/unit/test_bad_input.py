@@ -540,7 +540,8 @@ def test_a_refused_corpus_leaves_no_copy_in_the_store(tmp_path, tiny_files, caps
     assert main(["run", str(path)]) == 2
     err = capsys.readouterr().err
     assert "passwd:1 is not valid JSON" in err and "Traceback" not in err
-    copies = [p for p in (Path(cfg["store"]) / "download").rglob("*") if p.is_file() and "root:x" in p.read_text(errors="replace")]
+    copies = [p for p in (Path(cfg["store"]) / "download").rglob("*")
+              if p.is_file() and "root:x" in p.read_text(errors="replace")]
     assert copies == []
 
 

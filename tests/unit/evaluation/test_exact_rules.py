@@ -75,7 +75,8 @@ def test_another_statement_set_is_an_interval_with_the_setting_named():
 
 
 def test_arms_settings_under_another_protocol_name_are_judged_by_what_was_computed():
-    """``protocol: standard`` with every setting ARM's protocol fixes given by hand: the same artifacts, so ``equal``."""
+    """``protocol: standard`` with every setting ARM's protocol fixes given by hand: the same artifacts, so
+    ``equal``."""
     by_hand = dict(protocol="standard", depth=30, subsample={"method": "arm", "size": 100, "seed": 42},
                    metrics={"k": [1, 3, 5, 10], "precision_denominator": "retrieved", "recall_denominator": "gold"})
     bm25 = {"name": "bm25", "params": {"lucene_ids": "position"}}
