@@ -26,6 +26,7 @@ from typing import Any, Callable, ContextManager, Iterator, Sequence, cast
 
 from prefect import Task, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.context import TagsContext
 from prefect.futures import PrefectFuture
 from prefect.task_runners import ThreadPoolTaskRunner
 
@@ -284,12 +285,16 @@ class Submitter:
     def submit(self, stage: Stage, inputs: Sequence[Any], config: Any, label: str, gpu: bool = False,
                key: str | None = None, **options: Any) -> PrefectFuture[Artifact]:
         """Submit a stage's task; ``inputs`` may be artifacts or futures of artifacts; ``key``: its
-        plan's key (:class:`rbench.orchestration.plan.PlanNode`)."""
+        plan's key (:class:`rbench.orchestration.plan.PlanNode`). The task run carries no tags: Prefect's
+        task engine asks the server for a ``tag:<name>`` concurrency slot per tag of every task run
+        (``prefect/task_engine.py``, ``_concurrency``), so the flow's tags on each stage were one request
+        per stage that a busy server answered 503 (issue 81: 1 of 6 runs started together failed);
+        ``execution`` limits the stages."""
         stage_tsk = stage_task(stage)
         named = stage_tsk.with_options(task_run_name=f"{stage_tsk.name}[{label}]")
         slots = self.execution.gpus if gpu and self.execution.in_process() else 0
         processes = self.execution.native_builds_apart()
-        with _gpu_placement(self.execution) if gpu else contextlib.nullcontext():
+        with TagsContext(current_tags=set()), _gpu_placement(self.execution) if gpu else contextlib.nullcontext():
             future = named.submit(str(self.store.root), list(inputs), config, {**options, "key": key}, slots,
                                   processes)
         self.submitted.append(Submitted(stage_tsk.name, label, future))

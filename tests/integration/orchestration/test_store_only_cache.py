@@ -80,3 +80,34 @@ def test_a_stage_that_fails_with_a_transient_error_is_retried_by_prefect(tmp_pat
     else:
         assert (one_stage(str(tmp_path / "store")).path / "out.txt").read_text() == "built"
     assert ATTEMPTS == [error] * attempts
+
+
+def test_a_stage_task_run_carries_no_tags_so_it_asks_the_server_for_no_concurrency_slot(tmp_path, monkeypatch):
+    """On main 5aabe61 every stage's task run carried the flow's ``rbench`` tag, and Prefect's task
+    engine asked the server for a ``tag:rbench`` slot before each stage: one request per stage, which a
+    server busy with six runs answered 503 (issue 81, item 2)."""
+    import prefect.task_engine
+    from prefect import flow, tags
+    from prefect.client.orchestration import get_client
+    from prefect.runtime import flow_run
+
+    from rbench.config import ExecutionConfig
+    from rbench.orchestration.runner import Submitter
+
+    asked: list[list[str]] = []
+    real = prefect.task_engine._concurrency
+    monkeypatch.setattr(prefect.task_engine, "_concurrency", lambda names, **k: asked.append(names) or real(names, **k))
+    stage = Stage("tiny-write", 1, _write)
+
+    @flow
+    def tagged_flow():
+        future = Submitter(str(tmp_path / "store"), ExecutionConfig()).submit(stage, [], {"x": 1}, "x=1")
+        future.result()
+        return future.task_run_id, flow_run.id
+
+    with tags("rbench"):
+        task_run_id, flow_run_id = tagged_flow()
+    with get_client(sync_client=True) as client:
+        assert client.read_flow_run(flow_run_id).tags == ["rbench"]
+        assert client.read_task_run(task_run_id).tags == []
+    assert asked == [[]]
