@@ -10,6 +10,7 @@ import math
 import os
 import re
 import time
+import uuid
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -53,6 +54,8 @@ def child_params(cfg: ExperimentConfig, dataset: DatasetConfig, retriever: Retri
 
 
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+CREATED_BY = "rbench.created_by"
+"""The tag with one logging's token on every run it creates (duplicates of a retried create found by it)."""
 """The experiment tag that makes MLflow 3's UI open an experiment on its runs table (a
 model-development experiment), not on the GenAI overview of traces rbench never writes."""
 
@@ -269,8 +272,9 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
     from mlflow.tracking.context.registry import resolve_tags
 
     client = mlflow.MlflowClient()  # runs are created here, to start when their stages did
+    created = {CREATED_BY: uuid.uuid4().hex, **_process_tags()}
     parent_run = earlier or client.create_run(experiment_id, start_time=stage_span(report)[0],
-                                              tags=resolve_tags(_process_tags()), run_name=cfg.name).info.run_id
+                                              tags=resolve_tags(created), run_name=cfg.name).info.run_id
     close_abandoned_runs(client, experiment_id, parent_run, keep=set(children.values()))
     with mlflow.start_run(run_id=parent_run) as parent:
         parent_id = parent.info.run_id
@@ -286,7 +290,7 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
             "stages_cached": sum(1 for r in report if r.status == "cached"),
             "pairs_failed": len(failures),
         })
-        rows = []
+        rows, used = [], set()
         for result in results:
             evaluation, retriever = result.evaluation, result.retriever
             dataset = next(d for d in cfg.datasets if d.name == result.dataset)
@@ -295,9 +299,9 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
             child = f"{dataset.name}/{retriever.label}"
             span = stage_span(report, pair_keys(result))
             child_id = children.get(child) or client.create_run(
-                experiment_id, start_time=span[0], tags=resolve_tags({"mlflow.parentRunId": parent_id,
-                                                                      **_process_tags()}),
+                experiment_id, start_time=span[0], tags=resolve_tags({"mlflow.parentRunId": parent_id, **created}),
                 run_name=child).info.run_id
+            used.add(child_id)
             with mlflow.start_run(run_id=child_id, nested=True):
                 mlflow.set_tags({GROUP: parent_id, "rbench.dataset": dataset.name, "rbench.retriever": retriever.label,
                                  "rbench.evaluate_key": evaluation.key})
@@ -328,7 +332,22 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
             mlflow.MlflowClient().delete_tag(parent_id, "rbench.failed_pairs")
     if failures:
         mlflow.MlflowClient().set_terminated(parent_id, status="FAILED")
+    _delete_duplicates(client, experiment_id, created[CREATED_BY], {parent_id, *children.values(), *used})
     return parent_id
+
+
+def _delete_duplicates(client, experiment_id: str, token: str, used: set[str]) -> list[str]:
+    """Delete the runs this logging created (tagged ``CREATED_BY`` ``token``) that it did not log
+    into: a create that reached the server and whose answer was lost (the server died) is sent again
+    by MLflow's HTTP retries, and the first copy stayed RUNNING and empty beside the real parent
+    (issue 81). Returns the runs deleted."""
+    runs = client.search_runs([experiment_id], filter_string=f"tags.`{CREATED_BY}` = '{token}'", max_results=1000)
+    deleted = [run.info.run_id for run in runs if run.info.run_id not in used]
+    for run_id in deleted:
+        client.delete_run(run_id)
+        log.info("rbench: MLflow run %s was a second copy of a create that MLflow retried (the server's answer was "
+                 "lost): deleted", run_id)
+    return deleted
 
 
 def _process_tags() -> dict[str, str]:
