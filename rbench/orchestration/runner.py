@@ -382,12 +382,14 @@ def ended_by_termination(grace_seconds: float = 5.0) -> Iterator[None]:
     threads. In ``rbench run`` on its temporary server, whose states nobody reads, SIGTERM stays
     rbench's own from here to the flow's end, so it ends the run at once as it does outside a
     flow: one line, no "Crash detected" record per flow level. The next run resumes from the last
-    finished item. A flow no door started (a deployed run) opens its run session here
-    (:mod:`rbench.core.session`)."""
+    finished item. On a server of one's own a top-level run watches for its own cancel
+    (:mod:`rbench.orchestration.cancel_watch`), whatever Prefect's runner saw. A flow no door
+    started (a deployed run) opens its run session here (:mod:`rbench.core.session`)."""
     from prefect.exceptions import TerminationSignal
 
     from rbench.core.session import run_session
     from rbench.core.stopping import exit_soon, handles_signals, stop_now, take_back_sigterm
+    from rbench.orchestration.cancel_watch import watched_for_cancel
     from rbench.orchestration.prefect_server import own_server
 
     with run_session():
@@ -395,7 +397,8 @@ def ended_by_termination(grace_seconds: float = 5.0) -> Iterator[None]:
         if temporary_server:
             take_back_sigterm()
         try:
-            yield
+            with watched_for_cancel():
+                yield
         except TerminationSignal as e:
             if temporary_server:  # it came while Prefect held SIGTERM: a subflow was starting
                 stop_now(e.signal)
@@ -407,7 +410,10 @@ def ended_by_termination(grace_seconds: float = 5.0) -> Iterator[None]:
 def _cancelled_if_asked() -> None:
     """Record this flow run Cancelled now where a cancel was asked for it (its state Cancelling):
     a subflow's engine records its own cancel, but the run that was cancelled stayed Running until
-    its worker noticed the process had ended, half a minute later."""
+    its worker noticed the process had ended, half a minute later. The engine's copy of the run gets
+    that state too: Prefect's flow engine reports Crashed on ``TerminationSignal`` unless the run it
+    holds is already final (``prefect/flow_engine.py``, ``except TerminationSignal``), and a run that
+    stopped on its own cancel watch (no runner to record the cancel after it) ended Crashed."""
     from prefect.client.orchestration import get_client
     from prefect.context import FlowRunContext
     from prefect.states import Cancelled
@@ -419,7 +425,9 @@ def _cancelled_if_asked() -> None:
         with get_client(sync_client=True) as client:
             state = client.read_flow_run(context.flow_run.id).state
             if state is not None and state.is_cancelling():
-                client.set_flow_run_state(context.flow_run.id, Cancelled(message=state.message or "cancelled"),
-                                          force=True)
+                answer = client.set_flow_run_state(context.flow_run.id, Cancelled(message=state.message or "cancelled"),
+                                                   force=True)
+                if answer.state is not None and answer.state.is_cancelled():
+                    context.flow_run.state = answer.state  # the engine's own copy: its crash report is not sent over it
     except Exception as e:  # the stop goes on: the worker records the cancel when the process has ended
         log.debug("could not record the cancel of flow run %s: %s", context.flow_run.id, e)

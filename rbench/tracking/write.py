@@ -506,7 +506,8 @@ def _log_chunking_grid(mlflow, cfg, results, best, out, report) -> str:
                                                       cfg.mlflow.tracking_uri), run_name=cfg.name) as run:
         mlflow.set_tags({**run_tags(canonical_json(cfg.model_dump(mode="json"))), "rbench.kind": "chunking-grid",
                          "rbench.grid_table": f"{out.name}/grid.md"})
-        mlflow.log_params({k: v for k, v in cfg.model_dump(mode="json").items() if k not in ("mlflow", "store", "mirror")})
+        mlflow.log_params({k: v for k, v in cfg.model_dump(mode="json").items()
+                           if k not in ("mlflow", "store", "mirror")})
         for metric, row in best.items():
             mlflow.log_metric(f"best_{metric}_mean", row["summary"][metric]["mean"])
             mlflow.set_tag(f"best_{metric}", f"size={row['chunk_size']} overlap={row['overlap']} n={row['n']}")
