@@ -177,6 +177,7 @@ def run(config: str | Path | Mapping[str, Any] | ExperimentConfig, *, mirror: st
     given = DoorSettings(mirror=None if mirror is None else str(mirror), store=None if store is None else str(store),
                          tracking_uri=tracking_uri, runner=runner, address=address)
     with open_experiment("benchmark", config, given) as opened:
+        log.info("%s", opened.header())  # a notebook's cell shows it first, as the command prints it
         summary = None if force_flow else logged_summary(opened)
         if summary is None:
             summary = run_benchmark(opened)

@@ -50,7 +50,7 @@ def setup_environment() -> None:
     downloads in report, export, compare; a model's weights loading). In a notebook, Prefect's
     own records (a line per task run) stay out of the cell's output unless
     ``PREFECT_LOGGING_LEVEL`` asks for them, and rbench's progress lines (a stage's rows encoded,
-    queries searched) go to the cell as the command prints them, unless logging is configured."""
+    queries searched) go to the cell once, as the command prints them, unless logging is configured."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -65,6 +65,7 @@ def setup_environment() -> None:
             handler = logging.StreamHandler(sys.stdout)
             handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
             progress.addHandler(handler)
+            progress.propagate = False  # Prefect's console handler on the root logger showed each line again
             if progress.level == logging.NOTSET:
                 progress.setLevel(logging.INFO)
 
@@ -150,6 +151,15 @@ class OpenedExperiment:
     def tracking_uri(self) -> str:
         """Where the run logs to MLflow."""
         return self.config.tracking_uri()
+
+    def header(self) -> str:
+        """The line a run of a ``benchmark`` or ``embeddings`` experiment opens with (``rbench run`` prints it,
+        ``rbench.run`` logs it): the experiment, its pairs, store, mirror and runner."""
+        cfg = self.config
+        mirror = cfg.mirror or "none (each dataset reads its own path, else its source)"
+        followed = " (this file's last run's: --store or the file's store: to choose)" if self.store_followed else ""
+        return (f"rbench: experiment {cfg.name!r}: {len(cfg.datasets)} dataset(s) x {len(cfg.retrievers)} "
+                f"retriever(s); store {cfg.store}{followed}; mirror {mirror}; runner {cfg.execution.runner}")
 
     def check(self) -> None:
         """The checks before any work (once): models load here, the store is writable with room,

@@ -44,10 +44,7 @@ def run_opened(opened, force_flow: bool = False) -> int:
     from rbench.core.errors import said_once_on_console
 
     cfg = opened.config
-    mirror = cfg.mirror or "none (each dataset reads its own path, else its source)"
-    followed = " (this file's last run's: --store or the file's store: to choose)" if opened.store_followed else ""
-    print(f"rbench: experiment {cfg.name!r}: {len(cfg.datasets)} dataset(s) x {len(cfg.retrievers)} "
-          f"retriever(s); store {cfg.store}{followed}; mirror {mirror}; runner {cfg.execution.runner}", flush=True)
+    print(opened.header(), flush=True)
     started = time.perf_counter()
     if not force_flow and _nothing_to_do(opened, started):
         return 0

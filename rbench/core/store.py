@@ -30,6 +30,7 @@ from rbench.core.errors import DamagedArtifact, DiskFull, is_disk_full
 from rbench.core.hashing import canonical_json, fast_fingerprint, file_digest
 from rbench.core.identity import code_digest
 from rbench.core.lease import Lease, LeaseCheck, LeaseLost
+from rbench.core.stopping import stopping
 
 MANIFEST = "_manifest.json"
 LOCKS = ".locks"
@@ -385,7 +386,7 @@ class Store:
                 except BaseException as e:
                     written = _bytes_under(tmp) if is_disk_full(e) else None
                     shutil.rmtree(tmp, ignore_errors=True)
-                    if not isinstance(e, LeaseLost) and lease.holder() != lease.token:  # its folders were taken away
+                    if not isinstance(e, LeaseLost) and not stopping() and lease.holder() != lease.token:  # taken away
                         raise LeaseLost(f"lease {lease.path} was taken over by {lease.holder()} during the build "
                                         f"({type(e).__name__}: {e}): this build is abandoned") from e
                     if written is not None:

@@ -303,7 +303,7 @@ class Submitter:
         return future
 
     def _progress(self, stage: str, label: str, future: PrefectFuture[Artifact]) -> None:
-        if not settle(future):  # a stop cancelled it: the stop's own line says so
+        if not settle(future) or stopping():  # a stop cancelled or ended it: the stop's own line says so
             return
         row = describe(stage, label, future.state, self.prebuilt)
         level = logging.INFO if row.status in ("ran", "cached") else logging.WARNING
