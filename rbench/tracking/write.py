@@ -54,10 +54,10 @@ def child_params(cfg: ExperimentConfig, dataset: DatasetConfig, retriever: Retri
 
 
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
-CREATED_BY = "rbench.created_by"
-"""The tag with one logging's token on every run it creates (duplicates of a retried create found by it)."""
 """The experiment tag that makes MLflow 3's UI open an experiment on its runs table (a
 model-development experiment), not on the GenAI overview of traces rbench never writes."""
+CREATED_BY = "rbench.created_by"
+"""The tag with one logging's token on every run it creates (duplicates of a retried create found by it)."""
 
 
 def ensure_experiment(mlflow, name: str, store: Path, tracking_uri: str | None) -> str:
