@@ -425,9 +425,9 @@ def _cancelled_if_asked() -> None:
         with get_client(sync_client=True) as client:
             state = client.read_flow_run(context.flow_run.id).state
             if state is not None and state.is_cancelling():
-                answer = client.set_flow_run_state(context.flow_run.id, Cancelled(message=state.message or "cancelled"),
-                                                   force=True)
-                if answer.state is not None and answer.state.is_cancelled():
-                    context.flow_run.state = answer.state  # the engine's own copy: its crash report is not sent over it
+                cancelled: Any = client.set_flow_run_state(
+                    context.flow_run.id, Cancelled(message=state.message or "cancelled"), force=True).state
+                if cancelled is not None and cancelled.is_cancelled():
+                    context.flow_run.state = cancelled  # the engine's own copy: its crash report is not sent over it
     except Exception as e:  # the stop goes on: the worker records the cancel when the process has ended
         log.debug("could not record the cancel of flow run %s: %s", context.flow_run.id, e)
