@@ -280,6 +280,7 @@ class Submitter:
         self.submitted: list[Submitted] = []
         self._logger = get_run_logger()
         self._in_a_notebook = in_a_notebook()
+        self._session = current()  # done callbacks run outside the run's context: its stop is read from here
         forward_logs_to_prefect()
 
     def submit(self, stage: Stage, inputs: Sequence[Any], config: Any, label: str, gpu: bool = False,
@@ -303,7 +304,8 @@ class Submitter:
         return future
 
     def _progress(self, stage: str, label: str, future: PrefectFuture[Artifact]) -> None:
-        if not settle(future) or stopping():  # a stop cancelled or ended it: the stop's own line says so
+        stopped = self._session is not None and self._session.stopping.is_set()
+        if not settle(future) or stopped or stopping():  # a stop cancelled or ended it: the stop's own line says so
             return
         row = describe(stage, label, future.state, self.prebuilt)
         level = logging.INFO if row.status in ("ran", "cached") else logging.WARNING

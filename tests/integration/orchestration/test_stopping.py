@@ -13,6 +13,7 @@ from concurrent.futures import Future
 import pytest
 from prefect import flow
 from prefect.futures import PrefectConcurrentFuture
+from prefect.states import Failed
 
 from rbench.config import ExecutionConfig
 from rbench.orchestration.runner import Submitter
@@ -44,6 +45,34 @@ def test_a_stage_future_cancelled_by_a_stop_logs_no_traceback(tmp_path, caplog, 
         cancelled_stage()
     assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records if r.exc_info]
     assert not [r for r in caplog.records if "shard-0" in r.getMessage()]
+
+
+def test_a_stage_that_fails_after_a_stop_logs_nothing_from_the_thread_that_ends_it(tmp_path, caplog):
+    """A stop kills a stage's process, and its task fails once the interrupted block has ended; the
+    future's done callback runs on the worker thread outside the run's context (concurrent.futures
+    calls it after ``Context.run`` returned), where ``stopping()`` sees no run: on 4abb1ba the
+    notebook cell showed ``encode ... failed StageProcessError`` after its stop line."""
+    import threading
+
+    from rbench.core.session import run_session
+
+    @flow
+    def stopped_stage() -> None:
+        sub = Submitter(str(tmp_path / "store"), ExecutionConfig())
+        wrapped: Future = Future()
+        future = PrefectConcurrentFuture(task_run_id=uuid.uuid4(), wrapped_future=wrapped)
+        future.add_done_callback(lambda f: sub._progress("encode", "shard-0", f))
+        wrapped.set_running_or_notify_cancel()
+        session.stopping.set()
+        failed = Failed(message="StageProcessError: the stage process ended during build_encode")
+        ending = threading.Thread(target=wrapped.set_result, args=(failed,))
+        ending.start()  # a new thread: an empty context, as the pool's own threads have outside a task
+        ending.join()
+
+    with caplog.at_level(logging.DEBUG), run_session() as session:
+        stopped_stage()
+    shown = [r.getMessage() for r in caplog.records if "shard-0" in r.getMessage() or r.exc_info]
+    assert not shown, shown  # on 4abb1ba: 'encode shard-0 failed StageProcessError: ...'
 
 
 def test_a_run_that_prefect_stops_says_stopped_and_ends_with_the_signals_code():
