@@ -268,6 +268,25 @@ def _send_batched_logs(timeout: float = 3.0) -> None:
     APILogWorker.drain_all(timeout=timeout)
 
 
+PRINTED = "rbench_printed"
+"""The attribute of a progress record whose line a notebook's cell shows as printed text."""
+
+
+class _NotPrinted(logging.Filter):
+    """Keeps a record whose line was printed to the cell off Prefect's console, which shows a run's
+    WARNING records in a notebook: a failed stage's line appeared twice (issue 81, item 7)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(record, PRINTED, False)
+
+
+def _printed_lines_off_the_console() -> None:
+    """Add :class:`_NotPrinted` to the root logger's console handlers (Prefect's), once each."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.StreamHandler) and not any(isinstance(f, _NotPrinted) for f in handler.filters):
+            handler.addFilter(_NotPrinted())
+
+
 class Submitter:
     """Submits stage tasks through the flow's task runner, logs each as it finishes (and prints it
     in a notebook's cell), and reports how each ended. Against a Prefect server of one's own,
@@ -280,6 +299,8 @@ class Submitter:
         self.submitted: list[Submitted] = []
         self._logger = get_run_logger()
         self._in_a_notebook = in_a_notebook()
+        if self._in_a_notebook:
+            _printed_lines_off_the_console()
         self._session = current()  # done callbacks run outside the run's context: its stop is read from here
         forward_logs_to_prefect()
 
@@ -310,7 +331,7 @@ class Submitter:
         row = describe(stage, label, future.state, self.prebuilt)
         level = logging.INFO if row.status in ("ran", "cached") else logging.WARNING
         line = f"{stage:<9} {label:<32} {row.status:<7} {row.summary or row.error}"
-        self._logger.log(level, "%s", line)
+        self._logger.log(level, "%s", line, extra={PRINTED: self._in_a_notebook})
         if self._in_a_notebook:  # Prefect's console records stay out of a cell (rbench.door): the line goes there
             print(line, flush=True)
 

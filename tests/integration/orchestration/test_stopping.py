@@ -75,6 +75,37 @@ def test_a_stage_that_fails_after_a_stop_logs_nothing_from_the_thread_that_ends_
     assert not shown, shown  # on 4abb1ba: 'encode shard-0 failed StageProcessError: ...'
 
 
+def test_a_failed_stage_shows_its_line_once_in_a_notebook(tmp_path, monkeypatch, capsys):
+    """In a notebook the cell shows a stage's line as printed text; Prefect's console handler (on
+    the root logger) showed a failed stage's WARNING record again in its own format (on 8eecc92:
+    twice)."""
+    import io
+
+    import rbench.orchestration.runner as runner
+
+    console = io.StringIO()
+    handler = logging.StreamHandler(console)
+    logging.getLogger().addHandler(handler)
+    monkeypatch.setattr(runner, "in_a_notebook", lambda: True)
+
+    @flow
+    def failed_stage() -> None:
+        sub = Submitter(str(tmp_path / "store"), ExecutionConfig())
+        wrapped: Future = Future()
+        future = PrefectConcurrentFuture(task_run_id=uuid.uuid4(), wrapped_future=wrapped)
+        future.add_done_callback(lambda f: sub._progress("encode", "shard-0", f))
+        wrapped.set_running_or_notify_cancel()
+        wrapped.set_result(Failed(message="ValueError: a bad row"))
+
+    try:
+        failed_stage()
+    finally:
+        logging.getLogger().removeHandler(handler)
+    printed = [line for line in capsys.readouterr().out.splitlines() if "shard-0" in line]
+    assert [line.split()[:3] for line in printed] == [["encode", "shard-0", "failed"]] and "a bad row" in printed[0]
+    assert "shard-0" not in console.getvalue(), console.getvalue()
+
+
 def test_a_run_that_prefect_stops_says_stopped_and_ends_with_the_signals_code():
     code = ("import time\nfrom rbench.core.stopping import exit_soon\n"
             "exit_soon(143, 0.2, reason='SIGTERM')\ntime.sleep(30)\n")
