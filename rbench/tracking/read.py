@@ -105,10 +105,11 @@ def load_chunking_table(tracking_uri: str, run: str, experiment: str | None, nam
 
 
 def run_prefixes(parents: Sequence) -> list[str]:
-    """The prefix of each parent run's systems when several runs are read: its run name, with
-    the first 8 characters of its id where another run has the same name (two runs of one
-    experiment, a parameter changed between them), so that no system's row is merged away."""
-    names = [p.info.run_name for p in parents]
+    """The prefix of each parent run's systems when several runs are read: its experiment's name
+    (the ``rbench.experiment`` tag; a run logged before it, its run name), with the first 8
+    characters of its id where another run has the same name (two runs of one experiment, a
+    parameter changed between them), so that no system's row is merged away."""
+    names = [p.data.tags.get("rbench.experiment", p.info.run_name) for p in parents]
     return [f"{name}@{p.info.run_id[:8]}" if names.count(name) > 1 else name for name, p in zip(names, parents)]
 
 

@@ -58,6 +58,22 @@ EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 model-development experiment), not on the GenAI overview of traces rbench never writes."""
 CREATED_BY = "rbench.created_by"
 """The tag with one logging's token on every run it creates (duplicates of a retried create found by it)."""
+EXPERIMENT_NAME = "rbench.experiment"
+"""The tag with the experiment's ``name`` on its parent run, whose own name has the time it started
+(:func:`parent_run_name`); reports label a run's systems by it (:func:`rbench.tracking.read.run_prefixes`)."""
+
+
+def parent_run_name(name: str) -> str:
+    """A parent run's name: its Prefect flow run's, ``<name>-YYYYMMDD-HHMMSS`` with the first attempt's
+    start (:func:`rbench.experiment.run_name`), so that the runs of one file are told apart in MLflow's
+    run list and charts (issue 81: every parent was named ``name``); outside such a flow run
+    (``rbench log``), ``name`` with the time now."""
+    from prefect.runtime import flow_run
+
+    current_name = str(flow_run.name or "")
+    if re.fullmatch(rf"{re.escape(name)}-\d{{8}}-\d{{6}}", current_name):
+        return current_name
+    return f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def ensure_experiment(mlflow, name: str, store: Path, tracking_uri: str | None) -> str:
@@ -274,11 +290,12 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
     client = mlflow.MlflowClient()  # runs are created here, to start when their stages did
     created = {CREATED_BY: uuid.uuid4().hex, **_process_tags()}
     parent_run = earlier or client.create_run(experiment_id, start_time=stage_span(report)[0],
-                                              tags=resolve_tags(created), run_name=cfg.name).info.run_id
+                                              tags=resolve_tags(created),
+                                              run_name=parent_run_name(cfg.name)).info.run_id
     close_abandoned_runs(client, experiment_id, parent_run, keep=set(children.values()))
     with mlflow.start_run(run_id=parent_run) as parent:
         parent_id = parent.info.run_id
-        mlflow.set_tags({**tags, GROUP: parent_id})
+        mlflow.set_tags({**tags, GROUP: parent_id, EXPERIMENT_NAME: cfg.name})
         mlflow.log_params(parent_params(cfg))
         mlflow.log_text(config_text, "experiment.yaml")
         mlflow.log_dict({"stages": [asdict(r) for r in report], "failures": [asdict(f) for f in failures]},
@@ -503,8 +520,10 @@ def log_chunking_grid(cfg, results: Sequence[dict], best: dict, out: Path, repor
 
 def _log_chunking_grid(mlflow, cfg, results, best, out, report) -> str:
     with mlflow.start_run(experiment_id=ensure_experiment(mlflow, cfg.mlflow.experiment, cfg.store,
-                                                      cfg.mlflow.tracking_uri), run_name=cfg.name) as run:
+                                                      cfg.mlflow.tracking_uri),
+                          run_name=parent_run_name(cfg.name)) as run:
         mlflow.set_tags({**run_tags(canonical_json(cfg.model_dump(mode="json"))), "rbench.kind": "chunking-grid",
+                         EXPERIMENT_NAME: cfg.name,
                          "rbench.grid_table": f"{out.name}/grid.md"})
         mlflow.log_params({k: v for k, v in cfg.model_dump(mode="json").items()
                            if k not in ("mlflow", "store", "mirror")})

@@ -137,7 +137,7 @@ def test_runs_a_killed_logger_left_running_are_closed_by_the_next_run(tmp_path, 
     code, out = _command(["run", str(experiment), "--force-flow"], tmp_path)
     assert code == 0, out[-2000:]
     (new,) = [r for r in client.search_runs([experiment_id], order_by=["attributes.start_time DESC"])
-              if r.info.run_name == "edges" and r.info.run_id != parent and r.info.status == "FINISHED"][:1]
+              if r.info.run_name.startswith("edges-") and r.info.run_id != parent and r.info.status == "FINISHED"][:1]
     for run_id in (parent, child):
         run = client.get_run(run_id)
         assert run.info.status == "KILLED" and run.data.tags["rbench.replaced_by"] == new.info.run_id

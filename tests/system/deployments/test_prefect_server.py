@@ -5,6 +5,7 @@ what failed, with every earlier stage cached in the store."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -114,7 +115,9 @@ def test_deployment_schedules_runs_fails_alone_and_retries_from_the_ui(server, t
     parents = [r for r in mlflow.search_runs([experiment.experiment_id], order_by=["attributes.start_time ASC"])
                if "mlflow.parentRunId" not in r.data.tags]
     (parent,) = parents  # one parent per flow run: the retry logged into the first attempt's run
-    assert parent.info.status == "FINISHED" and parent.info.run_name == "deployed"
+    assert parent.info.status == "FINISHED" and re.fullmatch(r"deployed-\d{8}-\d{6}", parent.info.run_name)
+    assert parent.info.run_name == parent.data.tags["prefect.flow_run_name"]  # the retry kept its name
+    assert parent.data.tags["rbench.experiment"] == "deployed"
     assert parent.data.tags["prefect.flow_run_id"] == str(run.id) and parent.data.tags["rbench.attempt"] == "2"
     assert "rbench.failed_pairs" not in parent.data.tags
     assert parent.data.tags["rbench.cuda_visible_devices"] in ("0", "1")
