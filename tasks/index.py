@@ -40,9 +40,10 @@ class IndexConfig(BaseModel):
         """The retriever this index belongs to (built from the index params alone)."""
         return RETRIEVERS.get(self.retriever)(self.params)
 
-    def shards(self, rows: int, shard_size: int) -> list["EncodeConfig"]:
-        """The encode shards this index is built from; empty when it is built in one piece."""
-        instance = self.retriever_instance()
+    def shards(self, rows: int, shard_size: int, instance: Any = None) -> list["EncodeConfig"]:
+        """The encode shards this index is built from; empty when it is built in one piece.
+        ``instance``: the retriever this index belongs to, built already (else built here)."""
+        instance = instance if instance is not None else self.retriever_instance()
         if not instance.sharded():
             return []
         common = {"retriever": self.retriever, "version": instance.code_identity(instance.shard_version),

@@ -243,11 +243,16 @@ def _log_levels() -> dict[str, int]:
     return {name: logging.getLogger(name or None).getEffectiveLevel() for name in ("", "rbench")}
 
 
+def loads_native(stage, config: Any) -> bool:
+    """Whether ``stage``'s build for ``config`` loads a native runtime (the stage's ``native``)."""
+    native = getattr(stage, "native", None)
+    return native is not None and bool(native(config))
+
+
 def build_call(stage, config: Any, processes: bool) -> Callable[..., Any] | None:
     """How ``stage`` builds for ``config`` (the ``call`` of ``Stage.run``): in a stage process
     when ``processes`` and the build loads a native runtime (the stage's ``native``), else here."""
-    native = getattr(stage, "native", None)
-    return call_in_process if processes and native is not None and native(config) else None
+    return call_in_process if processes and loads_native(stage, config) else None
 
 
 def close_process(process, conn) -> None:

@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from rbench.config import DatasetConfig, ExperimentConfig, RetrieverConfig
 from rbench.core.hashing import canonical_json
+from rbench.core.processes import loads_native
 from rbench.core.store import Artifact, Stage, Store
 from rbench.dataset_adapters.base import get_adapter
 from rbench.retrievers.base import Retriever
@@ -41,9 +42,11 @@ class PlanNode:
     """One stage of the plan: ``stage`` runs on the nodes ``inputs`` (positions in
     :attr:`ExperimentPlan.nodes`) with ``config``, its artifact stored under ``key`` (None while
     a dataset it reads is not prepared), reported under ``label``. ``gpu``: it asks for a GPU;
-    ``options``: build options that never enter the key (a mirror folder, a device); ``warm``:
-    the retriever whose :meth:`~rbench.retrievers.base.Retriever.warm_up` starts this index
-    build's runtime early, where the build runs in this process."""
+    ``options``: build options that never enter the key (a mirror folder, a device); ``native``:
+    its build loads a native runtime (torch, FAISS, an LLM), answered from the retriever the plan
+    built, so that no stage rebuilds one to ask (issue 80, item 1); ``warm``: the retriever whose
+    :meth:`~rbench.retrievers.base.Retriever.warm_up` starts this index build's runtime early,
+    where the build runs in this process."""
 
     stage: Stage
     config: Any
@@ -53,6 +56,7 @@ class PlanNode:
     inputs: tuple[int, ...] = ()
     gpu: bool = False
     options: tuple[tuple[str, Any], ...] = ()
+    native: bool = False
     warm: Any = field(default=None, compare=False, repr=False)
 
 
@@ -157,7 +161,8 @@ def data_nodes(cfg: ExperimentConfig, ds: DatasetConfig) -> tuple[PlanNode, Plan
     files = DownloadConfig.of(ds, cfg.mirror)
     download_key = DOWNLOAD.key_of([], files)
     download = PlanNode(DOWNLOAD, files, ds.name, download_key, ds.name, options=(("mirror", cfg.mirror),))
-    prepare = PlanNode(PREPARE, ds, ds.name, PREPARE.key_of([download_key], ds), ds.name)
+    prepare = PlanNode(PREPARE, ds, ds.name, PREPARE.key_of([download_key], ds), ds.name,
+                       native=loads_native(PREPARE, ds))
     return download, prepare
 
 
@@ -184,12 +189,15 @@ class _Planner:
         self.built: dict[str, Retriever] = {}
 
     def add(self, stage: Stage, config: Any, label: str, dataset: str, inputs: Sequence[int] = (),
-            gpu: bool = False, options: Mapping[str, Any] | None = None, warm: Any = None) -> int:
+            gpu: bool = False, options: Mapping[str, Any] | None = None, warm: Any = None,
+            native: bool | None = None) -> int:
+        """Add a node; ``native`` None: the stage's own answer for ``config`` (no retriever built)."""
         digests = [self.digest(i, stage) for i in inputs]
         known = [d for d in digests if d is not None]
         key = stage.key_of(known, config) if len(known) == len(digests) else None
+        native = loads_native(stage, config) if native is None else native
         self.nodes.append(PlanNode(stage, config, label, key, dataset, tuple(inputs), gpu,
-                                   tuple((options or {}).items()), warm))
+                                   tuple((options or {}).items()), native, warm))
         return len(self.nodes) - 1
 
     def add_node(self, node: PlanNode, artifact: Artifact | None = None) -> int:
@@ -233,13 +241,14 @@ class _Planner:
             if shared not in self.shared:
                 label = self.unique(ds.name, _index_label(ds.name, leaf), shared[2])
                 device = getattr(leaf.params, "device", None)
-                shards = leaf_cfg.shards(rows, execution.shard_size) if rows is not None else []
+                shards = leaf_cfg.shards(rows, execution.shard_size, leaf) if rows is not None else []
                 encoded = [self.add(ENCODE, shard, f"{label}[{shard.start}:{shard.stop}]", ds.name, (prepared,),
                                     gpu=leaf.needs_gpu(), options={"device": device}) for shard in shards]
                 warm = execution.in_process() and not shards and \
                     not (execution.native_builds_apart() and leaf.loads_native())
                 index = self.add(INDEX, leaf_cfg, label, ds.name, (prepared, *encoded),
-                                 gpu=leaf.needs_gpu() and not shards, warm=leaf if warm else None)
+                                 gpu=leaf.needs_gpu() and not shards, warm=leaf if warm else None,
+                                 native=leaf.loads_native())
                 self.shared[shared] = (index, (*encoded, index))
             index, added = self.shared[shared]
             built.append(index)
@@ -288,7 +297,8 @@ def plan_experiment(cfg: ExperimentConfig, corpora: Mapping[str, Artifact] | Non
             rewrites = planner.rewrites(ds, r, queries)
             label = f"{ds.name}/{r.label}"
             run = planner.add(RETRIEVE, RetrieveConfig.of(r, cfg.depth, instance), label, ds.name,
-                              (prepared, queries, *indexes, *rewrites), gpu=instance.needs_gpu())
+                              (prepared, queries, *indexes, *rewrites), gpu=instance.needs_gpu(),
+                              native=instance.loads_native())
             evaluation = planner.add(EVALUATE, cfg.metrics, label, ds.name, (queries, run))
             needs |= {first, prepared, queries, *rewrites, run, evaluation}
             pairs.append(PlannedPair(ds.name, r, tuple(sorted(needs)), tuple(indexes), tuple(rewrites), run,
@@ -310,7 +320,7 @@ def run_plan(plan: ExperimentPlan, sub: Any, while_waiting: Callable[[], None] |
     handles: list[Any] = []
     for node in plan.nodes:
         handles.append(sub.submit(node.stage, [handles[i] for i in node.inputs], node.config, node.label,
-                                  gpu=node.gpu, key=node.key, **dict(node.options)))
+                                  gpu=node.gpu, key=node.key, native=node.native, **dict(node.options)))
     if while_waiting is not None:
         while_waiting()
     report: list[StageRow] = sub.report()

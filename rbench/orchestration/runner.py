@@ -32,7 +32,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from rbench.config import ExecutionConfig
 from rbench.core.errors import MissingExtraError
-from rbench.core.processes import build_call
+from rbench.core.processes import call_in_process, loads_native
 from rbench.core.session import RunSession, current
 from rbench.core.stopping import in_a_notebook, stopping, wait_for_the_end
 from rbench.core.store import Artifact, Stage, Store, summarize
@@ -61,14 +61,14 @@ def stage_task(stage: Stage) -> Task[..., Artifact]:
 
     The task takes the store's path, its input artifacts (or futures of them), the
     stage config and build options; ``gpu_slots`` > 0 limits how many GPU tasks of
-    this process run at once; with ``processes``, a build that loads a native runtime
-    (the stage's ``native``) runs in a stage process.
+    this process run at once; with ``in_a_process``, the build runs in a stage process
+    (:meth:`Submitter.submit` decides).
     """
 
     def run(store: str, inputs: Sequence[Artifact], config: Any, options: dict[str, Any], gpu_slots: int = 0,
-            processes: bool = False) -> Artifact:
+            in_a_process: bool = False) -> Artifact:
         here = Store(store)
-        call = build_call(stage, config, processes)
+        call = call_in_process if in_a_process else None
         try:
             with _gpu_slot(gpu_slots):
                 return stage.run(here, [here.attach(a) for a in inputs], config, call=call, **options)
@@ -305,9 +305,11 @@ class Submitter:
         forward_logs_to_prefect()
 
     def submit(self, stage: Stage, inputs: Sequence[Any], config: Any, label: str, gpu: bool = False,
-               key: str | None = None, **options: Any) -> PrefectFuture[Artifact]:
-        """Submit a stage's task; ``inputs`` may be artifacts or futures of artifacts; ``key``: its
-        plan's key (:class:`rbench.orchestration.plan.PlanNode`). The task run carries no tags: Prefect's
+               key: str | None = None, native: bool | None = None, **options: Any) -> PrefectFuture[Artifact]:
+        """Submit a stage's task; ``inputs`` may be artifacts or futures of artifacts; ``key`` and
+        ``native``: its plan's (:class:`rbench.orchestration.plan.PlanNode`; ``native`` None: the
+        stage's own answer for ``config``), a native build running in a stage process where the
+        ``execution`` section says so. The task run carries no tags: Prefect's
         task engine asks the server for a ``tag:<name>`` concurrency slot per tag of every task run
         (``prefect/task_engine.py``, ``_concurrency``), so the flow's tags on each stage were one request
         per stage that a busy server answered 503 (issue 81: 1 of 6 runs started together failed);
@@ -315,10 +317,11 @@ class Submitter:
         stage_tsk = stage_task(stage)
         named = stage_tsk.with_options(task_run_name=f"{stage_tsk.name}[{label}]")
         slots = self.execution.gpus if gpu and self.execution.in_process() else 0
-        processes = self.execution.native_builds_apart()
+        native = loads_native(stage, config) if native is None else native
+        in_a_process = native and self.execution.native_builds_apart()
         with TagsContext(current_tags=set()), _gpu_placement(self.execution) if gpu else contextlib.nullcontext():
             future = named.submit(str(self.store.root), list(inputs), config, {**options, "key": key}, slots,
-                                  processes)
+                                  in_a_process)
         self.submitted.append(Submitted(stage_tsk.name, label, future))
         name = stage_tsk.name
         future.add_done_callback(lambda f: self._progress(name, label, f))

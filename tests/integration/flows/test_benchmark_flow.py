@@ -117,6 +117,9 @@ def test_mlflow_has_the_printed_numbers(finished, tmp_path):
     assert {c.info.run_name for c in children} == {"tiny/bm25", "tiny/dense"}
     grouped = client.search_runs([parent.info.experiment_id], group_filter(parent.info.run_id))  # the printed link's
     assert {r.info.run_name for r in grouped} == {parent.info.run_name, "tiny/bm25", "tiny/dense"}  # issue 81, item 7
+    flow_run_name = parent.data.tags["prefect.flow_run_name"]  # on 4abb1ba every parent was named after its file
+    assert parent.info.run_name == flow_run_name and re.fullmatch(r"tiny-\d{8}-\d{6}", flow_run_name), flow_run_name
+    assert parent.data.tags["rbench.experiment"] == "tiny"  # reports label the systems by it
     ran = [s for s in result.stages if s.status == "ran"]
     first_start = min(s.finished - s.seconds for s in ran) * 1000
     assert abs(parent.info.start_time - first_start) < 2  # MLflow's duration starts with the first stage
@@ -307,6 +310,39 @@ def test_rerank_and_fusion_run_in_the_flow_and_the_report(tmp_path, tiny_files):
                               re.M))
     assert f"Holm-corrected over the table's {6 - untested} tests" in text, text
     assert r"\begin{tabular}{lrr}" in (tmp_path / "report" / "experiment.tex").read_text()
+
+
+@pytest.mark.parametrize("apart", [False, True], ids=["in-process", "stage-processes"])
+def test_a_cold_run_builds_each_retriever_once_per_stage_that_runs_it(tmp_path, tiny_files, monkeypatch, apart):
+    """Every construction of a retriever object in this process is counted (``Retriever.__init__``),
+    in a cold run: the experiment's checks and the plan build each retriever once, and each stage
+    that runs one here (an encode shard, an index, a retrieve) builds it once; with stage processes
+    (the default) dense's stages build it there, and none builds one here to ask whether it loads a
+    native runtime or how it is sharded. On 0fcf0bd: bm25 5 and dense 6 times in process, bm25 7
+    and dense 5 with stage processes (issue 80, item 1). About 70 s in process (torch loads in the
+    test's process), 30 s with stage processes."""
+    from collections import Counter
+
+    from rbench.retrievers.base import Retriever
+
+    built: Counter = Counter()
+    init = Retriever.__init__
+
+    def counted(self, params=None):
+        built[type(self).name] += 1
+        init(self, params)
+
+    monkeypatch.setattr(Retriever, "__init__", counted)
+    corpus, queries = tiny_files
+    path = Path(_config(tmp_path, corpus, queries))
+    cfg = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump({**cfg, "execution": {"runner": "sequential", "stage_processes": apart}}))
+    result = benchmark(str(path))
+    assert set(_status(result).values()) == {"ran"}
+    ran = Counter(s.stage for s in result.stages if s.stage in ("encode", "index", "retrieve"))
+    assert ran == {"encode": 1, "index": 2, "retrieve": 2}
+    here = {"bm25": 2, "dense": 0 if apart else 3}  # bm25's index and search run here (Lucene in its workers)
+    assert dict(built) == {name: 2 + n for name, n in here.items()}, dict(built)
 
 
 def test_a_run_where_no_pair_finished_logs_no_mlflow_run(tmp_path, tiny_files):
