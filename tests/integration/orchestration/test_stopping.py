@@ -31,14 +31,20 @@ def _cancel_queued(wrapped: Future) -> None:
     wrapped.set_exception(asyncio.CancelledError("Task run cancelled by the task runner"))
 
 
+def _stage_future(tmp_path) -> Future:
+    """The concurrent future of a stage task ``shard-0`` whose end a Submitter (in a flow) reports."""
+    sub = Submitter(str(tmp_path / "store"), ExecutionConfig())
+    wrapped: Future = Future()
+    future = PrefectConcurrentFuture(task_run_id=uuid.uuid4(), wrapped_future=wrapped)
+    future.add_done_callback(lambda f: sub._progress("encode", "shard-0", f))
+    return wrapped
+
+
 @pytest.mark.parametrize("cancel", [_cancel, _cancel_queued], ids=["cancelled", "cancelled-while-queued"])
 def test_a_stage_future_cancelled_by_a_stop_logs_no_traceback(tmp_path, caplog, cancel):
     @flow
     def cancelled_stage() -> None:
-        sub = Submitter(str(tmp_path / "store"), ExecutionConfig())
-        wrapped: Future = Future()
-        future = PrefectConcurrentFuture(task_run_id=uuid.uuid4(), wrapped_future=wrapped)
-        future.add_done_callback(lambda f: sub._progress("encode", "shard-0", f))
+        wrapped = _stage_future(tmp_path)
         cancel(wrapped)
 
     with caplog.at_level(logging.DEBUG):
@@ -58,10 +64,7 @@ def test_a_stage_that_fails_after_a_stop_logs_nothing_from_the_thread_that_ends_
 
     @flow
     def stopped_stage() -> None:
-        sub = Submitter(str(tmp_path / "store"), ExecutionConfig())
-        wrapped: Future = Future()
-        future = PrefectConcurrentFuture(task_run_id=uuid.uuid4(), wrapped_future=wrapped)
-        future.add_done_callback(lambda f: sub._progress("encode", "shard-0", f))
+        wrapped = _stage_future(tmp_path)
         wrapped.set_running_or_notify_cancel()
         session.stopping.set()
         failed = Failed(message="StageProcessError: the stage process ended during build_encode")
@@ -90,10 +93,7 @@ def test_a_failed_stage_shows_its_line_once_in_a_notebook(tmp_path, monkeypatch,
 
     @flow
     def failed_stage() -> None:
-        sub = Submitter(str(tmp_path / "store"), ExecutionConfig())
-        wrapped: Future = Future()
-        future = PrefectConcurrentFuture(task_run_id=uuid.uuid4(), wrapped_future=wrapped)
-        future.add_done_callback(lambda f: sub._progress("encode", "shard-0", f))
+        wrapped = _stage_future(tmp_path)
         wrapped.set_running_or_notify_cancel()
         wrapped.set_result(Failed(message="ValueError: a bad row"))
 
