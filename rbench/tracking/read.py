@@ -10,6 +10,7 @@ from typing import Sequence
 from rbench.core.locations import rbench_command
 from rbench.core.secrets import redact
 from rbench.tracking.backend import mlflow_client
+from rbench.tracking.digests import downloaded
 from rbench.tracking.names import name_of
 
 WHOLE_RANKING = ("map", "rprec")
@@ -193,7 +194,7 @@ def load_results(tracking_uri: str, runs: Sequence[str], experiment: str | None 
                 metrics.append({"dataset": dataset, "retriever": label, "metric": metric, "k": int(k), "value": value})
             if per_query:
                 with tempfile.TemporaryDirectory() as tmp:
-                    path = client.download_artifacts(child.info.run_id, "per_query.parquet", tmp)
+                    path = downloaded(client, child, "per_query.parquet", tmp)
                     scores[(dataset, label)] = {
                         (r["metric"], r["k"], r["query_id"]): r["value"] for r in pq.read_table(path).to_pylist()
                     }
@@ -249,7 +250,7 @@ def load_costs_and_traces(tracking_uri: str, runs: Sequence[str], experiment: st
                                   "name": name if stage == "retrieve" else key, "value": value})
             if any(a.path == "traces.parquet" for a in client.list_artifacts(child.info.run_id)):
                 with tempfile.TemporaryDirectory() as tmp:
-                    rows = pq.read_table(client.download_artifacts(child.info.run_id, "traces.parquet", tmp)).to_pylist()
+                    rows = pq.read_table(downloaded(client, child, "traces.parquet", tmp)).to_pylist()
                 traces += [{"dataset": dataset, "retriever": label, **json.loads(r["trace"])}
                            for r in rows[:traces_per_run]]
     return costs, traces
@@ -324,10 +325,10 @@ def _child_files(client, parent, child, dataset: str, system: str, store: Path |
         raise RbenchError(f"child run {child.info.run_id} ({dataset}/{system}) of run {parent.info.run_id} has no "
                           "run.trec artifact: it was not logged by `rbench run`")
     with tempfile.TemporaryDirectory() as tmp:
-        run_text = Path(client.download_artifacts(child.info.run_id, "run.trec", tmp)).read_text(encoding="utf-8")
+        run_text = downloaded(client, child, "run.trec", tmp).read_text(encoding="utf-8")
         qrels = None
         if "qrels.trec" in names:
-            qrels = Path(client.download_artifacts(child.info.run_id, "qrels.trec", tmp)).read_text(encoding="utf-8")
+            qrels = downloaded(client, child, "qrels.trec", tmp).read_text(encoding="utf-8")
     if qrels is None:
         key = child.data.tags.get("rbench.evaluate_key")
         from rbench.core.store import Store
@@ -379,7 +380,7 @@ def export_run(tracking_uri: str, run: str, experiment: str | None, out: Path, s
         write_atomic(run_path, text)
         written.append(run_path)
         with tempfile.TemporaryDirectory() as tmp:
-            rows = pq.read_table(client.download_artifacts(child.info.run_id, "per_query.parquet", tmp)).to_pylist()
+            rows = pq.read_table(downloaded(client, child, "per_query.parquet", tmp)).to_pylist()
         lines = ["query_id\tmetric\tk\tvalue", *(f"{r['query_id']}\t{r['metric']}\t{r['k']}\t{r['value']!r}"
                                                  for r in rows)]
         per_query = out / f"{trec_id(dataset)}.{trec_id(system)}.per_query.tsv"

@@ -27,6 +27,7 @@ from rbench.results import Failure, PairResult, StageRow
 from rbench.tasks.evaluate import read_aggregate
 from rbench.tracking.names import key_part
 from rbench.tracking.backend import experiment_of_run, prepare_tracking, tracking
+from rbench.tracking.digests import ARTIFACT_DIGESTS, digests_tag
 
 log = logging.getLogger("rbench")
 
@@ -325,16 +326,19 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
                 mlflow.log_params(child_params(cfg, dataset, retriever))
                 mlflow.log_metrics({metric_name(a["metric"], a["k"]): a["value"] for a in aggregate})
                 mlflow.log_metrics(stage_metrics(result))
-                for name in ("per_query.parquet", "aggregate.parquet", "qrels.trec"):
-                    mlflow.log_artifact(str(evaluation.file(name)))
-                with tempfile.TemporaryDirectory() as tmp:  # the system's own tag in the run file
+                with tempfile.TemporaryDirectory() as tmp:
+                    files = {name: evaluation.file(name) for name in ("per_query.parquet", "aggregate.parquet",
+                                                                       "qrels.trec")}
                     text = evaluation.file("run.trec").read_text(encoding="utf-8")
-                    tagged = Path(tmp) / "run.trec"
-                    tagged.write_text(retag_trec(text, retriever.label, f"{child} run.trec"), encoding="utf-8")
-                    mlflow.log_artifact(str(tagged))
-                run = result.run
-                if run is not None and run.file("traces.parquet").is_file():
-                    mlflow.log_artifact(str(run.file("traces.parquet")))
+                    files["run.trec"] = Path(tmp) / "run.trec"  # the system's own tag in the run file
+                    files["run.trec"].write_text(retag_trec(text, retriever.label, f"{child} run.trec"),
+                                                 encoding="utf-8")
+                    run = result.run
+                    if run is not None and run.file("traces.parquet").is_file():
+                        files["traces.parquet"] = run.file("traces.parquet")
+                    for path in files.values():
+                        mlflow.log_artifact(str(path))
+                    mlflow.set_tag(ARTIFACT_DIGESTS, digests_tag(files))  # each copy read back is checked
             if child not in children:  # its duration is its stages' time, not the logging's
                 client.set_terminated(child_id, "FINISHED", end_time=span[1])
         if rows:

@@ -237,6 +237,31 @@ def test_a_copied_store_reads_and_writes_its_own_mlflow_artifacts(finished, tmp_
     assert original.info.artifact_uri.startswith((folder / "store" / "mlflow-artifacts").resolve().as_uri())
 
 
+def test_a_copy_mlflows_store_damaged_is_refused_by_show_measures_and_export(finished, tmp_path, capsys):
+    """One byte changed in the middle of MLflow's copy of a run file (size kept): ``show --measures``
+    and ``export`` read it back from MLflow's artifact store, and on c92c985 printed and wrote other
+    numbers than the run's own table; each copy's sha256 is logged with it and checked when read
+    (issue 81, item 1)."""
+    from rbench.cli import main
+
+    folder, result = finished
+    copy = tmp_path / "copy"
+    shutil.copytree(folder / "store", copy)
+    (logged,) = [p for p in (copy / "mlflow-artifacts").rglob("run.trec")
+                 if p.read_text().split("\n", 1)[0].endswith(" bm25")]  # the system's tag ends each line
+    data = bytearray(logged.read_bytes())
+    middle = len(data) // 2 + data[len(data) // 2:].index(b" ") + 1  # the first field after the middle
+    data[middle] = ord("9") if data[middle] != ord("9") else ord("8")
+    logged.write_bytes(bytes(data))
+    capsys.readouterr()
+    assert main(["show", "latest", "--store", str(copy), "--measures", "nDCG@3"]) == 2  # ir_measures': from run.trec
+    err = capsys.readouterr().err
+    assert "MLflow's copy of run.trec" in err and "tiny/bm25" in err and "Rerun the experiment's config" in err, err
+    assert main(["export", "latest", "--store", str(copy), "--out", str(tmp_path / "export")]) == 2
+    assert "MLflow's copy of run.trec" in capsys.readouterr().err
+    assert not (tmp_path / "export" / "tiny.bm25.trec").exists()
+
+
 def test_embedding_benchmark_compares_models(tmp_path, tiny_files):
     from rbench.flows.embedding_benchmark import embedding_benchmark
 
