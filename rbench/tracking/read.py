@@ -10,7 +10,7 @@ from typing import Sequence
 from rbench.core.locations import rbench_command
 from rbench.core.secrets import redact
 from rbench.tracking.backend import mlflow_client
-from rbench.tracking.digests import downloaded
+from rbench.tracking.digests import downloaded, record
 from rbench.tracking.names import name_of
 
 WHOLE_RANKING = ("map", "rprec")
@@ -100,9 +100,10 @@ def load_chunking_table(tracking_uri: str, run: str, experiment: str | None, nam
     if parent.data.tags.get("rbench.kind") != "chunking-grid":
         return None
     with tempfile.TemporaryDirectory() as tmp:
-        table = parent.data.tags["rbench.grid_table"]
-        path = client.download_artifacts(parent.info.run_id, str(Path(table).with_name(name)), tmp)
-        return parent, Path(path).read_text(encoding="utf-8")
+        table = Path(parent.data.tags["rbench.grid_table"]).with_name(name).as_posix()
+        path = downloaded(client, parent, table, tmp, "Rerun `rbench chunking` with the grid's config: its "
+                          "stages are cached and checked, and the new run logs clean copies")
+        return parent, path.read_text(encoding="utf-8")
 
 
 def run_prefixes(parents: Sequence) -> list[str]:
@@ -263,8 +264,14 @@ def log_reproduction(tracking_uri: str, run_id: str, name: str, document: str, s
     """Keep a comparison with published table ``name`` on the parent run: the JSON document as
     ``reproduction/<name>.json`` and ``summary`` as tag ``rbench.reproduction.<name>``."""
 
+    import tempfile
+
     client = mlflow_client(tracking_uri)
-    client.log_text(run_id, document, f"{REPRODUCTION}/{name}.json")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{name}.json"
+        path.write_text(document, encoding="utf-8")
+        client.log_artifact(run_id, str(path), REPRODUCTION)
+        record(client, run_id, {f"{REPRODUCTION}/{name}.json": path})
     client.set_tag(run_id, f"rbench.{REPRODUCTION}.{name}", summary)
 
 
@@ -275,6 +282,7 @@ def log_reproduction_page(tracking_uri: str, run_id: str, out: Path) -> None:
     client = mlflow_client(tracking_uri)
     for name in ("reproduction.md", "reproduction.html"):
         client.log_artifact(run_id, str(out / name), REPRODUCTION)
+    record(client, run_id, {f"{REPRODUCTION}/{name}": out / name for name in ("reproduction.md", "reproduction.html")})
 
 
 def log_report(tracking_uri: str, run_ids: Sequence[str], out: Path, name: str) -> str:
@@ -308,8 +316,9 @@ def load_reproductions(tracking_uri: str, runs: Sequence[str], experiment: str |
         for artifact in client.list_artifacts(parent.info.run_id, REPRODUCTION):
             if artifact.path.endswith(".json"):
                 with tempfile.TemporaryDirectory() as tmp:
-                    path = client.download_artifacts(parent.info.run_id, artifact.path, tmp)
-                    documents.append(json.loads(Path(path).read_text(encoding="utf-8")))
+                    path = downloaded(client, parent, artifact.path, tmp, "Run the `rbench compare` that wrote "
+                                      "it again: it logs a clean copy")
+                    documents.append(json.loads(path.read_text(encoding="utf-8")))
     return documents
 
 

@@ -536,6 +536,9 @@ def _log_chunking_grid(mlflow, cfg, results, best, out, report) -> str:
             mlflow.set_tag(f"best_{metric}", f"size={row['chunk_size']} overlap={row['overlap']} n={row['n']}")
         mlflow.log_metric("stages_ran", sum(1 for r in report if r.status == "ran"))
         mlflow.log_artifacts(str(out), out.name)
+        files = {f"{out.name}/{path.relative_to(out).as_posix()}": path for path in sorted(out.rglob("*"))
+                 if path.is_file()}
+        mlflow.set_tag(ARTIFACT_DIGESTS, digests_tag(files))  # grid.md and grid.csv are read back
     return run.info.run_id
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from rbench.core.errors import DamagedArtifact
 from rbench.flows.chunking_grid import chunking_grid
 from tests.unit.tasks.test_chunking_eval import make_eval_set
 
@@ -61,6 +62,11 @@ def test_grid_runs_caches_and_reuses_chunks_for_new_n(tmp_path):
     assert shown == table and run.info.run_id == one.mlflow_run_id
     assert {"rbench.config_sha256", "rbench.device", "rbench.python"} <= set(run.data.tags)  # every writer tags
     assert load_chunking_table(uri, "latest", "rbench-chunking")[1] == table
+    (copy,) = (tmp_path / "store").rglob(f"{one.mlflow_run_id}/artifacts/*/grid.md")
+    copy.write_text(copy.read_text().replace("finance", "fInance", 1))  # MLflow's copy, one byte, size kept
+    with pytest.raises(DamagedArtifact, match=r"MLflow's copy of .*/grid.md in run \w+ \(.*\) is not the file "
+                                              r"rbench logged .* Rerun `rbench chunking`"):
+        load_chunking_table(uri, one.mlflow_run_id, "rbench-chunking")
 
 
 def test_chunking_search_finds_a_best_setting_and_reuses_trials(tmp_path):

@@ -12,6 +12,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from rbench.cli import main
+from rbench.core.errors import DamagedArtifact
 from rbench.flows.benchmark import benchmark
 from rbench.tracking.read import load_reproductions
 from tests.conftest import TORCH_THREADS
@@ -62,6 +63,13 @@ def test_the_anserini_bm25_study_on_a_fixture_is_compared_logged_and_reported(tm
     assert (tmp_path / "reproduction" / "reproduction.md").read_text().count("| missing: ") == 33  # the page has all
 
     assert load_reproductions(result.tracking_uri, [result.mlflow_run_id]) == [doc]
+    (copy,) = tmp_path.rglob(f"{result.mlflow_run_id}/artifacts/reproduction/anserini-bright-bm25.json")
+    kept = copy.read_bytes()
+    copy.write_bytes(kept.replace(b"biology", b"bIology", 1))  # MLflow's copy, one byte, size kept
+    with pytest.raises(DamagedArtifact, match=r"copy of reproduction/anserini-bright-bm25.json in run \w+ .* Run the "
+                                              r"`rbench compare` that wrote it again"):
+        load_reproductions(result.tracking_uri, [result.mlflow_run_id])
+    copy.write_bytes(kept)
     tag = MlflowClient(result.tracking_uri).get_run(result.mlflow_run_id).data.tags
     assert tag["rbench.reproduction.anserini-bright-bm25"].endswith("33 not in the run, of 36 published cells")
     assert main(["report", result.mlflow_run_id, "--tracking-uri", result.tracking_uri, "--measures",
