@@ -290,6 +290,13 @@ class Composite(Retriever):
     def model_identities(self) -> list[str]:
         return [m for c in self.components() for m in c.model_identities()]
 
+    def stats(self) -> dict[str, Any]:
+        """The components' counters (an approximate dense index's recall among them)."""
+        out: dict[str, Any] = {}
+        for c in self.components():
+            out.update(c.stats())
+        return out
+
     def code_versions(self) -> dict[str, str]:
         versions = {self.name: self.code_identity()}
         for c in self.components():

@@ -47,6 +47,11 @@ log = logging.getLogger("rbench")
 CHUNK = 1024
 IVF_FIELDS = ("nlist", "pq_m", "train_size", "on_disk")
 IVFDATA = "index.ivfdata"
+POINTS_PER_CENTROID = 39
+"""FAISS's minimum of training points per k-means centroid (``Clustering.min_points_per_centroid``);
+fewer, and it prints a warning per k-means (one per PQ sub-quantizer: 96 for MiniLM at the defaults)."""
+PROBE_QUERIES = 100
+"""Queries of a run searched a second time exhaustively, to measure an approximate index's recall."""
 
 
 def _with_encoding(params: dict, encoding: Encoding) -> dict:
@@ -179,8 +184,7 @@ class Dense(Retriever):
 
     name = "dense"
     description = "sentence-transformers embeddings + FAISS (flat, HNSW, IVF-Flat, IVF-PQ; GPU with faiss-gpu)"
-    conformance = {"": {"model": "static-64d"}, "hnsw": {"model": "static-64d", "index": "hnsw"},
-                   "ivf_pq": {"model": "static-64d", "index": "ivf_pq"}}
+    conformance = {"": {"model": "static-64d"}, "hnsw": {"model": "static-64d", "index": "hnsw"}}
     Params = DenseParams
     index_fields = ("model", "index", "hnsw_m", "ef_construction", "nlist", "pq_m", "train_size", "on_disk",
                     "encoding", "prebuilt", "ids")
@@ -234,14 +238,22 @@ class Dense(Retriever):
         if p.index == "flat":
             return faiss.IndexFlatIP(dim)
         trained_on = min(total, p.train_size)
-        nlist = p.nlist or max(1, min(int(4 * total ** 0.5), trained_on // 39))  # FAISS wants 39 points a list
+        nlist = p.nlist or max(1, min(int(4 * total ** 0.5), trained_on // POINTS_PER_CENTROID))
+        least = max(POINTS_PER_CENTROID * nlist, 2 * POINTS_PER_CENTROID if p.index == "ivf_pq" else 0)
+        if trained_on < least:
+            fix = (f"use index flat (exact, and as fast at this size) or a corpus of {least:,} objects or more"
+                   if not p.nlist else f"lower nlist to at most {trained_on // POINTS_PER_CENTROID:,}" + (
+                       f" or raise train_size to {least:,} or more" if total >= least else ""))
+            raise ConfigError(f"dense: index {p.index} with {nlist:,} list(s) trains on {trained_on:,} vectors (the "
+                              f"corpus's {total:,} objects, train_size {p.train_size:,}), and FAISS asks at least "
+                              f"{least:,} ({POINTS_PER_CENTROID} per k-means centroid): {fix}")
         quantizer = faiss.IndexFlatIP(dim)
         if p.index == "ivf_flat":
             return faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
         m = p.pq_m or max(d for d in range(1, dim // 4 + 1) if dim % d == 0)
         if dim % m:
             raise ValueError(f"dense: pq_m {m} must divide the embedding dimension {dim}")
-        bits = max(1, min(8, trained_on.bit_length() - 1))  # 2**bits centroids per sub-quantizer need as many points
+        bits = min(8, (trained_on // POINTS_PER_CENTROID).bit_length() - 1)  # 2**bits centroids a sub-quantizer
         return faiss.IndexIVFPQ(quantizer, dim, nlist, m, bits, faiss.METRIC_INNER_PRODUCT)
 
     def _training_sample(self, shards: Sequence[Path], total: int) -> np.ndarray:
@@ -331,8 +343,8 @@ class Dense(Retriever):
         with pq.ParquetWriter(folder / "ids.parquet", pa.schema([("object_id", pa.string())])) as ids:
             for batch in pq.ParquetFile(corpus).iter_batches(batch_size=1 << 16, columns=["object_id"]):
                 ids.write_batch(batch)
-        ivf = {"nlist": index.nlist, "train_seconds": round(trained, 2),
-               "kmeans_on_gpus": kmeans_on_gpus} if hasattr(index, "nlist") else {}
+        ivf = {"nlist": index.nlist, "train_seconds": round(trained, 2), "kmeans_on_gpus": kmeans_on_gpus,
+               **({"pq_bits": index.pq.nbits} if hasattr(index, "pq") else {})} if hasattr(index, "nlist") else {}
         return {"indexed": total, "dim": index.d, "shards": len(shards), **ivf,
                 "index_bytes": sum(f.stat().st_size for f in (folder / "index.faiss", folder / IVFDATA) if f.exists()),
                 "index_seconds": round(time.perf_counter() - started, 2)}
@@ -367,6 +379,7 @@ class Dense(Retriever):
         ivf = faiss.try_extract_index_ivf(index)
         if ivf is not None:
             ivf.nprobe = self.params.nprobe  # copied to the GPU index below
+        self._approximate = _approximation(index)
         if isinstance(index, faiss.IndexHNSW):
             index.hnsw.efSearch = self.params.ef_search
         elif hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0:
@@ -375,6 +388,7 @@ class Dense(Retriever):
         self._ids = _read_ids(ids)
         self._rows = None
         self._native = None
+        self._probe: list[np.ndarray] = []
         self._encoder()
 
     def open(self, folders: Sequence[Path], corpus: Path) -> None:
@@ -413,9 +427,32 @@ class Dense(Retriever):
         if not qids:
             return {}
         floor = -np.inf if self.params.min_score is None else self.params.min_score
-        found = self.search_vectors(self.encode([queries[q] for q in qids]), k)
+        vectors = self.encode([queries[q] for q in qids])
+        found = self.search_vectors(vectors, k)
+        if getattr(self, "_approximate", None) and sum(len(v) for v in self._probe) < PROBE_QUERIES:
+            self._probe.append(vectors[: PROBE_QUERIES - sum(len(v) for v in self._probe)])
+            self._probe_k = getattr(self, "_probe_k", k)
         run = {q: [(name, s) for name, s in hits if s >= floor] for q, hits in zip(qids, found)}
         return self._native.translate(run) if self._native is not None else run
+
+    def stats(self) -> dict:
+        """With an approximate index: ``approximate``, how much of an exhaustive search's top k its top k
+        holds on the run's first ``PROBE_QUERIES`` queries (each searched again over every stored vector)."""
+        probe = getattr(self, "_probe", None)
+        if not probe:
+            return {}
+        kind, against = self._approximate
+        sample = np.ascontiguousarray(np.vstack(probe), dtype=np.float32)
+        k = min(self._probe_k, len(self._ids))
+        setting = {"hnsw": f"ef_search {self.params.ef_search}"}.get(kind, f"nprobe {self.params.nprobe}")
+        out = {"index": kind, "setting": setting, "queries": len(sample), "k": k, "against": against}
+        exact = _exhaustive(self._index, sample, k)
+        if exact is None:
+            return {"approximate": {**out, "recall_of_exhaustive": None, "against": "not measured on the GPUs"}}
+        found = self._index.search(sample, k)[1]
+        recall = np.mean([len(set(f[f >= 0]) & set(e[e >= 0])) / max(1, int((e >= 0).sum()))
+                          for f, e in zip(found, exact)])
+        return {"approximate": {**out, "recall_of_exhaustive": round(float(recall), 4)}}
 
     def hold(self, object_ids: Sequence[str], vectors: np.ndarray) -> None:
         """Search these unit vectors, in an exact in-memory index, instead of a built index: for a caller
@@ -438,6 +475,38 @@ class Dense(Retriever):
         width = rows.shape[1]
         return [[(names[i * width + j], float(s)) for j, (r, s) in enumerate(zip(row, score)) if r >= 0]
                 for i, (row, score) in enumerate(zip(rows, scores))]
+
+
+def _approximation(index) -> tuple[str, str] | None:
+    """``(kind, what an exhaustive search compares)`` of an index that may miss a nearest neighbour;
+    None for an exact one (flat, or IVF-Flat searching every list)."""
+    faiss = import_faiss()
+    if isinstance(index, faiss.IndexHNSW):
+        return "hnsw", "every stored vector"
+    ivf = faiss.try_extract_index_ivf(index)
+    if ivf is None or (ivf.nprobe >= ivf.nlist and not isinstance(ivf, faiss.IndexIVFPQ)):
+        return None
+    if isinstance(ivf, faiss.IndexIVFPQ):
+        return "ivf_pq", "every list's PQ codes (the loss of the codes themselves is not in it)"
+    return "ivf_flat", "every stored vector"
+
+
+def _exhaustive(index, vectors: np.ndarray, k: int) -> np.ndarray | None:
+    """The rows of ``vectors``' top ``k`` over every vector ``index`` stores: an HNSW graph's flat
+    storage, or an inverted-file index searched over all its lists; None for an index on the GPUs
+    (not measured)."""
+    faiss = import_faiss()
+    if isinstance(index, faiss.IndexHNSW):
+        return faiss.downcast_index(index.storage).search(vectors, k)[1]
+    ivf = faiss.try_extract_index_ivf(index)
+    if ivf is None:
+        return None
+    nprobe = ivf.nprobe
+    ivf.nprobe = ivf.nlist
+    try:
+        return index.search(vectors, k)[1]
+    finally:
+        ivf.nprobe = nprobe
 
 
 def _layout(folder: Path) -> tuple[Path, Path]:

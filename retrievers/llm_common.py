@@ -127,9 +127,3 @@ class LLMComposite(Composite):
 
         return {field: load_prompt(getattr(self.params, field)).digest
                 for field in type(self.params).model_fields if field.endswith("prompt")}
-
-    def stats(self) -> dict[str, Any]:
-        out = {}
-        for c in self.components():
-            out.update(c.stats())
-        return out

@@ -57,4 +57,4 @@ class Rerank(FirstStage):
         return {q: hits[:k] for q, hits in run.items()}
 
     def stats(self) -> dict[str, Any]:
-        return self._scorer.stats()
+        return {**super().stats(), **self._scorer.stats()}

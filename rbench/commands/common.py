@@ -64,6 +64,24 @@ def print_samples(cfg, stages: Sequence[StageRow]) -> None:
                   f"(subsample.size {cfg.subsample.size}); `subsample: all` scores every judged query")
 
 
+def print_approximations(cfg, stages: Sequence[StageRow]) -> None:
+    """Beside the table: each pair searched with an approximate index, and what it measured against
+    an exhaustive search of the same index."""
+    from rbench.core.store import Store
+
+    store = Store(cfg.store)
+    for row in stages:
+        artifact = store.load("retrieve", row.key) if row.stage == "retrieve" and row.key else None
+        approximate = (artifact.info if artifact else {}).get("approximate")
+        if approximate:
+            measured = approximate.get("recall_of_exhaustive")
+            found = (f"its top {approximate['k']} holds {measured:.4f} of an exhaustive search's (over "
+                     f"{approximate['against']}) on {approximate['queries']} queries" if measured is not None
+                     else f"its recall was {approximate['against']}")
+            print(f"{row.label}: an approximate index ({approximate['index']}, {approximate['setting']}): {found}; "
+                  "`index: flat` searches exactly")
+
+
 def show_hint(run_id: str, tracking_uri: str) -> None:
     from rbench.tracking.write import ui_hint
 

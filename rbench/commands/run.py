@@ -7,7 +7,15 @@ import sys
 import time
 from pathlib import Path
 
-from rbench.commands.common import Command, door, door_flags, print_metrics, print_samples, show_hint
+from rbench.commands.common import (
+    Command,
+    door,
+    door_flags,
+    print_approximations,
+    print_metrics,
+    print_samples,
+    show_hint,
+)
 from rbench.core import settings
 from rbench.core.errors import PENDING_EXIT
 from rbench.core.locations import rbench_command
@@ -54,6 +62,7 @@ def run_opened(opened, force_flow: bool = False) -> int:
     ran, cached = result.stage_count("ran"), result.stage_count("cached")
     print_metrics(result.metrics)
     print_samples(cfg, result.stages)
+    print_approximations(cfg, result.stages)
     print(f"stages: {ran} ran, {cached} cached, "
           f"{len(result.stages) - ran - cached} failed or skipped; wall time {elapsed:.1f}s")
     if result.mlflow_run_id:
@@ -80,6 +89,7 @@ def _nothing_to_do(opened, started: float) -> bool:
         return False
     print_metrics(summary.metrics)
     print_samples(opened.config, summary.stages)
+    print_approximations(opened.config, summary.stages)
     print(f"stages: 0 ran, {len(summary.stages)} cached, 0 failed or skipped; wall time "
           f"{time.perf_counter() - started:.1f}s")
     print("every stage is cached and MLflow holds these results already: no flow run started "

@@ -326,6 +326,9 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
                 mlflow.log_params(child_params(cfg, dataset, retriever))
                 mlflow.log_metrics({metric_name(a["metric"], a["k"]): a["value"] for a in aggregate})
                 mlflow.log_metrics(stage_metrics(result))
+                approximate = result.run.info.get("approximate") if result.run is not None else None
+                if approximate:  # its measured recall is the metric retrieve.approximate.recall_of_exhaustive
+                    mlflow.set_tag("rbench.approximate_index", f"{approximate['index']} ({approximate['setting']})")
                 with tempfile.TemporaryDirectory() as tmp:
                     files = {name: evaluation.file(name) for name in ("per_query.parquet", "aggregate.parquet",
                                                                        "qrels.trec")}

@@ -493,11 +493,23 @@ def test_a_beir_folder_is_scored_on_every_judged_query_by_default_and_a_sample_s
     (tmp_path / "all.yaml").write_text(yaml.safe_dump(cfg))
     result = benchmark(str(tmp_path / "all.yaml"))
     assert {m.queries for m in result.metrics} == {520}
-    (tmp_path / "sample.yaml").write_text(yaml.safe_dump({**cfg, "subsample": {"size": 500}}))
+    hnsw = {"name": "dense", "label": "hnsw", "params": {"model": "static-64d", "index": "hnsw", "ef_search": 1}}
+    (tmp_path / "sample.yaml").write_text(yaml.safe_dump({**cfg, "subsample": {"size": 500},
+                                                          "retrievers": [*cfg["retrievers"], hnsw]}))
     capsys.readouterr()
     assert main(["run", str(tmp_path / "sample.yaml")]) == 0
     printed = capsys.readouterr().out
     assert "many: scored on a sample, 500 of its 520 queries (subsample.size 500); `subsample: all` scores" in printed
+    line = re.search(r"many/hnsw: an approximate index \(hnsw, ef_search 1\): its top 100 holds (\S+) of an exhaustive "
+                     r"search's \(over every stored vector\) on 100 queries; `index: flat` searches exactly", printed)
+    assert line, printed  # the approximation said beside the table, and in MLflow
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}")
+    (child,) = client.search_runs([client.get_experiment_by_name("beir-all").experiment_id],
+                                  "tags.`rbench.retriever` = 'hnsw'")
+    assert child.data.tags["rbench.approximate_index"] == "hnsw (ef_search 1)"
+    assert f"{child.data.metrics['retrieve.approximate.recall_of_exhaustive']:.4f}" == line.group(1)
 
 
 def _pyserini_file(export: Path, to: Path) -> Path:

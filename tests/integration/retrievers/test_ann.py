@@ -43,8 +43,9 @@ def test_ivf_indexes_stay_near_the_exact_neighbours_and_pq_takes_a_fraction_of_t
         _, approximate = retriever._index.search(queries, 10)
         overlap[kind] = np.mean([len(set(a) & set(e)) / 10 for a, e in zip(approximate, exact)])
     # IVF-Flat at the default nprobe finds the exact neighbours; PQ codes are lossy on these isotropic
-    # clusters (0.65 here; on FeTaQA with MiniLM recall@10 moved 0.958 -> 0.948, see the README)
-    assert overlap["ivf_flat"] >= 0.95 and overlap["ivf_pq"] >= 0.6, overlap
+    # clusters (0.575 here with the 7 bits 6,000 training points allow; on FeTaQA with MiniLM recall@10
+    # moved 0.958 -> 0.948, see docs/caching.md)
+    assert overlap["ivf_flat"] >= 0.95 and overlap["ivf_pq"] >= 0.55, overlap
     assert info["ivf_pq"]["nlist"] == info["ivf_flat"]["nlist"] == 6000 // 39  # capped by the training sample
     assert flat_info["index_bytes"] / info["ivf_pq"]["index_bytes"] >= 8
     assert retriever.vectors(["o19999"]).shape == (1, 64)  # reconstructed through the direct map
@@ -119,3 +120,59 @@ def test_the_ivf_k_means_runs_on_a_cpu_stand_in_for_the_gpu_clustering_index(tmp
     trained = [faiss.read_index(str(tmp_path / side / "ivf_flat" / "index.faiss")) for side in ("cpu", "gpu")]
     centroids = [faiss.extract_index_ivf(i).quantizer.reconstruct_n(0, i.nlist) for i in trained]
     assert np.allclose(centroids[0], centroids[1], atol=1e-5)
+
+
+def test_ivf_pq_is_trained_as_faiss_asks_without_its_warnings_and_too_small_a_sample_is_refused(tmp_path, capfd):
+    """FAISS asks 39 training points per k-means centroid and prints a warning per k-means short of
+    them: one per PQ sub-quantizer, 16 here (96 for MiniLM), when 2^8 centroids were trained on 6,000
+    points. The codes take as many bits as the sample trains (153 points per 39 -> 7 bits)."""
+    import pytest
+
+    from rbench.core.errors import ConfigError
+
+    rng = np.random.default_rng(3)
+    capfd.readouterr()
+    _, info = _build(tmp_path, "ivf_pq", _clustered(rng, 20_000, 64, 40))
+    assert "WARNING clustering" not in capfd.readouterr().err
+    assert info["pq_bits"] == 7 and info["nlist"] == 153
+    small = tmp_path / "small"
+    small.mkdir()
+    with pytest.raises(ConfigError, match=r"index ivf_flat with 1 list\(s\) trains on 20 vectors .* FAISS asks at "
+                                          r"least 39 .*: use index flat \(exact, .*\) or a corpus of 39 objects or more"):
+        _build(small, "ivf_flat", _clustered(rng, 20, 64, 2))
+    corpus = tmp_path / "corpus.parquet"
+    retriever = make_retriever("dense", {"model": "static-64d", "index": "ivf_flat", "nlist": 1000,
+                                         "train_size": 6000})
+    (tmp_path / "many-lists").mkdir()
+    with pytest.raises(ConfigError, match=r"with 1,000 list\(s\) trains on 6,000 vectors .* at least 39,000 .*: "
+                                          "lower nlist to at most 153$"):
+        retriever.index_from_shards(corpus, [tmp_path / f"shard{s}" for s in range(3)], tmp_path / "many-lists")
+
+
+def test_an_approximate_index_measures_its_recall_against_an_exhaustive_search_of_its_own_vectors(tmp_path):
+    """``stats()['approximate']`` after a search: the share of the exhaustive top k that the index's
+    top k holds, on the first 100 queries searched. For IVF-Flat the exhaustive search is exact
+    search, so it is the overlap with a flat index over the same vectors; an exact index says nothing."""
+    rng = np.random.default_rng(4)
+    vectors = _clustered(rng, 20_000, 64, 40)
+    flat, _ = _build(tmp_path, "flat", vectors)
+    words = [f"w{i}" for i in range(200)]
+    queries = {f"q{i}": " ".join(rng.choice(words, 4)) for i in range(150)}
+    flat.search(queries, 10)
+    assert flat.stats() == {}
+    retriever = make_retriever("dense", {"model": "static-64d", "index": "ivf_flat", "train_size": 6000,
+                                         "nprobe": 2})
+    (tmp_path / "ivf_flat").mkdir()
+    retriever.index_from_shards(tmp_path / "corpus.parquet", [tmp_path / f"shard{s}" for s in range(3)],
+                                tmp_path / "ivf_flat")
+    retriever.load(tmp_path / "ivf_flat")
+    retriever.search(dict(list(queries.items())[:60]), 10)
+    retriever.search(dict(list(queries.items())[60:]), 10)  # 40 more make the probe's 100
+    encoded = retriever.encode(list(queries.values())[:100])
+    _, exact = flat._index.search(encoded, 10)
+    _, found = retriever._index.search(encoded, 10)
+    expected = np.mean([len(set(f) & set(e)) / 10 for f, e in zip(found, exact)])
+    measured = retriever.stats()["approximate"]
+    assert expected < 0.99  # nprobe 2 of 153 lists misses neighbours
+    assert measured == {"index": "ivf_flat", "setting": "nprobe 2", "queries": 100, "k": 10,
+                        "against": "every stored vector", "recall_of_exhaustive": round(float(expected), 4)}
