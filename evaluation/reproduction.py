@@ -446,13 +446,14 @@ def exact_rules(table: "PublishedTable", system: str, dataset: str) -> list[dict
 def protocol_differences(table: "PublishedTable", parent: Mapping[str, str], settings: Settings) -> str:
     """Why a run's parent params do not evaluate as the table's protocol does ("" when they do):
     judged by what the protocol fixes (depth, metric definitions, query sample), not by its name."""
-    if not table.protocol:
-        return ""
-    for key, want in settings.protocol(table.protocol).items():
+    name = table.protocol or "standard"  # a table of no protocol is scored with the default definitions
+    for key, want in settings.protocol(name).items():
         got = parent.get(key)
-        if not exempt(key) and str(got) != str(want):
-            return (f"the published cells follow protocol {table.protocol!r}, which fixes {key} = {want}; the run "
-                    f"has {'none' if got is None else got} (set protocol: {table.protocol} in the experiment file)")
+        if exempt(key) or str(got) == str(want) or (got is None and not table.protocol):
+            continue
+        fix = f"set protocol: {name} in the experiment file" if table.protocol else f"remove {key} from the file"
+        return (f"the published cells follow protocol {name!r}, which fixes {key} = {want}; the run has "
+                f"{'none' if got is None else got} ({fix})")
     return ""
 
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from rbench.config import (PROTOCOL_FORMS, PROTOCOL_RETRIEVER_PARAMS, PROTOCOLS, DatasetConfig, RetrieverConfig,
-                           _with_form, _with_params)
+from rbench.config import (PROTOCOL_FORMS, PROTOCOL_RETRIEVER_PARAMS, PROTOCOLS, DatasetConfig, MetricsConfig,
+                           RetrieverConfig, _with_form, _with_params)
 from rbench.core.configfile import flatten
 from rbench.evaluation.reproduction import exempt
 
+DEFINITIONS = ("precision_denominator", "recall_denominator")
+"""The metric settings that define what a cell's number is (``k`` picks cells; ``standard`` adds measures)."""
 LOGGED = {"None": None, "True": True, "False": False}
 """Values as MLflow logs them (``str`` of the JSON value), where a rule copies them, and the values they stand for."""
 
@@ -73,8 +75,11 @@ class ResolvedSettings:
         raise ValueError(f"no settings resolve under {prefix!r}: use dataset or retriever")
 
     def protocol(self, name: str) -> Mapping[str, object]:
-        """The parent-run settings protocol ``name`` fixes (:data:`rbench.config.PROTOCOLS`), flattened."""
-        return flatten("", PROTOCOLS[name])
+        """The parent-run settings protocol ``name`` fixes (:data:`rbench.config.PROTOCOLS`), flattened,
+        over the metric definitions every protocol leaves at their defaults (``standard`` fixes no
+        setting, but its cells are scored with the default denominators)."""
+        defaults = MetricsConfig().model_dump(mode="json")
+        return {**flatten("metrics", {name: defaults[name] for name in DEFINITIONS}), **flatten("", PROTOCOLS[name])}
 
 
 SETTINGS = ResolvedSettings()

@@ -16,8 +16,9 @@ import yaml
 
 from rbench.config import ExperimentConfig
 from rbench.dataset_adapters.base import ADAPTERS
-from rbench.evaluation.reproduction import exempt
-from tests.unit.evaluation.test_exact_rules import ARM_BM25, DATASETS, cells
+from rbench.config.exact import SETTINGS
+from rbench.evaluation.reproduction import Cell, compare, exempt, load_published
+from tests.unit.evaluation.test_exact_rules import ARM_BM25, DATASETS, cells, logged
 
 PUBLISHED = Path(__file__).resolve().parents[3] / "evaluation" / "published"
 BENCHMARKS = {**DATASETS, "ottqa": {"name": "ottqa"}}
@@ -99,3 +100,43 @@ def test_arms_computation_is_equal_and_each_setting_family_changed_is_not(benchm
             assert judged, (table, family)
             assert all(c.verdict != "equal" and not c.exact for c in judged), (table, family, judged[0])
             assert all(c.reason for c in judged), (table, family)  # the difference is named
+
+
+BEIR_TOP = {"protocol": "standard", "depth": 1000, "metrics": {"k": [10, 100, 1000]}}
+"""Pyserini's 2CR runs: 1,000 hits (``--hits 1000``), every judged query, trec_eval's measures."""
+
+
+def beir_cells(folder: Path, params: dict, retriever: dict, **top: Any) -> list[Cell]:
+    """Pyserini's bm25-flat cells on NFCorpus for a run of ``retriever`` on a BEIR folder read with
+    ``params``, whose per-query scores (323, or the subsample's size) average each published value exactly."""
+    published = load_published("pyserini-beir-bm25")
+    dataset = {"name": "nfcorpus", "adapter": "beir", "params": {"path": str(folder), **params}}
+    parent, children = logged([dataset], {"label": "bm25-flat", **retriever}, **{**BEIR_TOP, **top})
+    scores = {("nfcorpus", "bm25-flat"): {(metric, int(k), f"q{i}"): v for cell, v in
+                                          published.values["bm25-flat"]["nfcorpus"].items()
+                                          for metric, k in [cell.split("@")]
+                                          for i in range(top.get("subsample", {}).get("size", 323))}}
+    return [c for c in compare(published, scores, trials=20, params=children, parent=parent, settings=SETTINGS)
+            if (c.system, c.dataset, c.missing) == ("bm25-flat", "nfcorpus", "")]
+
+
+BEIR_FAMILIES: dict[str, tuple[dict, dict, dict]] = {  # no depth: under 1,000 it is refused (R@1000), over it
+    # every cell reads the same first 1,000 hits
+    "retriever params": ({}, {"name": "bm25", "params": {"b": 0.75}}, {}),
+    "fields": ({}, {"name": "bm25", "params": {"fields": "multifield"}}, {}),
+    "adapter params": ({"title": "sep"}, {"name": "bm25"}, {}),
+    "sample": ({}, {"name": "bm25"}, {"subsample": {"size": 100}}),  # seen in the count: BEIR scores every query
+    "metric settings": ({}, {"name": "bm25"}, {"metrics": {"k": [10, 100, 1000], "recall_denominator": "capped"}}),
+}
+
+
+def test_pyserinis_bm25_flat_is_equal_and_each_setting_family_changed_is_not(tmp_path):
+    for name in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv"):  # the folder's layout; no file is read
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).touch()
+    base = beir_cells(tmp_path, {}, {"name": "bm25"})
+    assert len(base) == 3 and {c.verdict for c in base} == {"equal"}, base[0].reason
+    for family, (params, retriever, top) in BEIR_FAMILIES.items():
+        judged = beir_cells(tmp_path, params, retriever, **top)
+        assert judged, family
+        assert all(c.verdict != "equal" and not c.exact and c.reason for c in judged), (family, judged[0])
