@@ -77,3 +77,19 @@ def test_a_bad_budgets_file_says_what_it_holds(tmp_path):
 def test_a_missing_report_says_how_to_make_one(tmp_path):
     with pytest.raises(SystemExit, match="--junitxml="):
         by_file(tmp_path / "none.xml")
+
+
+def test_a_whole_suite_slower_than_the_budgets_total_scales_every_budget_but_not_a_file_grown_slower():
+    """A file at 1.6 x its budget fails alone; with the suite at 100 s against 90 s measured every
+    budget is 1.11 x larger and it passes (16 < 10 x 1.11 x 1.5); a faster suite never lowers a
+    budget; a file that made the suite slower by itself still fails, the line saying the scale."""
+    rows = [("tests/a.py", 16.0, 1), ("tests/b.py", 84.0, 1)]
+    budgets = {"tests/a.py": 10, "tests/b.py": 80}
+    assert len(over_budget(rows, budgets, 0.5)) == 1  # no total: as before
+    assert over_budget(rows, budgets, 0.5, total=100.0)[0].startswith("tests/a.py: 16 s, over its budget of 10 s by")
+    assert over_budget(rows, budgets, 0.5, total=90.0) == []
+    faster = [("tests/a.py", 16.0, 1), ("tests/b.py", 20.0, 1)]
+    assert over_budget(faster, budgets, 0.5, total=90.0)[0].startswith("tests/a.py")
+    slow = [("tests/a.py", 40.0, 1), ("tests/b.py", 84.0, 1)]
+    assert "(1.38 x the file's: the whole suite ran 1.38 x its measured total)" in over_budget(slow, budgets, 0.5,
+                                                                                               total=90.0)[0]
