@@ -443,12 +443,16 @@ def exact_rules(table: "PublishedTable", system: str, dataset: str) -> list[dict
     return [merged for s in _options(sys_rule) for d in _options(ds_rule) if (merged := _merged(s, d)) is not None]
 
 
+BEFORE = {"metrics.ties": "retrieved"}
+"""Parent-run settings added after runs were logged, read at the value every earlier run computed with."""
+
+
 def protocol_differences(table: "PublishedTable", parent: Mapping[str, str], settings: Settings) -> str:
     """Why a run's parent params do not evaluate as the table's protocol does ("" when they do):
     judged by what the protocol fixes (depth, metric definitions, query sample), not by its name."""
     name = table.protocol or "standard"  # a table of no protocol is scored with the default definitions
     for key, want in settings.protocol(name).items():
-        got = parent.get(key)
+        got = parent.get(key, BEFORE.get(key))
         if exempt(key) or str(got) == str(want) or (got is None and not table.protocol):
             continue
         fix = f"set protocol: {name} in the experiment file" if table.protocol else f"remove {key} from the file"

@@ -27,6 +27,18 @@ def dedup_documents(rows: Iterable[tuple[str, str, int, float]]) -> DocRanking:
     return ranking
 
 
+def trec_eval_order(ranking: DocRanking) -> DocRanking:
+    """Each query's documents as trec_eval (and pytrec_eval, which runs its code) orders a run before
+    scoring it: by score, highest first, and documents of exactly equal score by their id as the run
+    file writes it, in descending byte order (``comp_sim_docno`` in trec_eval's ``form_res_rels.c``:
+    ``strcmp(ptr2->docno, ptr1->docno)``). BEIR and MTEB score their dense runs this way."""
+    out: DocRanking = {}
+    for qid, docs in ranking.items():
+        by_id = sorted(docs, key=lambda d: trec_id(d[0]).encode("utf-8"), reverse=True)
+        out[qid] = sorted(by_id, key=lambda d: -d[1])  # stable: equal scores keep the id order
+    return out
+
+
 def drop_excluded(ranking: DocRanking, excluded: Mapping[str, Iterable[str]]) -> tuple[DocRanking, int]:
     """Each query's ranking without the documents excluded for it (BRIGHT's ``excluded_ids``),
     the rest keeping their order, and how many were removed in all."""

@@ -314,9 +314,11 @@ class Dense(Retriever):
         faiss = import_faiss()
         started = time.perf_counter()
         total = pq.ParquetFile(corpus).metadata.num_rows
+        first = first_of_same_text(corpus)
+        maps = [np.load(Path(shard) / "embeddings.npy", mmap_mode="r") for shard in shards]
+        starts = np.cumsum([0] + [len(v) for v in maps])
         index, added, trained, parts, kmeans_on_gpus = None, 0, 0.0, [], False
-        for shard in shards:
-            vectors = np.load(Path(shard) / "embeddings.npy", mmap_mode="r")
+        for shard, vectors in zip(shards, maps):
             if index is None:
                 index = self._new_index(vectors.shape[1], total)
                 if not index.is_trained:
@@ -325,7 +327,9 @@ class Dense(Retriever):
                     trained = time.perf_counter() - t0
             target = faiss.clone_index(index) if self.params.on_disk else index
             for offset in range(0, len(vectors), CHUNK):
-                target.add(np.ascontiguousarray(vectors[offset : offset + CHUNK], dtype=np.float32))
+                chunk = np.array(vectors[offset : offset + CHUNK], dtype=np.float32)
+                _same_vectors(chunk, np.arange(added + offset, added + offset + len(chunk)), first, maps, starts)
+                target.add(chunk)
             if self.params.on_disk:
                 parts.append(str(folder / f".lists-{len(parts):05d}.faiss"))
                 faiss.write_index(target, parts[-1])
@@ -346,6 +350,7 @@ class Dense(Retriever):
         ivf = {"nlist": index.nlist, "train_seconds": round(trained, 2), "kmeans_on_gpus": kmeans_on_gpus,
                **({"pq_bits": index.pq.nbits} if hasattr(index, "pq") else {})} if hasattr(index, "nlist") else {}
         return {"indexed": total, "dim": index.d, "shards": len(shards), **ivf,
+                "repeated_texts": int((first != np.arange(len(first))).sum()),
                 "index_bytes": sum(f.stat().st_size for f in (folder / "index.faiss", folder / IVFDATA) if f.exists()),
                 "index_seconds": round(time.perf_counter() - started, 2)}
 
@@ -475,6 +480,33 @@ class Dense(Retriever):
         width = rows.shape[1]
         return [[(names[i * width + j], float(s)) for j, (r, s) in enumerate(zip(row, score)) if r >= 0]
                 for i, (row, score) in enumerate(zip(rows, scores))]
+
+
+def first_of_same_text(corpus: Path) -> np.ndarray:
+    """Per corpus row, the first row whose text is the same (its own row for a text met first),
+    from a 16-byte BLAKE2b digest of each text, read in batches."""
+    import hashlib
+
+    digests = bytearray()
+    for batch in pq.ParquetFile(corpus).iter_batches(batch_size=1 << 16, columns=["text"]):
+        for text in batch.column(0).to_pylist():
+            digests += hashlib.blake2b(str(text).encode("utf-8"), digest_size=16).digest()
+    keys = np.frombuffer(bytes(digests), dtype="V16")
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    return first[inverse.ravel()].astype(np.int64)
+
+
+def _same_vectors(chunk: np.ndarray, rows: np.ndarray, first: np.ndarray, maps: Sequence[np.ndarray],
+                  starts: np.ndarray) -> None:
+    """Give each row of ``chunk`` whose text came earlier the vector of that first row (read from the
+    memory-mapped shards): one text, one vector, whichever batch encoded it (as BEIR's and MTEB's
+    length-sorted batches give identical texts)."""
+    repeated = np.nonzero(first[rows] != rows)[0]
+    sources = first[rows[repeated]]
+    shard_of = np.searchsorted(starts, sources, side="right") - 1
+    for shard in np.unique(shard_of):
+        here = shard_of == shard
+        chunk[repeated[here]] = maps[shard][sources[here] - starts[shard]]
 
 
 def _approximation(index) -> tuple[str, str] | None:

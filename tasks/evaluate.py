@@ -12,7 +12,14 @@ from rbench.config import MetricsConfig
 from rbench.core.store import Artifact, Stage, write_atomic
 from rbench.evaluation.metrics_per_query import evaluate_queries, macro_average
 from rbench.evaluation.metrics_trec import standard_measures
-from rbench.evaluation.runs import dedup_documents, drop_excluded, to_qrels, to_trec, to_trec_qrels
+from rbench.evaluation.runs import (
+    dedup_documents,
+    drop_excluded,
+    to_qrels,
+    to_trec,
+    to_trec_qrels,
+    trec_eval_order,
+)
 from rbench.results import PairResult
 
 
@@ -29,6 +36,8 @@ def build_evaluate(folder: Path, inputs: list[Artifact], config: MetricsConfig) 
         grades = {q: dict(zip(gold[q], g)) for q, g in zip(gold, queries.column("gold_grades").to_pylist()) if g}
     run = pq.read_table(run_artifact.file("run.parquet"), columns=["query_id", "doc_id", "rank", "score"])
     ranking = dedup_documents(zip(*(run.column(i).to_pylist() for i in range(4))))
+    if config.ties == "trec_eval":
+        ranking = trec_eval_order(ranking)
     nonrelevant = {}
     if "nonrelevant_doc_ids" in queries.column_names:
         nonrelevant = {q: n for q, n in zip(gold, queries.column("nonrelevant_doc_ids").to_pylist()) if n}

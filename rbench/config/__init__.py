@@ -98,6 +98,11 @@ class MetricsConfig(Strict):
     the ARM reproduction's)."""
     recall_denominator: Literal["gold", "capped"] = "gold"
     """``gold``: recall@k divides by the gold documents; ``capped``: by min(k, gold) (TARGET's)."""
+    ties: Literal["retrieved", "trec_eval"] = "retrieved"
+    """How documents of exactly equal score are ordered before scoring: ``retrieved``, as the retriever
+    returned them (Lucene's order for BM25, as Pyserini's run lists it; ARM's evaluator reads this order);
+    ``trec_eval``, by document id, descending, as trec_eval and pytrec_eval re-sort a run (how Pyserini's
+    2CR, BEIR and MTEB numbers are scored; protocol ``trec``)."""
     standard: list[Literal["map", "success", "rprec"]] = Field(default_factory=list)
     """trec_eval's measures, computed by pytrec_eval beside rbench's: ``map`` (at each k, and over the whole
     ranking as ``@all``), ``success`` (at each k) and ``rprec`` (R-precision, ``@all``); see the evaluation page."""
@@ -236,17 +241,20 @@ def _shown(value: Any) -> Any:
 PROTOCOLS: dict[str, dict[str, Any]] = {
     "standard": {},
     "arm": {"depth": 30, "metrics": {"k": [1, 3, 5, 10], "precision_denominator": "retrieved",
-                                     "recall_denominator": "gold"},
+                                     "recall_denominator": "gold", "ties": "retrieved"},
             "subsample": {"method": "arm", "size": 100, "seed": 42}},
+    "trec": {"metrics": {"ties": "trec_eval"}},
 }
 """Named evaluation protocols: the settings each one fixes. ``arm`` is the ARM reproduction's
 (apostolhskouk/ARM at 5a6cb92): its evaluator (``scripts/run_all_evaluation.py``,
 ``src/utils/evaluator.py``): 30 objects per query, mapped to document ids, de-duplicated in rank
 order, the first k unique documents scored, precision over the documents kept; and its query
 sample (``scripts/run_benchmark_subsampling.py`` line 13: ``subsample_json(..., k=100,
-skip_field="document_ids")``; ``src/utils/sample_queries.py`` line 33: ``KMeans(random_state=42)``).
-Datasets whose adapter has a ``form`` take ``form: target`` unless the file names another
-(see :data:`PROTOCOL_FORMS`)."""
+skip_field="document_ids")``; ``src/utils/sample_queries.py`` line 33: ``KMeans(random_state=42)``);
+its evaluator reads each ranking in the order retrieved (``ties: retrieved``). ``trec`` is trec_eval's
+(Pyserini's 2CR runs scored by ``trec_eval -c``, BEIR's and MTEB's by pytrec_eval): documents of equal
+score ordered by id, descending. Datasets whose adapter has a ``form`` take ``form: target`` under
+``arm`` unless the file names another (see :data:`PROTOCOL_FORMS`)."""
 
 PROTOCOL_FORMS: dict[str, str] = {"arm": "target"}
 """The corpus form a protocol gives each dataset whose adapter has a ``form`` parameter, unless
@@ -329,8 +337,9 @@ class ExperimentConfig(Strict):
     _text: str | None = PrivateAttr(default=None)
     name: SafeName = "experiment"
     """The experiment's name: the MLflow parent run and the Prefect flow run are named after it."""
-    protocol: Literal["standard", "arm"] = "standard"
-    """``standard``, or a named protocol that fixes depth and the metric definitions at once."""
+    protocol: Literal["standard", "arm", "trec"] = "standard"
+    """``standard``, or a named protocol (:data:`PROTOCOLS`) that fixes the evaluation's settings at once:
+    ``arm`` (the ARM report's code), ``trec`` (trec_eval's order of equal scores)."""
     store: ConfigPath = DEFAULT_STORE
     """The artifact store (``--store`` and ``RBENCH_STORE`` win)."""
     mirror: ConfigPath | None = None

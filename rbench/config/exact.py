@@ -16,7 +16,7 @@ from rbench.config import (PROTOCOL_FORMS, PROTOCOL_RETRIEVER_PARAMS, PROTOCOLS,
 from rbench.core.configfile import flatten
 from rbench.evaluation.reproduction import exempt
 
-DEFINITIONS = ("precision_denominator", "recall_denominator")
+DEFINITIONS = ("precision_denominator", "recall_denominator", "ties")
 """The metric settings that define what a cell's number is (``k`` picks cells; ``standard`` adds measures)."""
 LOGGED = {"None": None, "True": True, "False": False}
 """Values as MLflow logs them (``str`` of the JSON value), where a rule copies them, and the values they stand for."""

@@ -43,14 +43,20 @@ def watch_parent(parent: int, end: Callable[[], None] = lambda: os._exit(0)) -> 
     end()
 
 
+GROUP_SIGNALS = {signal.SIGINT, signal.SIGHUP}
+
+
 def as_child(parent: int) -> None:
     """Set up a spawned child of ``parent``: it ignores SIGINT and SIGHUP, which a Ctrl-C or a
-    closed terminal sends to the whole process group (the parent decides when it stops), ends
+    closed terminal sends to the whole process group (the parent decides when it stops; the child
+    was started with them blocked, see :func:`_start_without_main`, so one sent while its Python
+    was still starting is discarded here, not raised in its bootstrap), ends
     itself when the parent is gone, and keeps progress bars' locks to its threads:
     tqdm would make a multiprocessing lock, a semaphore that a child ended with ``os._exit``
     leaves for the resource tracker to warn about at shutdown."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, GROUP_SIGNALS)
     threading.Thread(target=watch_parent, args=(parent,), daemon=True).start()
     try:
         from tqdm import tqdm
@@ -150,7 +156,11 @@ def _start_without_main(process) -> None:
     runs the parent's main script again in every child, so a user's script that calls
     ``rbench.run`` without an ``if __name__ == "__main__":`` guard would start a run in each
     stage process. rbench's children run rbench's functions only, which never live in
-    ``__main__``, so the script's path and spec are hidden while the child is prepared."""
+    ``__main__``, so the script's path and spec are hidden while the child is prepared.
+
+    SIGINT and SIGHUP are blocked in this thread while it starts the child, which inherits the
+    mask through spawn's fork and exec: a Ctrl-C to the process group during the child's start
+    stays pending there until :func:`as_child` ignores it (here it is delivered once unblocked)."""
     import sys
 
     main = sys.modules.get("__main__")
@@ -159,9 +169,11 @@ def _start_without_main(process) -> None:
         spec = getattr(main, "__spec__", None)
         if main is not None:
             main.__spec__ = None
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, GROUP_SIGNALS)
         try:
             process.start()
         finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
             if main is not None:
                 main.__dict__.update(hidden)
                 main.__spec__ = spec

@@ -512,6 +512,56 @@ def test_a_beir_folder_is_scored_on_every_judged_query_by_default_and_a_sample_s
     assert f"{child.data.metrics['retrieve.approximate.recall_of_exhaustive']:.4f}" == line.group(1)
 
 
+def test_copies_of_one_document_tie_and_are_scored_as_pytrec_eval_scores_the_run_under_protocol_trec(tmp_path):
+    """A graded and an ungraded copy of one text (NFCorpus has such pairs): dense gives them one vector, so
+    they tie exactly. Under ``protocol: trec`` rbench's nDCG@10 and R@10 are pytrec_eval's on each run's raw
+    scores (trec_eval orders a tie by id, descending: the graded copy, ``dz``, first); under ``standard`` they
+    are the retriever's own order's (FAISS put the copy it holds last, ``da``, first: measured), so the two
+    protocols differ for dense. Lucene's BM25 scores of the two copies differ in their last float bits
+    (measured 2.7160001 and 2.7159991: its sum of the query's term scores is not always made in one order), so
+    there is no tie to order and both protocols give pytrec_eval's numbers. About 100 s."""
+    import pyarrow.parquet as pq
+
+    from tests.conftest import need
+
+    pytrec_eval = need("pytrec_eval")
+    folder = tmp_path / "beir"
+    (folder / "qrels").mkdir(parents=True)
+    docs = [{"_id": f"d{i:02d}", "title": "", "text": f"topic{i} w{i % 5} w{i % 3}"} for i in range(30)]
+    docs += [{"_id": copy, "title": "", "text": "volcano lava ash"} for copy in ("dz", "da")]
+    write_jsonl(folder / "corpus.jsonl", docs)
+    write_jsonl(folder / "queries.jsonl", [{"_id": "q1", "text": "volcano lava"}, {"_id": "q2", "text": "topic3 w3"}])
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tdz\t2\nq1\tda\t0\nq1\td07\t1\n"
+                                              "q2\td03\t1\n")
+    cfg = {"name": "copies", "store": str(tmp_path / "store"), "protocol": "trec", "metrics": {"k": [10]},
+           "mlflow": {"experiment": "copies"},
+           "datasets": [{"name": "c", "adapter": "beir", "params": {"path": str(folder)}}],
+           "retrievers": [{"name": "bm25"}, {"name": "dense", "params": {"model": "static-64d"}}]}
+    (tmp_path / "trec.yaml").write_text(yaml.safe_dump(cfg))
+    (tmp_path / "standard.yaml").write_text(yaml.safe_dump({**cfg, "protocol": "standard"}))
+    trec, standard = benchmark(str(tmp_path / "trec.yaml")), benchmark(str(tmp_path / "standard.yaml"))
+    qrels = {"q1": {"dz": 2, "da": 0, "d07": 1}, "q2": {"d03": 1}}
+    measures = {"ndcg_cut.10": ("ndcg", 10), "recall.10": ("recall", 10)}
+    for label in ("bm25", "dense"):
+        (key,) = [s.key for s in trec.stages if s.stage == "retrieve" and s.label == f"c/{label}"]
+        hits = pq.read_table(tmp_path / "store" / "retrieve" / key / "run.parquet").to_pylist()
+        raw = {q: {h["doc_id"]: h["score"] for h in hits if h["query_id"] == q} for q in qrels}
+        in_order = {q: {h["doc_id"]: -float(h["rank"]) for h in hits if h["query_id"] == q} for q in qrels}
+        for result, run in ((trec, raw), (standard, in_order)):
+            theirs = pytrec_eval.RelevanceEvaluator(qrels, set(measures)).evaluate(run)
+            ours = {(m.metric, m.k): m.value for m in result.metrics if m.retriever == label}
+            for measure, metric in measures.items():
+                expected = sum(t[measure.replace(".", "_")] for t in theirs.values()) / len(theirs)
+                assert ours[metric] == pytest.approx(expected), (label, result is trec, measure)
+        if label == "dense":
+            assert raw["q1"]["da"] == raw["q1"]["dz"]
+            assert [h["doc_id"] for h in sorted(hits, key=lambda h: h["rank"]) if h["query_id"] == "q1"][0] == "da"
+    ndcg = {(result is trec, m.retriever): m.value for result in (trec, standard) for m in result.metrics
+            if (m.metric, m.k) == ("ndcg", 10)}
+    assert ndcg[(True, "dense")] > ndcg[(False, "dense")]
+    assert ndcg[(True, "bm25")] == ndcg[(False, "bm25")]
+
+
 def _pyserini_file(export: Path, to: Path) -> Path:
     """A run file as Pyserini writes one (tag ``Anserini``), of another system than the run's:
     bm25's ranking of each query reversed, so that it differs query by query. The tiny corpus's

@@ -239,7 +239,8 @@ def test_pyserinis_beir_bm25_conditions_are_the_same_computation_as_pyserinis_ow
                      "contents=1.0", "title=1.0")
     assert "q3" not in flat["q3"] and flat["q3"][:2] == ["d7", "d70"]  # removed; the tie in id order
 
-    cfg = {"name": "beir-2cr", "store": str(tmp_path / "store"), "depth": 1000, "metrics": {"k": [10, 100, 1000]},
+    cfg = {"name": "beir-2cr", "store": str(tmp_path / "store"), "protocol": "trec", "depth": 1000,
+           "metrics": {"k": [10, 100, 1000]},
            "mlflow": {"experiment": "beir-2cr"},
            "datasets": [{"name": "tc-flat", "adapter": "beir", "params": {"path": str(beir)}},
                         {"name": "tc-multi", "adapter": "beir", "params": {"path": str(beir), "title": "none"}}],

@@ -151,6 +151,31 @@ def test_graded_ndcg_parity_with_pytrec_eval(seed):
             assert ours[(qid, k)] == pytest.approx(theirs.get(qid, {}).get(f"ndcg_cut_{k}", 0.0))
 
 
+def test_ties_ordered_as_trec_eval_orders_them_score_as_pytrec_eval_scores_the_raw_scores():
+    """Equal scores by document id, descending, as trec_eval's ``comp_sim_docno``: pytrec_eval given the raw
+    (tied) scores and rbench given its ``trec_eval`` order agree per query; the retriever's order (a graded
+    copy first, as a corpus's order put it) does not, on the query with a graded and an ungraded copy."""
+    from rbench.evaluation.runs import trec_eval_order
+
+    pytrec_eval = need("pytrec_eval")
+    ranking = {"copies": [("d1", 0.9), ("d1 copy", 0.9), ("d3", 0.5), ("d10", 0.5), ("d2", 0.5), ("d4", 0.1)],
+               "plain": [("a", 2.0), ("b", 1.0), ("c", 1.0)]}
+    gold, grades = {"copies": ["d1", "d2", "d10"], "plain": ["b"]}, {"copies": {"d1": 2, "d2": 1, "d10": 1}}
+    qrels = to_qrels(gold, grades, {"copies": ["d1 copy"]})
+    theirs = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.3,5", "recall.3"}).evaluate(
+        {q: dict(docs) for q, docs in ranking.items()})
+    ordered = trec_eval_order(ranking)
+    # ids compared as bytes, descending: "d1 copy" is written "d1%20copy", which sorts after "d1"
+    assert [d for d, _ in ordered["copies"]] == ["d1 copy", "d1", "d3", "d2", "d10", "d4"]
+    assert [d for d, _ in ordered["plain"]] == ["a", "c", "b"]
+    for order, agrees in ((ordered, True), (ranking, False)):
+        rows = evaluate_queries(order, gold, [3, 5], grades=grades)
+        ours = {(r["query_id"], r["metric"], r["k"]): r["value"] for r in rows}
+        same = [ours[(q, m, k)] == pytest.approx(theirs[q][f"{name}_{k}"]) for q in ranking
+                for m, name, k in (("ndcg", "ndcg_cut", 3), ("ndcg", "ndcg_cut", 5), ("recall", "recall", 3))]
+        assert all(same) if agrees else not all(same)
+
+
 def test_trec_qrels_round_trip(tmp_path):
     from rbench.dataset_adapters.qrels import read_qrels
     from rbench.evaluation.runs import to_trec_qrels

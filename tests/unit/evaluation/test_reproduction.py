@@ -221,7 +221,8 @@ def test_the_arm_protocol_scores_as_the_reports_evaluator_does():
 @pytest.mark.parametrize("change, message", [
     ({"depth": 100}, "protocol 'arm' fixes depth to 30, but the file sets 100"),
     ({"metrics": {"precision_denominator": "k"}}, "fixes metrics.precision_denominator to 'retrieved'"),
-    ({"protocol": "trec"}, "protocol"),
+    ({"protocol": "tREC"}, "protocol"),
+    ({"metrics": {"ties": "trec_eval"}}, "fixes metrics.ties to .retrieved."),
 ])
 def test_a_setting_that_contradicts_the_protocol_is_refused(change, message):
     from rbench.config import parse_config
