@@ -4,7 +4,8 @@
   (``metrics_per_query``), trec_eval's measures (``metrics_trec``), span-level chunking measures
   (``metrics_spans``), paired significance tests (``metrics_significance``), measures named as
   ir_measures names them (``metrics_ir``), a run file from elsewhere scored (``metrics_files``);
-  ``runs.py``: the run and qrels shapes, TREC files read and written; ``runs_fusion.py``: runs fused.
+  ``names.py``: the measures' names; ``runs.py``: the run and qrels shapes, TREC files read and
+  written; ``runs_fusion.py``: runs fused.
 - ``report.py`` and ``report_*.py``: the Markdown/HTML report, the experiment table
   (``report_experiment``), the chunking grid's and the embedding models' tables, plots.
 - ``reproduction.py`` and ``reproduction_*.py``: published results (``published/``) and a run lined

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from rbench.evaluation.metrics import METRICS
 from rbench.evaluation.metrics_ir import Measure, ir_per_query, is_ir_measure
 from rbench.evaluation.metrics_per_query import evaluate_queries
-from rbench.evaluation.metrics_trec import STANDARD, WHOLE, standard_measures
+from rbench.evaluation.metrics_trec import WHOLE, standard_measures
+from rbench.evaluation.names import METRICS, STANDARD
 from rbench.evaluation.runs import DocRanking, to_ranx_run
 
 PerQueryValues = dict[tuple[str, "int | None", str], float]

@@ -1,7 +1,7 @@
 """Measures as the field names them, in ir_measures' syntax (``P@10``, ``AP``, ``nDCG@10``,
 ``R@100``, ``RR``, ``Rprec``, ``Bpref``, ``Success@10``, ``Judged@10``, ``RBP(rel=1)``; see
 https://ir-measur.es/), computed by ir_measures itself on a run and its qrels, beside rbench's own
-measures, which keep their names (``recall@5``, ``ndcg@10``, ``map@all``: :data:`RBENCH`).
+measures, which keep their names (``recall@5``, ``ndcg@10``, ``map@all``: :data:`rbench.evaluation.names.MEASURES`).
 
 A measure is a ``(metric, k)`` pair everywhere a table reads one: rbench's ``("recall", 5)``,
 ``("map", 0)`` for the whole ranking, and an ir_measures name as ``("P@10", None)``.
@@ -16,11 +16,8 @@ from __future__ import annotations
 import subprocess
 from typing import Mapping, Sequence
 
-from rbench.evaluation.metrics import METRICS
-from rbench.evaluation.metrics_trec import STANDARD
+from rbench.evaluation.names import MEASURES
 
-RBENCH = METRICS + STANDARD
-"""rbench's own measure names; ``NAME@K`` (``NAME@all`` for the whole ranking) names one."""
 Measure = tuple[str, "int | None"]
 
 
@@ -35,7 +32,7 @@ def parse_measure(text: str) -> Measure:
     ``("P@10", None)``, trec_eval's ``"ndcg_cut_10"`` as ir_measures' ``("nDCG@10", None)``; a
     ValueError names the three forms."""
     name, at, k = text.partition("@")
-    if name in RBENCH:
+    if name in MEASURES:
         if at and k == "all":
             return name, 0
         if at and k.isdigit() and int(k) >= 1:
@@ -51,10 +48,10 @@ def parse_measure(text: str) -> Measure:
         except (ValueError, NameError, SyntaxError, TypeError, AttributeError):
             import difflib
 
-            close = difflib.get_close_matches(name.lower(), RBENCH, n=1, cutoff=0.75)
+            close = difflib.get_close_matches(name.lower(), MEASURES, n=1, cutoff=0.75)
             guess = f" Did you mean {close[0]}@{k or 'K'}?" if close and name.lower() != close[0] else ""
             raise ValueError(f"measure {text!r} is neither one of rbench's (METRIC@K with METRIC one of "
-                             f"{', '.join(RBENCH)}: recall@5, map@all), nor an ir_measures name (P@10, AP, nDCG@10, "
+                             f"{', '.join(MEASURES)}: recall@5, map@all), nor an ir_measures name (P@10, AP, nDCG@10, "
                              f"R@100, RR, Bpref; https://ir-measur.es/), nor trec_eval's (ndcg_cut_10, P_5): {e}."
                              f"{guess}") from None
         return str(measure), None

@@ -6,7 +6,7 @@ from statistics import fmean
 from typing import Literal, Mapping, Sequence
 
 from rbench.evaluation import metrics as m
-from rbench.evaluation.metrics_trec import STANDARD
+from rbench.evaluation.names import STANDARD
 from rbench.evaluation.runs import DocRanking
 
 
@@ -30,16 +30,11 @@ def evaluate_queries(
         if not relevant:
             continue
         ranked = [d for d, _ in ranking.get(qid, [])]
-        for k in ks:
-            values = {
-                "precision": m.precision(ranked, relevant, k, precision_denominator),
-                "recall": m.recall(ranked, relevant, k, recall_denominator),
-                "f1": m.f1(ranked, relevant, k, precision_denominator, recall_denominator),
-                "perfect_recall": m.perfect_recall(ranked, relevant, k),
-                "ndcg": m.ndcg(ranked, relevant, k, (grades or {}).get(qid)),
-                "mrr": m.mrr(ranked, relevant, k),
-            }
-            rows.extend({"query_id": qid, "metric": name, "k": k, "value": values[name]} for name in m.METRICS)
+        settings = {"precision": (precision_denominator,), "recall": (recall_denominator,),
+                    "f1": (precision_denominator, recall_denominator), "ndcg": ((grades or {}).get(qid),)}
+        rows.extend({"query_id": qid, "metric": name, "k": k,
+                     "value": getattr(m, name)(ranked, relevant, k, *settings.get(name, ()))}
+                    for k in ks for name in m.METRICS)
     return rows
 
 

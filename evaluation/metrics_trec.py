@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+from rbench.evaluation.names import STANDARD
 from rbench.evaluation.runs import DocRanking, file_scores
 
-STANDARD = ("map", "success", "rprec")
-"""The measure names a config's ``metrics.standard`` takes, in report order."""
 WHOLE = 0
 """The ``k`` of a value over the whole ranking (``map``, ``rprec``)."""
 

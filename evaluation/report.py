@@ -6,8 +6,8 @@ import html
 from pathlib import Path
 from typing import Literal, Sequence
 
-from rbench.evaluation.metrics import METRICS
-from rbench.evaluation.metrics_trec import STANDARD, cut_label, cut_order
+from rbench.evaluation.metrics_trec import cut_label, cut_order
+from rbench.evaluation.names import MEASURES
 from rbench.evaluation.report_experiment import table_html, table_latex, table_markdown
 from rbench.evaluation.report_plots import difference_plot, recall_curves
 from rbench.evaluation.reproduction_text import (HEADER, ceilings_line, cell_notes, not_in_the_run,
@@ -85,7 +85,7 @@ def write_report(
     out.mkdir(parents=True, exist_ok=True)
     ks = sorted({m["k"] for m in metrics}, key=cut_order)
     keyed = {(m["dataset"], m["retriever"], m["metric"], m["k"]): m["value"] for m in metrics}
-    order = {name: i for i, name in enumerate(METRICS + STANDARD)}
+    order = {name: i for i, name in enumerate(MEASURES)}
     combos = sorted({(m["dataset"], m["retriever"], m["metric"]) for m in metrics},
                     key=lambda c: (c[0], c[1], order.get(c[2], len(order))))
     metric_rows = [[d, r, name] + [f"{keyed[(d, r, name, k)]:.4f}" if (d, r, name, k) in keyed else "" for k in ks]

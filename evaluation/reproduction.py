@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from rbench.core.configfile import validate_file
 from rbench.core.errors import ConfigError, RbenchError
-from rbench.evaluation.metrics import METRICS
+from rbench.evaluation.names import METRICS
 
 PUBLISHED = Path(__file__).resolve().parent / "published"
 

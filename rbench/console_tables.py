@@ -5,9 +5,9 @@ from __future__ import annotations
 from statistics import fmean
 from typing import Mapping, Sequence
 
-from rbench.evaluation.metrics import METRICS
 from rbench.evaluation.metrics_ir import Measure, measure_name
-from rbench.evaluation.metrics_trec import STANDARD, cut_label, cut_order
+from rbench.evaluation.metrics_trec import cut_label, cut_order
+from rbench.evaluation.names import MEASURES
 
 
 def metrics_table(rows: Sequence[dict]) -> str:
@@ -19,7 +19,7 @@ def metrics_table(rows: Sequence[dict]) -> str:
     cells: dict[tuple[str, str, str], dict[int, float]] = {}
     for r in rows:
         cells.setdefault((r["dataset"], r["retriever"], r["metric"]), {})[r["k"]] = r["value"]
-    order = {m: i for i, m in enumerate(METRICS + STANDARD)}
+    order = {m: i for i, m in enumerate(MEASURES)}
     keys = sorted(cells, key=lambda c: (c[0], c[1], order.get(c[2], len(order)), c[2]))
     width = max([len("dataset / retriever")] + [len(f"{d} / {r}") for d, r, _ in keys])
     header = f"{'dataset / retriever':<{width}}  {'metric':<15}" + "".join(f"{'@' + cut_label(k):>8}" for k in ks)

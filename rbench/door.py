@@ -128,6 +128,7 @@ class OpenedExperiment:
         self.kind, self.config_path, self.config, self.search, self.corpora = kind, config_path, config, search, corpora
         self.checked = False
         self._plan: ExperimentPlan | None = None
+        self._described: dict[str, Any] = {}  # the retrievers the checks built, by label: the plan asks them
         self.store_followed = self.store_defaulted = False
         """Whether the store is the one this file's last run used (:func:`rbench.experiment.followed_store`),
         and whether nothing named one (the working folder's ``.rbench``)."""
@@ -169,7 +170,10 @@ class OpenedExperiment:
 
         if self.checked:
             return
-        check_grid(self.config) if self.kind == "chunking" else preflight(self.config)
+        if self.kind == "chunking":
+            check_grid(self.config)
+        else:
+            self._described = preflight(self.config)
         if self.kind != "chunking" and self.mirror:
             remember_mirror(self.store, self.mirror)
         if self.kind in ("benchmark", "embeddings") and self.config_path is not None:
@@ -183,7 +187,7 @@ class OpenedExperiment:
             from rbench.orchestration.graph import planned
 
             self.check()
-            self._plan = planned(self.config)
+            self._plan = planned(self.config, self._described)
         return self._plan
 
     def _opened(self) -> Any:

@@ -68,16 +68,18 @@ def followed_store(config_path: str, cfg: ExperimentConfig) -> tuple[ExperimentC
     return cfg.model_copy(update={"store": last}), True
 
 
-def preflight(cfg: ExperimentConfig) -> None:
+def preflight(cfg: ExperimentConfig) -> dict[str, Any]:
     """Checks that need the machine, run before any work: every model can be loaded here, the
     store is writable with room to spare, the tracking server answers. Raises ConfigError naming
-    the fix."""
+    the fix. Returns each retriever it built to ask, by label: a door's plan asks them again
+    (:func:`~rbench.orchestration.plan.plan_experiment`'s ``described``) instead of building them."""
     from rbench.dataset_adapters.base import get_adapter
     from rbench.llm.config import check_llm
     from rbench.retrievers.models import check_available
 
+    described = {}
     for r in cfg.retrievers:
-        retriever = r.build()
+        retriever = described[str(r.label)] = r.build()
         for part in retriever.parts():
             check_defined_here("retriever", type(part), cfg.execution, retriever.loads_native())
         for leaf in retriever.leaves():
@@ -91,6 +93,7 @@ def preflight(cfg: ExperimentConfig) -> None:
     check_store(Path(cfg.store))
     check_tracking(cfg.tracking_uri(), cfg.mlflow.experiment)
     check_cluster(cfg.execution)
+    return described
 
 
 def check_defined_here(kind: str, cls: type, execution, native: bool = False) -> None:

@@ -18,14 +18,19 @@ from rbench.core.store import Artifact, Checkpoint, Stage
 from rbench.retrievers.base import RETRIEVERS
 
 
-class IndexConfig(BaseModel):
-    """Only what shapes the index: the retriever name, its index code version, its index
-    params and the identity of the model it runs (see ``rbench.retrievers.models.model_identity``)."""
+class BuildKey(BaseModel):
+    """What keys an artifact a retriever builds from the corpus (and nothing else does): the retriever's
+    name, the code identity of the part that builds it, that part's params and the identity of each model
+    the retriever runs (see ``rbench.retrievers.models.model_identity``)."""
 
     retriever: str
     version: str
     params: dict[str, Any]
     models: list[str] = []
+
+
+class IndexConfig(BuildKey):
+    """Only what shapes the index: the index code's identity and the index params."""
 
     @classmethod
     def all_of(cls, retriever: RetrieverConfig, instance: Any = None) -> list["IndexConfig"]:
@@ -46,19 +51,16 @@ class IndexConfig(BaseModel):
         instance = instance if instance is not None else self.retriever_instance()
         if not instance.sharded():
             return []
-        common = {"retriever": self.retriever, "version": instance.code_identity(instance.shard_version),
-                  "params": instance.shard_params(), "models": self.models}
+        common = {**self.model_dump(), "version": instance.code_identity(instance.shard_version),
+                  "params": instance.shard_params()}
         return [EncodeConfig(**common, start=start, stop=min(start + shard_size, rows))
                 for start in range(0, rows, shard_size)] or [EncodeConfig(**common, start=0, stop=0)]
 
 
-class EncodeConfig(BaseModel):
-    """One shard of a model-encoded index: the encoder params and the corpus rows ``start:stop``."""
+class EncodeConfig(BuildKey):
+    """One shard of a model-encoded index: the encoder's code identity and params, and the corpus rows
+    ``start:stop``."""
 
-    retriever: str
-    version: str
-    params: dict[str, Any]
-    models: list[str] = []
     start: int
     stop: int
 

@@ -1,7 +1,7 @@
 """Per-test and per-file durations from a pytest JUnit XML report, and each file's time budget.
 
     python -m tests.durations test-results/junit.xml [--out test-results/durations-by-file.txt]
-        [--budgets tests/budgets.json] [--record tests/durations.json]
+        [--budgets tests/budgets.json] [--record tests/durations.json [--whole-suite]]
 
 Each test case's time (setup, call and teardown, pytest's default ``junit_duration_report``) is
 added to its file; the table lists seconds, tests, the share of the total and the file's budget.
@@ -11,8 +11,9 @@ check passes again. Where the budgets file names the suite's ``total`` seconds i
 measured from, and this run's total is larger (a slower or busier machine, measured in this same run),
 each budget is scaled by that ratio first: a file fails for growing slower than the rest, not for the
 machine. ``--record`` writes the per-test times that order the next parallel run
-(longest first, see ``tests/conftest.py``) into the record, over the times it held: ``make test``
-refreshes ``tests/durations.json`` so, and every test has a time.
+(longest first, see ``tests/conftest.py``) into the record, over the times it held; with
+``--whole-suite`` (the report is of every test, as ``make test``'s is) the record holds this run's
+tests only, so a test removed or renamed leaves no time behind.
 """
 
 from __future__ import annotations
@@ -109,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="also write the table here")
     parser.add_argument("--budgets", type=Path, help="fail when a file runs past its budget here (tests/budgets.json)")
     parser.add_argument("--record", type=Path, help="update the per-test seconds here (tests/durations.json)")
+    parser.add_argument("--whole-suite", action="store_true",
+                        help="the report ran every test: the record keeps no time of a test it lacks")
     args = parser.parse_args(argv)
     rows = by_file(args.report)
     budgets, tolerance, total = load_budgets(args.budgets) if args.budgets else (None, 0.0, None)
@@ -118,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text, encoding="utf-8")
     if args.record:
-        kept = json.loads(args.record.read_text())["tests"] if args.record.is_file() else {}
+        kept = json.loads(args.record.read_text())["tests"] if args.record.is_file() and not args.whole_suite else {}
         tests = dict(sorted({**kept, **{k: round(v, 1) for k, v in by_test(args.report).items()}}.items()))
         args.record.write_text(json.dumps({"source": str(args.report), "tests": tests}, indent=1) + "\n",
                                encoding="utf-8")

@@ -28,6 +28,7 @@ from rbench.core.configfile import (
 from rbench.core.errors import ConfigError
 from rbench.core.locations import DEFAULT_STORE, default_tracking_uri
 from rbench.core.secrets import redact
+from rbench.evaluation.names import MEASURES
 from rbench.llm.config import LLMConfig
 from rbench.retrievers.base import RetrieverSpec
 
@@ -191,11 +192,6 @@ class ExecutionConfig(Strict):
     def native_builds_apart(self) -> bool:
         """Whether builds that load a native runtime go to stage processes (see ``stage_processes``)."""
         return self.in_process() and self.stage_processes
-
-
-MEASURES = ("precision", "recall", "f1", "perfect_recall", "ndcg", "mrr", "map", "success", "rprec")
-"""rbench's measure names (:data:`rbench.evaluation.metrics_ir.RBENCH`, a test checks; not imported
-from there, so that a metric's code stays out of every stage's key)."""
 
 
 class MlflowConfig(Strict):

@@ -20,8 +20,8 @@ from rbench.config import ExperimentConfig, RetrieverConfig, parse_config
 from rbench.core.configfile import format_validation_error, load_mapping
 from rbench.core.errors import ConfigError, MissingExtraError
 from rbench.core.locations import door_settings, given_mirror, given_store, given_tracking_uri
-from rbench.evaluation.metrics import METRICS
 from rbench.evaluation.metrics_ir import is_ir_measure, parse_measure
+from rbench.evaluation.names import METRICS
 
 
 class Dimension(BaseModel):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 import logging
 import time
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from rbench.config import ExperimentConfig
 from rbench.core.errors import DamagedArtifact, DataError
@@ -17,6 +17,7 @@ from rbench.core.secrets import redact
 from rbench.core.store import Artifact, Stage, Store
 from rbench.orchestration.plan import ExperimentPlan, data_nodes, plan_experiment
 from rbench.results import Failure, FlowSummary, MetricRow, PairResult, StageRow
+from rbench.retrievers.base import Retriever
 from rbench.tasks.download import DOWNLOAD, DownloadConfig, source_of, unreachable
 from rbench.tasks.evaluate import read_aggregate
 from rbench.tasks.prepare import PREPARE
@@ -133,11 +134,12 @@ def _retried(stage: Stage, build: Callable[[], Artifact]) -> Artifact:
             attempt += 1
 
 
-def planned(cfg: ExperimentConfig) -> ExperimentPlan:
+def planned(cfg: ExperimentConfig, described: Mapping[str, Retriever] | None = None) -> ExperimentPlan:
     """The experiment's plan, made after its data phase (:func:`check_data`): what a door makes
-    before its flow, and a flow no door started (a deployed run) makes itself."""
+    before its flow, and a flow no door started (a deployed run) makes itself. ``described``: the
+    retrievers the experiment's checks built, by label (see :func:`plan_experiment`)."""
     checked = check_data(cfg)
-    return plan_experiment(cfg, checked.corpora, checked.built)
+    return plan_experiment(cfg, checked.corpora, checked.built, described)
 
 
 def torch_in_stage_threads(cfg: ExperimentConfig) -> bool:

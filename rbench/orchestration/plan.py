@@ -180,8 +180,9 @@ def prepared_in_store(cfg: ExperimentConfig) -> dict[str, Artifact]:
 class _Planner:
     """Adds nodes in order, each index and rewrite once per dataset, and keys each from its inputs."""
 
-    def __init__(self, cfg: ExperimentConfig):
+    def __init__(self, cfg: ExperimentConfig, described: Mapping[str, Retriever] | None = None):
         self.cfg = cfg
+        self.described = dict(described or {})
         self.nodes: list[PlanNode] = []
         self.artifacts: dict[int, Artifact] = {}
         self.shared: dict[tuple[str, str, str], tuple[int, tuple[int, ...]]] = {}
@@ -215,9 +216,15 @@ class _Planner:
         return artifact.digest(part) if artifact is not None else None
 
     def retriever(self, r: RetrieverConfig) -> Retriever:
-        if str(r.label) not in self.built:
-            self.built[str(r.label)] = r.build()
-        return self.built[str(r.label)]
+        """The object that answers the plan's questions about ``r``: the one the experiment's checks
+        built from the same settings, else one built here, once."""
+        label = str(r.label)
+        if label not in self.built:
+            checked = self.described.get(label)
+            if checked is None or checked.name != r.name or checked.params != r.typed_params():
+                checked = r.build()
+            self.built[label] = checked
+        return self.built[label]
 
     def unique(self, dataset: str, label: str, key: str) -> str:
         """``label``, or ``label#2``, ``#3``... when another configuration of this dataset (two LLMs
@@ -275,11 +282,14 @@ def _index_label(dataset: str, leaf: Retriever) -> str:
 
 
 def plan_experiment(cfg: ExperimentConfig, corpora: Mapping[str, Artifact] | None = None,
-                    prebuilt: frozenset[tuple[str, str]] = frozenset()) -> ExperimentPlan:
+                    prebuilt: frozenset[tuple[str, str]] = frozenset(),
+                    described: Mapping[str, Retriever] | None = None) -> ExperimentPlan:
     """The plan of every dataset x retriever of ``cfg``; ``corpora``: the prepared corpus of each
-    dataset by name (default: those the store holds). Each retriever is built once here."""
+    dataset by name (default: those the store holds). Each retriever is built once here, unless
+    ``described`` (by label) holds the one the experiment's checks built from the same settings
+    (:func:`rbench.experiment.preflight`): that one is asked instead."""
     corpora = prepared_in_store(cfg) if corpora is None else corpora
-    planner, data = _Planner(cfg), {}  # dataset -> its download, prepare and subsample nodes
+    planner, data = _Planner(cfg, described), {}  # dataset -> its download, prepare and subsample nodes
     for ds in cfg.datasets:
         download, prepare = data_nodes(cfg, ds)
         first = planner.add_node(download)

@@ -202,12 +202,13 @@ _REFUSED = re.compile(r"[^\w\-. /]")  # characters MLflow refuses in a metric na
 
 
 def stage_metrics(result: PairResult) -> dict[str, float]:
-    """Every numeric stat the pair's stages reported, under the stage's name, with no allow-list:
-    ``retrieve.<stat>``, ``rewrite.<stat>`` (``rewrite1.`` ... for further rewrites), ``index.<stat>``
-    (``index1.`` ... for further indexes) and ``evaluate.<stat>`` (but its ``<metric>@<k>`` summary,
-    logged once as ``<metric>_at_<k>``); nested stats join with dots, and characters MLflow refuses
-    in a name become ``_``."""
+    """Every numeric stat each of the pair's artifacts (:meth:`PairResult.artifacts`) reported, under
+    its stage's name, with no allow-list of stages or stats: ``index.<stat>`` (``index1.`` ... for
+    further indexes), ``rewrite.<stat>`` (``rewrite1.`` ...), ``retrieve.<stat>`` and ``evaluate.<stat>``
+    (but its ``<metric>@<k>`` summary, logged once as ``<metric>_at_<k>``); nested stats join with dots,
+    and characters MLflow refuses in a name become ``_``."""
     metrics: dict[str, float] = {}
+    seen: dict[str, int] = {}
 
     def add(prefix: str, info: Any) -> None:
         if isinstance(info, dict):
@@ -216,14 +217,14 @@ def stage_metrics(result: PairResult) -> dict[str, float]:
         elif isinstance(info, (int, float)) and not isinstance(info, bool) and math.isfinite(info):
             metrics[prefix] = float(info)
 
-    if result.run is not None:
-        add("retrieve", result.run.info)
-    for i, rewrite in enumerate(result.rewrites):
-        add("rewrite" if i == 0 else f"rewrite{i}", rewrite.info)
-    for i, index in enumerate(result.indexes):
-        add("index" if i == 0 else f"index{i}", index.info)
-    # the evaluation's metric@k summary is logged once, as <metric>_at_<k>
-    add("evaluate", {k: v for k, v in result.evaluation.info.items() if "@" not in str(k)})
+    for artifact in result.artifacts():
+        if artifact is None:
+            continue
+        n = seen[artifact.stage] = seen.get(artifact.stage, -1) + 1
+        info = artifact.info
+        if artifact is result.evaluation:  # its metric@k summary is logged once, as <metric>_at_<k>
+            info = {k: v for k, v in info.items() if "@" not in str(k)}
+        add(artifact.stage if n == 0 else f"{artifact.stage}{n}", info)
     return metrics
 
 

@@ -63,6 +63,8 @@ def test_the_check_fails_on_a_test_made_slow_and_passes_once_its_budget_is_raise
     assert main([str(report), "--budgets", str(budgets), "--record", str(record)]) == 0
     tests = json.loads(record.read_text())["tests"]  # this run's times over the record's, the others kept
     assert tests["test_slow.py::test_slow"] >= 1.2 and tests["test_old.py::test_kept"] == 3.0
+    assert main([str(report), "--record", str(record), "--whole-suite"]) == 0  # a removed test leaves nothing
+    assert list(json.loads(record.read_text())["tests"]) == ["test_slow.py::test_slow"]
 
 
 def test_a_bad_budgets_file_says_what_it_holds(tmp_path):

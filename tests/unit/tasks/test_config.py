@@ -282,11 +282,16 @@ def test_the_parent_runs_headline_measures_are_configured_and_checked():
             MlflowConfig(headline=[bad])
 
 
-def test_the_configs_measure_names_are_the_evaluations():
-    from rbench.config import MEASURES
-    from rbench.evaluation.metrics_ir import RBENCH
+def test_the_standard_measures_a_config_takes_are_the_evaluations():
+    """``metrics.standard`` is a ``Literal`` (for the schema and the type checker), spelt out once more than
+    :data:`rbench.evaluation.names.STANDARD`: the two agree, in order."""
+    from typing import get_args
 
-    assert MEASURES == RBENCH
+    from rbench.config import MetricsConfig
+    from rbench.evaluation.names import STANDARD
+
+    (choice,) = get_args(MetricsConfig.model_fields["standard"].annotation)
+    assert get_args(choice) == STANDARD
 
 
 def test_a_misspelt_closed_choice_names_the_closest_one():
