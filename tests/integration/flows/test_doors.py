@@ -148,12 +148,13 @@ def test_one_run_resolves_its_file_once_and_checks_it_once(tmp_path, tiny_files,
     assert calls == {"load_config": 1, "preflight": 1}
 
 
-def test_a_cold_run_plans_once_builds_each_retriever_twice_and_reads_its_file_once(tmp_path, tiny_files, monkeypatch,
-                                                                                  capsys):
+def test_a_cold_run_plans_once_builds_each_retriever_once_and_reads_its_file_once(tmp_path, tiny_files, monkeypatch,
+                                                                                capsys):
     """Issue 67, item 1: one cold ``rbench run`` of one dataset x two retrievers makes its plan once,
-    builds each retriever twice (the pre-flight, the plan) and reads its YAML file once; ``rbench
-    run --plan`` then prints the plan, every stage cached, without starting a flow. On 6e8e733: the
-    stage graph built twice plus two hand re-derivations, six builds per retriever, three reads."""
+    builds each retriever once (the pre-flight; the plan asks the same object, issue 80, item 1; it was
+    twice) and reads its YAML file once; ``rbench run --plan`` then prints the plan, every stage cached,
+    without starting a flow. On 6e8e733: the stage graph built twice plus two hand re-derivations, six
+    builds per retriever, three reads."""
     import builtins
     from collections import Counter
 
@@ -179,7 +180,7 @@ def test_a_cold_run_plans_once_builds_each_retriever_twice_and_reads_its_file_on
     monkeypatch.setattr(Path, "read_text", counted_read)
     monkeypatch.setattr(builtins, "open", counted_open)
     assert main(["run", str(config)]) == 0
-    assert len(plans) == 1 and builds == {"bm25s": 2, "bm25s-k1": 2} and reads == ["open"]
+    assert len(plans) == 1 and builds == {"bm25s": 1, "bm25s-k1": 1} and reads == ["open"]
     capsys.readouterr()
     flows = []
     monkeypatch.setattr(rbench.door, "run_flow", lambda *a, **k: flows.append(a))
