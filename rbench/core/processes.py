@@ -44,6 +44,7 @@ def watch_parent(parent: int, end: Callable[[], None] = lambda: os._exit(0)) -> 
 
 
 GROUP_SIGNALS = {signal.SIGINT, signal.SIGHUP}
+"""What a Ctrl-C or a closed terminal sends to the whole process group: a stage process ignores them."""
 
 
 def as_child(parent: int) -> None:
