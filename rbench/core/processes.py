@@ -161,8 +161,12 @@ def _start_without_main(process) -> None:
 
     SIGINT and SIGHUP are blocked in this thread while it starts the child, which inherits the
     mask through spawn's fork and exec: a Ctrl-C to the process group during the child's start
-    stays pending there until :func:`as_child` ignores it (here it is delivered once unblocked)."""
+    stays pending there until :func:`as_child` ignores it (here it is delivered once unblocked).
+    multiprocessing's resource tracker is started first: starting it unblocks SIGINT in the
+    calling thread (``resource_tracker.ensure_running`` ends with ``SIG_UNBLOCK``), which,
+    inside ``process.start()``, would undo the block before the child is forked."""
     import sys
+    from multiprocessing import resource_tracker
 
     main = sys.modules.get("__main__")
     with _STARTING:
@@ -170,6 +174,7 @@ def _start_without_main(process) -> None:
         spec = getattr(main, "__spec__", None)
         if main is not None:
             main.__spec__ = None
+        resource_tracker.ensure_running()
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, GROUP_SIGNALS)
         try:
             process.start()

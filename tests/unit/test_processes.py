@@ -124,6 +124,34 @@ def test_a_child_that_showed_a_progress_bar_leaves_no_semaphore_behind(tmp_path)
     assert "leaked semaphore" not in proc.stderr, proc.stderr[-2000:]
 
 
+def blocked_signals(conn, parent: int) -> None:
+    """A child's target: send back the signals blocked as it starts (before :func:`as_child`)."""
+    conn.send(sorted(signal.pthread_sigmask(signal.SIG_BLOCK, set())))
+
+
+def test_a_child_starts_with_the_group_signals_blocked_even_when_it_is_the_first():
+    """The first child a process starts also starts multiprocessing's resource tracker, whose start
+    unblocks SIGINT in the starting thread; a Ctrl-C to the group while that child's Python was
+    starting raised KeyboardInterrupt in its bootstrap (CI, stop 87). In a fresh interpreter, so
+    that this child is its first."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    code = ("import signal\n"
+            "from rbench.core.processes import Child\n"
+            "from tests.unit.test_processes import blocked_signals\n"
+            "child = Child(blocked_signals, 'probe')\n"
+            "print(sorted(int(s) for s in child._conn.recv()))\n"
+            "print(sorted(signal.pthread_sigmask(signal.SIG_BLOCK, set())))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    in_child, in_parent = proc.stdout.split("\n")[:2]
+    assert in_child == str(sorted(int(s) for s in (signal.SIGHUP, signal.SIGINT))), proc.stdout
+    assert in_parent == "[]", proc.stdout
+
+
 class _Worker:
     def __init__(self):
         self.open = True
