@@ -101,14 +101,15 @@ class Results:
 
         files, per_query = {}, []
         evaluations = [s for s in summary.stages if s.stage == "evaluate" and s.status in ("ran", "cached")]
-        pairs = {f"{m.dataset}/{m.retriever}": (m.dataset, m.retriever) for m in summary.metrics}
+        labelled = {f"{m.dataset}/{m.retriever}": (m.dataset, m.retriever) for m in summary.metrics}
         kept = Store(store)
         for stage in evaluations:
             artifact = kept.load("evaluate", str(stage.key))
-            if artifact is None or stage.label not in pairs:
+            pair = (stage.dataset, stage.retriever) if stage.retriever is not None else labelled.get(stage.label)
+            if artifact is None or pair is None:  # a row logged before rows named their pair is found by its label
                 raise RbenchError(f"the evaluation of {stage.label} is not in the store {store} any more")
             kept.verified(artifact)
-            dataset, retriever = pairs[stage.label]  # a dataset's name may hold '/' (beir/scifact)
+            dataset, retriever = pair
             files[(dataset, retriever)] = {"run": artifact.file("run.trec"), "qrels": artifact.file("qrels.trec")}
             table = pl.DataFrame(pq.read_table(artifact.file("per_query.parquet")))
             per_query.append(table.select(pl.lit(dataset).alias("dataset"), pl.lit(retriever).alias("retriever"),
@@ -117,8 +118,9 @@ class Results:
                   "k": pl.Int64, "value": pl.Float64}
         aggregate = {"dataset": pl.String, "retriever": pl.String, "metric": pl.String, "k": pl.Int64,
                      "value": pl.Float64, "queries": pl.Int64}
-        stages = {"stage": pl.String, "label": pl.String, "key": pl.String, "status": pl.String,
-                  "seconds": pl.Float64, "finished": pl.Float64, "error": pl.String}
+        stages = {"stage": pl.String, "label": pl.String, "dataset": pl.String, "retriever": pl.String,
+                  "key": pl.String, "status": pl.String, "seconds": pl.Float64, "finished": pl.Float64,
+                  "error": pl.String}
         return cls(
             mlflow_run_id=summary.mlflow_run_id, tracking_uri=tracking_uri, store=Path(store),
             aggregate=_frame(summary.metrics, aggregate),

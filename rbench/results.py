@@ -18,7 +18,10 @@ class StageRow:
     """What one stage did: its ``status`` is ``ran``, ``cached``, ``failed`` or ``skipped``;
     ``seconds`` its build's (0 when cached, None when it did not finish); ``finished`` the epoch
     second a stage that ran was seen to end; ``summary`` its artifact's one-line summary (the
-    progress line's; not in a flow's report), ``error`` why it failed or was skipped."""
+    progress line's; not in a flow's report), ``error`` why it failed or was skipped. ``dataset`` and
+    ``retriever`` (its label) name the pair a retrieve or evaluate stage belongs to (``dataset`` alone
+    for a dataset's stages and its shared indexes): the pair is the value, ``label`` only its display,
+    since ``a/b`` x ``c`` and ``a`` x ``b/c`` both display ``a/b/c``."""
 
     stage: str
     label: str
@@ -28,6 +31,8 @@ class StageRow:
     finished: float | None = None
     summary: str | None = None
     error: str | None = None
+    dataset: str | None = None
+    retriever: str | None = None
 
 
 @dataclass(frozen=True)

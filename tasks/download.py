@@ -227,6 +227,23 @@ def _fetch(spec: FileSpec, target: Path, mirror: Path | None) -> str:
     return source
 
 
+RETRY_DELAYS = (10.0, 60.0)
+"""Seconds waited before each new try of a fetch that failed with a transient error
+(:class:`~rbench.core.errors.Unreachable`): three tries in all, wherever the download runs
+(the data phase before a flow, a chunking grid's flow); a bad or missing file is never tried again."""
+
+
+def _fetch_retried(spec: FileSpec, target: Path, mirror: Path | None) -> str:
+    """:func:`_fetch`, tried again after each of :data:`RETRY_DELAYS` while its source is unreachable."""
+    for delay in RETRY_DELAYS:
+        try:
+            return _fetch(spec, target, mirror)
+        except Unreachable as e:
+            log.warning("%s: trying again in %.0f s", e, delay)
+            time.sleep(delay)
+    return _fetch(spec, target, mirror)
+
+
 RETRY_STATUS = {408, 429, 500, 502, 503, 504}
 
 
@@ -245,7 +262,7 @@ def _fetch_verified(spec: FileSpec, folder: Path, mirror: Path | None) -> tuple[
     """Fetch one file into ``folder`` and check its pinned digest: ``(bytes, pinned)``."""
     target = folder / spec.name
     target.parent.mkdir(parents=True, exist_ok=True)
-    origin = _fetch(spec, target, mirror)
+    origin = _fetch_retried(spec, target, mirror)
     if spec.sha256 is not None:
         actual = file_digest(target)
         if actual != spec.sha256:
@@ -290,4 +307,4 @@ def build_download(folder: Path, inputs: list[Artifact], config: DownloadConfig,
     return {"files": len(files) + len(listings), "bytes": total, "unverified": unpinned}
 
 
-DOWNLOAD = Stage("download", 2, build_download, retries=2, retry_delays=(10.0, 60.0), transient=(Unreachable,))
+DOWNLOAD = Stage("download", 2, build_download)

@@ -554,9 +554,8 @@ class Stage:
     ``check(artifact, config)`` runs on every built or reused artifact: a policy that
     does not shape the output (a threshold) refuses there, so it stays out of the key.
     ``native(config)`` tells whether a build loads a native runtime (torch, FAISS, an LLM
-    client); the flow runs those in a stage process (``call=`` of :meth:`run`). A build that
-    fails with one of the ``transient`` errors is retried by Prefect ``retries`` times, after
-    ``retry_delays`` seconds.
+    client); the flow runs those in a stage process (``call=`` of :meth:`run`). A stage retries
+    nothing itself: what may succeed later (a download's fetch) is tried again where it is made.
     The key also holds the digest of the builder's import closure
     (:func:`rbench.core.identity.code_digest`), so an edit to its code or a helper reruns it.
     """
@@ -570,9 +569,6 @@ class Stage:
     uses_store: bool = False
     check: Callable[[Artifact, Any], None] | None = None
     native: Callable[[Any], bool] | None = None
-    retries: int = 0
-    retry_delays: tuple[float, ...] = (10.0,)
-    transient: tuple[type[BaseException], ...] = ()
 
     def key(self, inputs: Sequence[Artifact], config: Any) -> str:
         """Store key for this stage given its inputs and resolved config."""

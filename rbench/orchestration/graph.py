@@ -6,23 +6,19 @@ from __future__ import annotations
 import errno
 from dataclasses import dataclass
 from pathlib import Path
-import logging
-import time
-from typing import Callable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from rbench.config import ExperimentConfig
 from rbench.core.errors import DamagedArtifact, DataError
 from rbench.core.processes import build_call
 from rbench.core.secrets import redact
-from rbench.core.store import Artifact, Stage, Store
+from rbench.core.store import Artifact, Store
 from rbench.orchestration.plan import ExperimentPlan, data_nodes, plan_experiment
 from rbench.results import Failure, FlowSummary, MetricRow, PairResult, StageRow
 from rbench.retrievers.base import Retriever
 from rbench.tasks.download import DOWNLOAD, DownloadConfig, source_of, unreachable
 from rbench.tasks.evaluate import read_aggregate
 from rbench.tasks.prepare import PREPARE
-
-log = logging.getLogger("rbench")
 
 
 def summarize_results(cfg: ExperimentConfig, results: Sequence[PairResult], report: Sequence[StageRow],
@@ -74,8 +70,8 @@ def check_data(cfg: ExperimentConfig) -> CheckedData:
     stages below from the prepared corpora. A file that must be fetched (its dataset's download
     not in the store yet) is asked for at its source first: one that is not there, or a source
     that does not answer, stops the run here with every such file named and where to put it in
-    a mirror; a download that fails with a transient error is retried as the download stage
-    says (``retries``, ``retry_delays``)."""
+    a mirror; a fetch that fails with a transient error is tried again by the download itself
+    (:data:`rbench.tasks.download.RETRY_DELAYS`), here as in any flow: the data phase has no retry of its own."""
     store = Store(cfg.store)
     data, problems = [], []
     for ds in cfg.datasets:
@@ -97,8 +93,7 @@ def check_data(cfg: ExperimentConfig) -> CheckedData:
     built, corpora = set(), {}
     for ds, download, prepare in data:
         try:
-            raw = _retried(DOWNLOAD, lambda: DOWNLOAD.run(store, [], download.config, key=download.key,
-                                                          mirror=cfg.mirror))
+            raw = DOWNLOAD.run(store, [], download.config, key=download.key, mirror=cfg.mirror)
             try:
                 prepared = PREPARE.run(store, [raw], ds, key=prepare.key,
                                        call=build_call(PREPARE, ds, cfg.execution.native_builds_apart()))
@@ -116,22 +111,6 @@ def check_data(cfg: ExperimentConfig) -> CheckedData:
 def _at_hand(files: DownloadConfig, mirror: Path | None) -> bool:
     """Whether every file of a download is the user's own or in the mirror (nothing fetched from a network)."""
     return all(f.local is not None or f.in_mirror(mirror) is not None for f in files.all_files(mirror))
-
-
-def _retried(stage: Stage, build: Callable[[], Artifact]) -> Artifact:
-    """``build()``, tried again after each of ``stage.retry_delays`` while it fails with one of the
-    stage's ``transient`` errors, ``stage.retries`` times at most."""
-    attempt = 0
-    while True:
-        try:
-            return build()
-        except stage.transient as e:
-            if attempt == stage.retries:
-                raise
-            delay = stage.retry_delays[min(attempt, len(stage.retry_delays) - 1)]
-            log.warning("%s failed (%s): trying again in %.0f s", stage.name, e, delay)
-            time.sleep(delay)
-            attempt += 1
 
 
 def planned(cfg: ExperimentConfig, described: Mapping[str, Retriever] | None = None) -> ExperimentPlan:

@@ -46,7 +46,8 @@ class PlanNode:
     its build loads a native runtime (torch, FAISS, an LLM), answered from the retriever the plan
     built, so that no stage rebuilds one to ask (issue 80, item 1); ``warm``: the retriever whose
     :meth:`~rbench.retrievers.base.Retriever.warm_up` starts this index build's runtime early,
-    where the build runs in this process."""
+    where the build runs in this process; ``retriever``: the label of the retriever whose pair
+    this node belongs to alone (retrieve, evaluate), None for what pairs share."""
 
     stage: Stage
     config: Any
@@ -58,6 +59,12 @@ class PlanNode:
     options: tuple[tuple[str, Any], ...] = ()
     native: bool = False
     warm: Any = field(default=None, compare=False, repr=False)
+    retriever: str | None = None
+
+    def row(self, **fields: Any) -> StageRow:
+        """This node's report row, with its pair's fields."""
+        return StageRow(stage=self.stage.name, label=self.label, dataset=self.dataset, retriever=self.retriever,
+                        **fields)
 
 
 @dataclass(frozen=True)
@@ -112,8 +119,7 @@ class ExperimentPlan:
                 except RbenchError:  # refused by a check: the flow reports it
                     return None
             artifacts.append(artifact)
-        report = [StageRow(stage=n.stage.name, label=n.label, key=n.key, status="cached", seconds=0.0)
-                  for n in self.nodes]
+        report = [n.row(key=n.key, status="cached", seconds=0.0) for n in self.nodes]
         return [self.result(pair, artifacts) for pair in self.pairs], report
 
     def result(self, pair: PlannedPair, artifacts: Sequence[Any]) -> PairResult:
@@ -191,14 +197,14 @@ class _Planner:
 
     def add(self, stage: Stage, config: Any, label: str, dataset: str, inputs: Sequence[int] = (),
             gpu: bool = False, options: Mapping[str, Any] | None = None, warm: Any = None,
-            native: bool | None = None) -> int:
+            native: bool | None = None, retriever: str | None = None) -> int:
         """Add a node; ``native`` None: the stage's own answer for ``config`` (no retriever built)."""
         digests = [self.digest(i, stage) for i in inputs]
         known = [d for d in digests if d is not None]
         key = stage.key_of(known, config) if len(known) == len(digests) else None
         native = loads_native(stage, config) if native is None else native
         self.nodes.append(PlanNode(stage, config, label, key, dataset, tuple(inputs), gpu,
-                                   tuple((options or {}).items()), native, warm))
+                                   tuple((options or {}).items()), native, warm, retriever))
         return len(self.nodes) - 1
 
     def add_node(self, node: PlanNode, artifact: Artifact | None = None) -> int:
@@ -308,8 +314,8 @@ def plan_experiment(cfg: ExperimentConfig, corpora: Mapping[str, Artifact] | Non
             label = f"{ds.name}/{r.label}"
             run = planner.add(RETRIEVE, RetrieveConfig.of(r, cfg.depth, instance), label, ds.name,
                               (prepared, queries, *indexes, *rewrites), gpu=instance.needs_gpu(),
-                              native=instance.loads_native())
-            evaluation = planner.add(EVALUATE, cfg.metrics, label, ds.name, (queries, run))
+                              native=instance.loads_native(), retriever=str(r.label))
+            evaluation = planner.add(EVALUATE, cfg.metrics, label, ds.name, (queries, run), retriever=str(r.label))
             needs |= {first, prepared, queries, *rewrites, run, evaluation}
             pairs.append(PlannedPair(ds.name, r, tuple(sorted(needs)), tuple(indexes), tuple(rewrites), run,
                                      evaluation))
@@ -333,7 +339,8 @@ def run_plan(plan: ExperimentPlan, sub: Any, while_waiting: Callable[[], None] |
                                   gpu=node.gpu, key=node.key, native=node.native, **dict(node.options)))
     if while_waiting is not None:
         while_waiting()
-    report: list[StageRow] = sub.report()
+    report = [replace(row, dataset=node.dataset, retriever=node.retriever)
+              for row, node in zip(sub.report(), plan.nodes, strict=True)]
     artifacts = [sub.artifact(h) for h in handles]
     results: list[PairResult] = []
     failures: list[Failure] = []

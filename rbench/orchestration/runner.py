@@ -22,7 +22,7 @@ import threading
 import time
 from concurrent.futures import CancelledError
 from dataclasses import dataclass, replace
-from typing import Any, Callable, ContextManager, Iterator, Sequence, cast
+from typing import Any, ContextManager, Iterator, Sequence, cast
 
 from prefect import Task, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
@@ -77,26 +77,7 @@ def stage_task(stage: Stage) -> Task[..., Artifact]:
                 wait_for_the_end()
             raise
 
-    retrying: dict[str, Any] = {}
-    if stage.retries:
-        retrying = {"retries": stage.retries, "retry_delay_seconds": list(stage.retry_delays),
-                    "retry_condition_fn": _failed_with(stage.transient)}
-    return task(name=stage.name, cache_policy=NO_CACHE, persist_result=False, **retrying)(run)
-
-
-def _failed_with(errors: tuple[type[BaseException], ...]) -> Callable[[Any, Any, Any], bool]:
-    """Prefect's retry condition: the task run failed with one of ``errors``."""
-
-    def condition(task: Any, task_run: Any, state: Any) -> bool:
-        try:
-            state.result()
-        except errors:
-            return True
-        except BaseException:
-            return False
-        return False
-
-    return condition
+    return task(name=stage.name, cache_policy=NO_CACHE, persist_result=False)(run)
 
 
 class StoppableThreads(ThreadPoolTaskRunner[Any]):

@@ -287,6 +287,7 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
     tags = run_tags(config_text)
     earlier = _earlier_attempt(mlflow, experiment_id, tags) if reuse_parent else None
     children = _children(mlflow, experiment_id, earlier) if earlier else {}
+    earlier_children = set(children.values())
     from mlflow.tracking.context.registry import resolve_tags
 
     client = mlflow.MlflowClient()  # runs are created here, to start when their stages did
@@ -294,7 +295,7 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
     parent_run = earlier or client.create_run(experiment_id, start_time=stage_span(report)[0],
                                               tags=resolve_tags(created),
                                               run_name=parent_run_name(cfg.name)).info.run_id
-    close_abandoned_runs(client, experiment_id, parent_run, keep=set(children.values()))
+    close_abandoned_runs(client, experiment_id, parent_run, keep=earlier_children)
     with mlflow.start_run(run_id=parent_run) as parent:
         parent_id = parent.info.run_id
         mlflow.set_tags({**tags, GROUP: parent_id, EXPERIMENT_NAME: cfg.name})
@@ -315,15 +316,16 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
             dataset = next(d for d in cfg.datasets if d.name == result.dataset)
             aggregate = read_aggregate(evaluation)
             rows.extend({"dataset": dataset.name, "retriever": retriever.label, **a} for a in aggregate)
-            child = f"{dataset.name}/{retriever.label}"
+            child = f"{dataset.name}/{retriever.label}"  # the run's name, for display: the pair is its tags
+            pair = {"rbench.dataset": dataset.name, "rbench.retriever": str(retriever.label)}
             span = stage_span(report, pair_keys(result))
-            child_id = children.get(child) or client.create_run(
-                experiment_id, start_time=span[0], tags=resolve_tags({"mlflow.parentRunId": parent_id, **created}),
-                run_name=child).info.run_id
+            reused = children.pop((dataset.name, str(retriever.label)), None) or children.pop(child, None)
+            child_id = reused or client.create_run(
+                experiment_id, start_time=span[0],
+                tags=resolve_tags({"mlflow.parentRunId": parent_id, **pair, **created}), run_name=child).info.run_id
             used.add(child_id)
             with mlflow.start_run(run_id=child_id, nested=True):
-                mlflow.set_tags({GROUP: parent_id, "rbench.dataset": dataset.name, "rbench.retriever": retriever.label,
-                                 "rbench.evaluate_key": evaluation.key})
+                mlflow.set_tags({GROUP: parent_id, **pair, "rbench.evaluate_key": evaluation.key})
                 mlflow.log_params(child_params(cfg, dataset, retriever))
                 mlflow.log_metrics({metric_name(a["metric"], a["k"]): a["value"] for a in aggregate})
                 mlflow.log_metrics(stage_metrics(result))
@@ -343,7 +345,7 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
                     for path in files.values():
                         mlflow.log_artifact(str(path))
                     mlflow.set_tag(ARTIFACT_DIGESTS, digests_tag(files))  # each copy read back is checked
-            if child not in children:  # its duration is its stages' time, not the logging's
+            if reused is None:  # its duration is its stages' time, not the logging's
                 client.set_terminated(child_id, "FINISHED", end_time=span[1])
         if rows:
             mlflow.log_metrics(headline_metrics(rows, cfg.mlflow.headline))
@@ -357,7 +359,7 @@ def _log_experiment(cfg, results, report, config_text, extra_artifacts, failures
             mlflow.MlflowClient().delete_tag(parent_id, "rbench.failed_pairs")
     if failures:
         mlflow.MlflowClient().set_terminated(parent_id, status="FAILED")
-    _delete_duplicates(client, experiment_id, created[CREATED_BY], {parent_id, *children.values(), *used})
+    _delete_duplicates(client, experiment_id, created[CREATED_BY], {parent_id, *earlier_children, *used})
     return parent_id
 
 
@@ -436,11 +438,17 @@ def _earlier_attempt(mlflow, experiment_id: str, tags: dict[str, str]) -> str | 
     return parents[0].info.run_id if parents else None
 
 
-def _children(mlflow, experiment_id: str, parent_id: str) -> dict[str, str]:
-    """An earlier attempt's child runs by name (``dataset/retriever``)."""
+def _children(mlflow, experiment_id: str, parent_id: str) -> dict[tuple[str, str] | str, str]:
+    """An earlier attempt's child runs by pair, ``(dataset, retriever)`` from their tags (by run name,
+    ``dataset/retriever``, for one whose tags were never set)."""
     runs = mlflow.search_runs([experiment_id], output_format="list",
                               filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'")
-    return {r.info.run_name: r.info.run_id for r in runs}
+    children: dict[tuple[str, str] | str, str] = {}
+    for r in runs:
+        tags = r.data.tags
+        pair = (tags["rbench.dataset"], tags["rbench.retriever"]) if "rbench.retriever" in tags else None
+        children[pair or r.info.run_name] = r.info.run_id
+    return children
 
 
 GROUP = "rbench.group"

@@ -87,26 +87,42 @@ def test_rbench_run_returns_what_the_command_prints_and_compare_reads_it_or_its_
     assert "<table>" in mixed._repr_html_() and "paired t-test" in repr(mixed)
 
 
-def test_a_dataset_named_with_a_slash_round_trips_through_results_export_and_compare(tmp_path, tiny_files):
+def test_a_pair_is_its_dataset_and_retriever_even_where_two_pairs_display_alike(tmp_path, tiny_files):
     """Issue 67: on the main of 6e8e733 ``Results.per_query`` and ``run_files`` split the stage label at its
-    first '/', keying dataset ``my/tiny`` as dataset ``my`` and retriever ``tiny/bm25s``."""
+    first '/', keying dataset ``my/tiny`` as dataset ``my`` and retriever ``tiny/bm25s``. Issue 80, item 4: dataset
+    ``a/b`` x retriever ``c`` and dataset ``a`` x retriever ``b/c`` both display ``a/b/c``; joined by that label,
+    ``per_query`` showed 3 pairs of 4, ``run_files`` lost one and MLflow logged two pairs into one child run."""
+    from mlflow.tracking import MlflowClient
+
     corpus, queries = tiny_files
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump({
         "name": "slash", "store": str(tmp_path / "store"), "depth": 10, "subsample": {"size": 5},
-        "metrics": {"k": [1, 3]}, "datasets": [tiny_dataset(corpus, queries, name="my/tiny")],
-        "retrievers": [{"name": "bm25s"}, {"name": "bm25s", "label": "bm25s-b", "params": {"b": 0.5}}]}))
+        "metrics": {"k": [1, 3]},
+        "datasets": [tiny_dataset(corpus, queries, name="a/b"), tiny_dataset(corpus, queries, name="a")],
+        "retrievers": [{"name": "bm25s", "label": "c"}, {"name": "bm25s", "label": "b/c", "params": {"b": 0.5}}]}))
+    pairs = [("a", "b/c"), ("a", "c"), ("a/b", "b/c"), ("a/b", "c")]
     results = rbench.run(path)
-    assert sorted(results.run_files) == [("my/tiny", "bm25s"), ("my/tiny", "bm25s-b")]
-    assert set(results.per_query["dataset"]) == set(results.aggregate["dataset"]) == {"my/tiny"}
-    assert set(results.per_query["retriever"]) == {"bm25s", "bm25s-b"}
+    assert sorted(results.run_files) == pairs
+    assert results.run_files[("a/b", "c")]["run"] != results.run_files[("a", "b/c")]["run"]
+    assert sorted(set(results.per_query.select("dataset", "retriever").iter_rows())) == pairs
+    evaluated = results.stages.filter(results.stages["stage"] == "evaluate")
+    assert sorted(evaluated.select("dataset", "retriever").iter_rows()) == pairs
+    assert sorted(evaluated["label"]) == ["a/b/b/c", "a/b/c", "a/b/c", "a/c"]
+    client = MlflowClient(results.tracking_uri)
+    parent = client.get_run(results.mlflow_run_id)
+    children = client.search_runs([parent.info.experiment_id],
+                                  filter_string=f"tags.mlflow.parentRunId = '{results.mlflow_run_id}'")
+    assert sorted((c.data.tags["rbench.dataset"], c.data.tags["rbench.retriever"]) for c in children) == pairs
+    assert rbench.run(path).run_files == results.run_files  # cached and logged: read back as the same pairs
     assert main(["export", results.mlflow_run_id, "--out", str(tmp_path / "out"), "--store",
                  str(tmp_path / "store")]) == 0
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
-        "my%2Ftiny.bm25s-b.per_query.tsv", "my%2Ftiny.bm25s-b.trec", "my%2Ftiny.bm25s.per_query.tsv",
-        "my%2Ftiny.bm25s.trec", "my%2Ftiny.qrels"]
-    [doc] = rbench.compare(results, measures=["recall@3"], baseline="bm25s", trials=100).tables
-    assert doc["dataset"] == "my/tiny" and [r["system"] for r in doc["rows"]] == ["bm25s", "bm25s-b"]
+        "a%2Fb.b%2Fc.per_query.tsv", "a%2Fb.b%2Fc.trec", "a%2Fb.c.per_query.tsv", "a%2Fb.c.trec", "a%2Fb.qrels",
+        "a.b%2Fc.per_query.tsv", "a.b%2Fc.trec", "a.c.per_query.tsv", "a.c.trec", "a.qrels"]
+    tables = rbench.compare(results, measures=["recall@3"], baseline="c", trials=100).tables
+    assert [(t["dataset"], [r["system"] for r in t["rows"]]) for t in tables] == [("a", ["c", "b/c"]),
+                                                                                  ("a/b", ["c", "b/c"])]
 
 
 def test_a_notebook_that_deletes_its_store_between_two_runs_logs_both_to_mlflow(tmp_path, tiny_files, monkeypatch):

@@ -1,5 +1,5 @@
 """The store is the only cache (issue 67, item 2): stage tasks run with no Prefect cache and no
-result persistence, each asks the store, and Prefect's retries still retry a transient failure."""
+result persistence, and each asks the store.
 
 from __future__ import annotations
 
@@ -42,44 +42,6 @@ def test_the_store_alone_says_ran_or_cached_and_prefect_keeps_no_records(tmp_pat
     report, _ = three_stages()
     assert [r.status for r in report] == ["ran", "cached", "cached"]
     assert saved == [] and sorted(p.name for p in store.iterdir()) == ["tiny-write"]
-
-
-ATTEMPTS: list[str] = []
-
-
-def _fails_once_then_builds(folder, inputs, config):
-    ATTEMPTS.append(config["error"])
-    if len(ATTEMPTS) == 1 or config["error"] == "DataError":
-        from rbench.core import errors
-
-        raise getattr(errors, config["error"])(f"attempt {len(ATTEMPTS)}")
-    (folder / "out.txt").write_text("built")
-    return {"attempts": len(ATTEMPTS)}
-
-
-@pytest.mark.parametrize("error, attempts", [("Unreachable", 2), ("DataError", 1)])
-def test_a_stage_that_fails_with_a_transient_error_is_retried_by_prefect(tmp_path, error, attempts):
-    """A stage declares its retries and the errors worth them (the download stage: ``Unreachable``);
-    Prefect retries its task on those only: an unreachable source once more, a bad file never."""
-    from prefect import flow
-
-    from rbench.core.errors import DataError, Unreachable
-
-    stage = Stage("flaky", 1, _fails_once_then_builds, retries=1, retry_delays=(0.0,), transient=(Unreachable,))
-    ATTEMPTS.clear()
-
-    @flow
-    def one_stage(root: str):
-        from rbench.orchestration.runner import call_stage
-
-        return call_stage(stage, root, [], {"error": error}, "flaky", [])
-
-    if error == "DataError":
-        with pytest.raises(DataError, match="attempt 1"):
-            one_stage(str(tmp_path / "store"))
-    else:
-        assert (one_stage(str(tmp_path / "store")).path / "out.txt").read_text() == "built"
-    assert ATTEMPTS == [error] * attempts
 
 
 def test_a_stage_task_run_carries_no_tags_so_it_asks_the_server_for_no_concurrency_slot(tmp_path, monkeypatch):
