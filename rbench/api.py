@@ -105,8 +105,9 @@ class Results:
         kept = Store(store)
         for stage in evaluations:
             artifact = kept.load("evaluate", str(stage.key))
-            pair = (stage.dataset, stage.retriever) if stage.retriever is not None else labelled.get(stage.label)
-            if artifact is None or pair is None:  # a row logged before rows named their pair is found by its label
+            pair = ((stage.dataset or "", stage.retriever) if stage.retriever is not None
+                    else labelled.get(stage.label))  # a row logged before rows named their pair: by its label
+            if artifact is None or pair is None:
                 raise RbenchError(f"the evaluation of {stage.label} is not in the store {store} any more")
             kept.verified(artifact)
             dataset, retriever = pair
