@@ -1,5 +1,5 @@
 """The store is the only cache (issue 67, item 2): stage tasks run with no Prefect cache and no
-result persistence, and each asks the store.
+result persistence, and each asks the store."""
 
 from __future__ import annotations
 
