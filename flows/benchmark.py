@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Mapping
 
 from prefect import flow, tags, task
 from prefect.runtime import flow_run
@@ -22,6 +23,7 @@ from rbench.orchestration.plan import ExperimentPlan, handed, handed_plan, run_p
 from rbench.orchestration.prefect_seam import result_now
 from rbench.orchestration.runner import StoppableThreads, Submitter, ended_by_termination, task_runner
 from rbench.results import Failure, FlowSummary, PairResult, StageRow, StagesOutcome
+from rbench.retrievers.base import Retriever
 from rbench.tracking.logged import remember_logged
 from rbench.tracking.pending import log_pending_for, save_pending
 from rbench.tracking.write import log_experiment, publish_run_link, warm_up
@@ -49,15 +51,17 @@ def run_experiment(cfg: ExperimentConfig) -> StagesOutcome:
     return StagesOutcome(tuple(results), tuple(failures), tuple(report))
 
 
-def run_with_runner(cfg: ExperimentConfig) -> tuple[list[PairResult], list[Failure], list[StageRow]]:
+def run_with_runner(cfg: ExperimentConfig, described: Mapping[str, Retriever] | None = None,
+                    ) -> tuple[list[PairResult], list[Failure], list[StageRow]]:
     """Run :func:`run_experiment` as a subflow on the configured task runner (each finished pair's
     evaluation and run then checked in full, :func:`handed_on`), named after the run
     that calls it (``<run>-stages``) and with its tags: a deployment's ``rbench-heartbeat`` among
     them, so that the zombie automation crashes the subflow too when its node dies (it stayed
     Running before). The plan is the door's (:func:`rbench.orchestration.plan.handed_plan`), or,
-    in a run no door started, made here after the data phase."""
+    in a run no door started, made here after the data phase, asking the retrievers the flow's
+    checks built (``described``)."""
     Store(cfg.store).clean_temporaries()
-    plan = handed_plan(cfg) or planned(cfg)
+    plan = handed_plan(cfg) or planned(cfg, described)
     stages_only = cfg.model_copy(update={"mlflow": cfg.mlflow.model_copy(update={"tracking_uri": None})})
     subflow = run_experiment.with_options(task_runner=task_runner(cfg.execution),
                                           flow_run_name=f"{flow_run.name or cfg.name}-stages")
@@ -123,9 +127,9 @@ def benchmark(config_path: str | None = None, experiment: ExperimentConfig | Non
         quiet_user_errors()
     with ended_by_termination():  # a stop anywhere in the flow, the MLflow logging included
         bury_earlier_attempts()
-        cfg = experiment_for_flow("benchmark", config_path, experiment, mirror=mirror, store=store,
-                                  tracking_uri=tracking_uri, runner=runner, address=address)
-        results, failures, report = run_with_runner(cfg)
+        cfg, described = experiment_for_flow("benchmark", config_path, experiment, mirror=mirror, store=store,
+                                             tracking_uri=tracking_uri, runner=runner, address=address)
+        results, failures, report = run_with_runner(cfg, described)
         if not results:  # no pair finished: nothing to log, the failures say it all
             return finish(cfg, summarize_results(cfg, results, report, None, failures))
         text = redact(config_text(cfg, config_path if experiment is None else None))

@@ -25,15 +25,15 @@ def embedding_benchmark(config_path: str, mirror: str | None = None, store: str 
     """Run the experiment (each model's index cached on its own) and write the model comparison
     at recall@``k`` (default 5, or the largest of ``metrics.k`` where 5 is not among them). Its
     settings resolve as :func:`rbench.flows.benchmark.benchmark`'s do."""
-    cfg = experiment_for_flow("embeddings", config_path, mirror=mirror, store=store, tracking_uri=tracking_uri,
-                              runner=runner, address=address)
+    cfg, described = experiment_for_flow("embeddings", config_path, mirror=mirror, store=store,
+                                         tracking_uri=tracking_uri, runner=runner, address=address)
     if not any(r.name == "dense" for r in cfg.retrievers):
         raise ConfigError(f"{config_path}: the embedding benchmark needs retrievers named 'dense', one per model")
     k = k or (5 if 5 in cfg.metrics.k else max(cfg.metrics.k))
     if k not in cfg.metrics.k:
         raise ConfigError(f"{config_path}: the models are compared at recall@{k}, but metrics.k is {cfg.metrics.k}: "
                           f"add {k} to metrics.k")
-    results, failures, report = run_with_runner(cfg)
+    results, failures, report = run_with_runner(cfg, described)
     rows = model_rows(results, k)
     out = cfg.store / "reports" / f"embeddings-{time.strftime('%Y%m%d-%H%M%S')}"
     write_comparison(rows, out, k)

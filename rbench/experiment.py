@@ -162,16 +162,18 @@ def check_store(store: Path) -> None:
 
 
 def experiment_for_flow(kind: str, config_path: str | None, experiment: ExperimentConfig | dict | None = None,
-                        **overrides: str | None) -> ExperimentConfig:
-    """The experiment a ``benchmark`` or ``embeddings`` flow runs: the one its door opened
-    (resolved and checked there), else, given its own parameters (a deployed run, a direct call),
-    resolved here from them and the worker's environment, and checked."""
+                        **overrides: str | None) -> tuple[ExperimentConfig, dict[str, Any]]:
+    """The experiment a ``benchmark`` or ``embeddings`` flow runs, with the retrievers its checks
+    built, by label (for the flow's plan to ask, as a door's plan asks them): the one its door opened
+    (resolved and checked there; its plan is handed to the flow, so none here), else, given its own
+    parameters (a deployed run, a direct call), resolved here from them and the worker's
+    environment, and checked."""
     given = any(v is not None for v in overrides.values())
     cfg = None if given else reopened(kind, config_path, experiment)
-    if cfg is None:
-        cfg = resolve_experiment(config_path, experiment, **overrides)
-        preflight(cfg)
-    return cfg
+    if cfg is not None:
+        return cfg, {}
+    cfg = resolve_experiment(config_path, experiment, **overrides)
+    return cfg, preflight(cfg)
 
 
 def check_grid(cfg) -> None:
