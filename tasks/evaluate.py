@@ -96,8 +96,8 @@ def read_ir_values(evaluation: Artifact, name: str) -> list[float]:
 def model_rows(results: Sequence[PairResult], k: int = 5) -> list[dict]:
     """One row per dense (model, dataset) result of ``rbench.flows.benchmark.run_stages``.
 
-    Reads recall@k from the evaluation, queries/s from the run, and passages/s and build
-    time from the dense index summary.
+    Reads recall@k from the evaluation, queries/s from the run, passages/s and build time from
+    the dense index summary, and the model from the retriever's params (no retriever is built).
     """
     rows = []
     for r in results:
@@ -106,8 +106,9 @@ def model_rows(results: Sequence[PairResult], k: int = 5) -> list[dict]:
             continue
         recall = next((a["value"] for a in read_aggregate(r.evaluation) if a["metric"] == "recall" and a["k"] == k),
                       None)
+        model = getattr(r.retriever.typed_params(), "model", None)
         rows.append({
-            "dataset": r.dataset, "retriever": r.retriever.label, "model": r.retriever.build().model(),
+            "dataset": r.dataset, "retriever": r.retriever.label, "model": model,
             f"recall@{k}": recall, "queries_per_second": r.run.info.get("queries_per_second") if r.run else None,
             "passages_per_second": index_info["passages_per_second"], "dim": index_info.get("dim"),
             "index_build_seconds": round((index_info.get("encode_seconds") or 0) + (index_info.get("build_seconds") or 0), 2),

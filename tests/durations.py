@@ -6,8 +6,9 @@
 Each test case's time (setup, call and teardown, pytest's default ``junit_duration_report``) is
 added to its file; the table lists seconds, tests, the share of the total and the file's budget.
 With ``--budgets`` the command fails when a file ran more than ``tolerance`` (0.5: half) over its
-budget, or has no budget: raise the budget in the same commit that makes the file slower, and the
-check passes again. Where the budgets file names the suite's ``total`` seconds in the run they were
+budget and by more than ``slack`` seconds (60: a file of seconds can wait that long for a busy
+worker's first imports), or has no budget: raise the budget in the same commit that makes the file
+slower, and the check passes again. Where the budgets file names the suite's ``total`` seconds in the run they were
 measured from, and this run's total is larger (a slower or busier machine, measured in this same run),
 each budget is scaled by that ratio first: a file fails for growing slower than the rest, not for the
 machine. ``--record`` writes the per-test times that order the next parallel run
@@ -56,26 +57,27 @@ def by_file(report: Path) -> list[tuple[str, float, int]]:
     return sorted(((f, seconds[f], tests[f]) for f in seconds), key=lambda row: (-row[1], row[0]))
 
 
-def load_budgets(path: Path) -> tuple[dict[str, float], float, float | None]:
-    """``(seconds per test file, tolerance, the suite's total seconds they were measured in or None)``
-    from a budgets file, checked."""
+def load_budgets(path: Path) -> tuple[dict[str, float], float, float | None, float]:
+    """``(seconds per test file, tolerance, the suite's total seconds they were measured in or None,
+    slack seconds)`` from a budgets file, checked."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         files, tolerance = data["files"], float(data["tolerance"])
         total = None if data.get("total") is None else float(data["total"])
+        slack = float(data.get("slack", 0))
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise SystemExit(f"{path}: not a budgets file ({e}); it holds {{\"tolerance\": 0.5, \"total\": 9000, "
-                         "\"files\": {\"tests/unit/test_a.py\": 12, ...}} (total optional)")
+                         "\"slack\": 60, \"files\": {\"tests/unit/test_a.py\": 12, ...}} (total and slack optional)")
     bad = {f: s for f, s in files.items() if not isinstance(s, (int, float)) or s <= 0}
-    if bad or tolerance < 0 or (total is not None and total <= 0):
-        raise SystemExit(f"{path}: budgets and the total are positive seconds and the tolerance is >= 0 "
-                         f"(got {bad or (tolerance if tolerance < 0 else total)})")
-    return {f: float(s) for f, s in files.items()}, tolerance, total
+    if bad or tolerance < 0 or slack < 0 or (total is not None and total <= 0):
+        raise SystemExit(f"{path}: budgets and the total are positive seconds, the tolerance and the slack >= 0 "
+                         f"(got {bad or (tolerance if tolerance < 0 else slack if slack < 0 else total)})")
+    return {f: float(s) for f, s in files.items()}, tolerance, total, slack
 
 
 def over_budget(rows: list[tuple[str, float, int]], budgets: dict[str, float], tolerance: float,
-                total: float | None = None) -> list[str]:
-    """One line per file that ran past ``budget * (1 + tolerance)`` or has no budget; with the
+                total: float | None = None, slack: float = 0.0) -> list[str]:
+    """One line per file that ran past ``budget * (1 + tolerance) + slack`` or has no budget; with the
     ``total`` the budgets were measured in, each budget is first scaled by this run's total over it
     where that ratio is above 1."""
     speed = max(1.0, sum(s for _, s, _ in rows) / total) if total else 1.0
@@ -85,9 +87,10 @@ def over_budget(rows: list[tuple[str, float, int]], budgets: dict[str, float], t
         budget = budgets.get(name)
         if budget is None:
             problems.append(f"{name}: {seconds:.0f} s and no budget; add it to the budgets file")
-        elif seconds > budget * speed * (1 + tolerance):
+        elif seconds > budget * speed * (1 + tolerance) + slack:
+            over = f"{tolerance:.0%}" + (f" and {slack:.0f} s" if slack else "")
             problems.append(f"{name}: {seconds:.0f} s, over its budget of {budget * speed:.0f} s{scaled} by more "
-                            f"than {tolerance:.0%}; make it faster, or raise its budget in the same commit")
+                            f"than {over}; make it faster, or raise its budget in the same commit")
     return problems
 
 
@@ -114,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="the report ran every test: the record keeps no time of a test it lacks")
     args = parser.parse_args(argv)
     rows = by_file(args.report)
-    budgets, tolerance, total = load_budgets(args.budgets) if args.budgets else (None, 0.0, None)
+    budgets, tolerance, total, slack = load_budgets(args.budgets) if args.budgets else (None, 0.0, None, 0.0)
     text = table(rows, budgets)
     print(text, end="")
     if args.out:
@@ -125,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         tests = dict(sorted({**kept, **{k: round(v, 1) for k, v in by_test(args.report).items()}}.items()))
         args.record.write_text(json.dumps({"source": str(args.report), "tests": tests}, indent=1) + "\n",
                                encoding="utf-8")
-    problems = over_budget(rows, budgets, tolerance, total) if budgets is not None else []
+    problems = over_budget(rows, budgets, tolerance, total, slack) if budgets is not None else []
     for line in problems:
         print(f"budget: {line}")
     return 1 if problems else 0

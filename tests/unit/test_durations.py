@@ -95,3 +95,16 @@ def test_a_whole_suite_slower_than_the_budgets_total_scales_every_budget_but_not
     slow = [("tests/a.py", 40.0, 1), ("tests/b.py", 84.0, 1)]
     assert "(1.38 x the file's: the whole suite ran 1.38 x its measured total)" in over_budget(slow, budgets, 0.5,
                                                                                                total=90.0)[0]
+
+
+def test_a_small_file_over_by_less_than_the_slack_passes_a_large_one_over_by_its_share_fails():
+    """CI's run of 7c4d9c4 (the suite 1.59 x its measured total): a 20 s budget's file at 71 s
+    (32 s scaled, 48 s with the half) failed though it cost 23 s; with 60 s of slack it passes,
+    and a 400 s budget's file at 1,100 s (636 s scaled, 954 s with the half) still fails."""
+    rows = [("tests/small.py", 71.0, 1), ("tests/large.py", 1100.0, 1), ("tests/rest.py", 219.0, 1)]
+    budgets = {"tests/small.py": 20, "tests/large.py": 400, "tests/rest.py": 420}
+    assert [p.split(":")[0] for p in over_budget(rows, budgets, 0.5, total=874.0)] == ["tests/small.py",
+                                                                                      "tests/large.py"]
+    problems = over_budget(rows, budgets, 0.5, total=874.0, slack=60)
+    assert [p.split(":")[0] for p in problems] == ["tests/large.py"]
+    assert "by more than 50% and 60 s" in problems[0]
