@@ -4,6 +4,7 @@ their child runs' metrics, per-query scores, costs and agent traces."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
@@ -148,25 +149,42 @@ def _parents_and_children(client, tracking_uri: str, runs: Sequence[str], experi
 
 
 def differing_params(tracking_uri: str, runs: Sequence[str], experiment: str | None = None) -> list[dict]:
-    """The parameters whose values differ between parent runs (a run's own, and each system's
-    as ``dataset/system: name``, systems matched by label): one row per run with its prefix, id
-    and those values ('' where a run lacks the parameter). Empty for a single run."""
+    """The parameters whose values differ between parent runs (a run's own, and each pair's as
+    ``dataset/system: name``, pairs matched by dataset and system label, :func:`param_columns`): one
+    row per run with its prefix, id and those values ('' where a run lacks the parameter). Empty for a
+    single run."""
 
     if len(runs) < 2:
         return []
     client = mlflow_client(tracking_uri)
     found = list(_parents_and_children(client, tracking_uri, runs, experiment))
     prefixes = run_prefixes([parent for parent, _ in found])
-    params = []
-    for (parent, children), prefix in zip(found, prefixes):
-        flat = {k: v for k, v in parent.data.params.items() if k != "experiment"}
+    params: list[dict[tuple[str, str, str], str]] = []
+    for parent, children in found:
+        flat = {("", "", k): v for k, v in parent.data.params.items() if k != "experiment"}
         for child, dataset, _ in children:
             system = child.data.tags.get("rbench.retriever", child.info.run_name)
-            flat.update({f"{dataset}/{system}: {k}": v for k, v in child.data.params.items()})
+            flat.update({(dataset, system, k): v for k, v in child.data.params.items()})
         params.append(flat)
-    names = sorted({k for flat in params for k in flat if len({flat.get(k, "") for flat in params}) > 1})
-    return [{"run": prefix, "run_id": parent.info.run_id, **{k: flat.get(k, "") for k in names}}
+    differing = {k for flat in params for k in flat if len({flat.get(k, "") for flat in params}) > 1}
+    names = param_columns(differing)
+    keys = sorted(differing, key=names.__getitem__)
+    return [{"run": prefix, "run_id": parent.info.run_id, **{names[k]: flat.get(k, "") for k in keys}}
             for (parent, _), prefix, flat in zip(found, prefixes, params)]
+
+
+def param_columns(keys: set[tuple[str, str, str]]) -> dict[tuple[str, str, str], str]:
+    """A column name per ``(dataset, system, param)`` (``("", "", param)``: the run's own): ``param``
+    or ``dataset/system: param``, with dataset and system quoted where two keys would read alike
+    (dataset ``a/b`` x system ``c`` and dataset ``a`` x system ``b/c``)."""
+
+    def name(key: tuple[str, str, str], show) -> str:
+        dataset, system, param = key
+        return f"{show(dataset)}/{show(system)}: {param}" if dataset or system else param
+
+    plain = {key: name(key, str) for key in keys}
+    shared = Counter(plain.values())
+    return {key: text if shared[text] == 1 else name(key, repr) for key, text in plain.items()}
 
 
 def load_results(tracking_uri: str, runs: Sequence[str], experiment: str | None = None, per_query: bool = False):

@@ -33,3 +33,14 @@ def test_distinct_names_never_share_a_key():
     keys = headline_metrics(rows)
     assert len(keys) == len(names) and all(MLFLOW_KEY.fullmatch(k) for k in keys)
     assert {tuple(name_of(p) for p in k.split(".")[:2]) for k in keys} == {(n, "bm25") for n in names}
+
+
+def test_two_pairs_that_display_alike_get_two_columns_of_differing_params():
+    """Dataset ``a/b`` x system ``c`` and dataset ``a`` x system ``b/c`` both read ``a/b/c``: their
+    parameters were one column of the runs-compared table (issue 80, item 4), now each has its own;
+    names that read alike nowhere stay plain."""
+    from rbench.tracking.read import param_columns
+
+    keys = {("a/b", "c", "k1"), ("a", "b/c", "k1"), ("a", "c", "k1"), ("", "", "depth")}
+    assert param_columns(keys) == {("a/b", "c", "k1"): "'a/b'/'c': k1", ("a", "b/c", "k1"): "'a'/'b/c': k1",
+                                   ("a", "c", "k1"): "a/c: k1", ("", "", "depth"): "depth"}
