@@ -8,8 +8,8 @@ added to its file; the table lists seconds, tests, the share of the total and th
 With ``--budgets`` the command fails when a file ran more than ``tolerance`` (0.5: half) over its
 budget and by more than ``slack`` seconds (60: a file of seconds can wait that long for a busy
 worker's first imports), or has no budget: raise the budget in the same commit that makes the file
-slower, and the check passes again. Where the budgets file names the suite's ``total`` seconds in the run they were
-measured from, and this run's total is larger (a slower or busier machine, measured in this same run),
+slower, and the check passes again. Where the budgets file names the suite's ``total`` seconds in the
+run they were measured from, and this run's total is larger (a slower or busier machine, measured in this same run),
 each budget is scaled by that ratio first: a file fails for growing slower than the rest, not for the
 machine. ``--record`` writes the per-test times that order the next parallel run
 (longest first, see ``tests/conftest.py``) into the record, over the times it held; with
